@@ -1,0 +1,134 @@
+// Incremental request parsing. The next field to read is derived from what the request already
+// holds (see next_field), so the only state kept between calls is the partial field itself.
+#include "rendezvous/request_parser.hpp"
+
+#include <algorithm>
+
+#include "rendezvous/error.hpp"
+
+namespace ddp::rendezvous {
+
+RequestParser::Field RequestParser::next_field() const {
+  const std::size_t nk = req_.keys.size();
+  const std::size_t nv = req_.values.size();
+  switch (req_.type) {
+    case QueryType::Validate:
+    case QueryType::Ping:
+      return have_integer_ ? Field::Done : Field::U32;
+    case QueryType::Set:
+    case QueryType::Append:
+    case QueryType::QueuePush:
+      return nk < 1 ? Field::Key : nv < 1 ? Field::Value : Field::Done;
+    case QueryType::CompareSet:
+      return nk < 1 ? Field::Key : nv < 2 ? Field::Value : Field::Done;
+    case QueryType::Get:
+    case QueryType::DeleteKey:
+    case QueryType::QueuePop:
+    case QueryType::QueueLen:
+      return nk < 1 ? Field::Key : Field::Done;
+    case QueryType::Add:
+    case QueryType::Barrier:
+      return nk < 1 ? Field::Key : have_integer_ ? Field::Done : Field::I64;
+    case QueryType::Check:
+    case QueryType::Wait:
+    case QueryType::MultiGet:
+      if (!have_count_) return Field::Count;
+      return nk < count_ ? Field::Key : Field::Done;
+    case QueryType::MultiSet:
+      if (!have_count_) return Field::Count;
+      if (nv < nk) return Field::Value;
+      return nk < count_ ? Field::Key : Field::Done;
+    case QueryType::GetNumKeys:
+    case QueryType::CancelWait:
+    case QueryType::ListKeys:
+      return Field::Done;
+  }
+  return Field::Done;
+}
+
+bool RequestParser::fill_fixed(std::string_view& input, std::size_t width) {
+  const std::size_t take = std::min(width - scratch_len_, input.size());
+  std::copy_n(input.data(), take, scratch_ + scratch_len_);
+  scratch_len_ += take;
+  input.remove_prefix(take);
+  if (scratch_len_ < width) return false;
+  scratch_len_ = 0;
+  return true;
+}
+
+void RequestParser::finish_string(Field field) {
+  in_string_ = false;
+  (field == Field::Key ? req_.keys : req_.values).push_back(std::move(string_));
+  string_.clear();
+}
+
+bool RequestParser::parse(std::string_view& input, Request& out) {
+  if (!have_type_) {
+    if (input.empty()) return false;
+    const auto byte = static_cast<std::uint8_t>(input.front());
+    if (!is_known_query_type(byte)) {
+      throw ProtocolError("unknown query type " + std::to_string(byte));
+    }
+    input.remove_prefix(1);
+    req_ = Request{};
+    req_.type = static_cast<QueryType>(byte);
+    have_type_ = true;
+    have_integer_ = have_count_ = false;
+  }
+  for (Field field = next_field(); field != Field::Done; field = next_field()) {
+    switch (field) {
+      case Field::U32:
+        if (!fill_fixed(input, 4)) return false;
+        req_.integer = get_u32(scratch_);
+        have_integer_ = true;
+        break;
+      case Field::I64:
+        if (!fill_fixed(input, 8)) return false;
+        req_.integer = get_i64(scratch_);
+        have_integer_ = true;
+        break;
+      case Field::Count:
+        if (!fill_fixed(input, 8)) return false;
+        count_ = static_cast<std::uint64_t>(get_i64(scratch_));
+        if (count_ > kMaxKeyCount) {
+          throw ProtocolError(std::string(query_name(req_.type)) + " announces " +
+                              std::to_string(count_) + " keys, over the limit of " +
+                              std::to_string(kMaxKeyCount));
+        }
+        have_count_ = true;
+        break;
+      case Field::Key:
+      case Field::Value: {
+        if (!in_string_) {
+          if (!fill_fixed(input, 8)) return false;
+          const auto len = static_cast<std::uint64_t>(get_i64(scratch_));
+          const std::size_t limit = field == Field::Key ? kMaxKeyLength : kMaxValueLength;
+          if (len > limit) {
+            throw ProtocolError(std::string(query_name(req_.type)) + " announces a " +
+                                (field == Field::Key ? "key" : "value") + " of " +
+                                std::to_string(len) + " bytes, over the limit of " +
+                                std::to_string(limit));
+          }
+          in_string_ = true;
+          string_left_ = len;
+          string_.reserve(static_cast<std::size_t>(len));
+        }
+        const std::size_t take =
+            static_cast<std::size_t>(std::min<std::uint64_t>(string_left_, input.size()));
+        string_.append(input.data(), take);
+        input.remove_prefix(take);
+        string_left_ -= take;
+        if (string_left_ > 0) return false;
+        finish_string(field);
+        break;
+      }
+      case Field::Done:
+        break;
+    }
+  }
+  have_type_ = false;
+  out = std::move(req_);
+  return true;
+}
+
+}  // namespace ddp::rendezvous

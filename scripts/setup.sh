@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Prepares a fresh Debian 12 machine (as root) to build and test ddplaunch:
+#   1. Debian packages: compilers, CMake/Ninja, CLI11, Boost (Asio, Process), Catch2, clang's
+#      libFuzzer and sanitizer runtimes, python3-venv.
+#   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
+#      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
+# Idempotent: on a ready machine it checks and returns in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION="${DDPLAUNCH_TORCH_VERSION:-2.15.0}"
+PKGS=(build-essential cmake ninja-build pkg-config git
+      libcli11-dev libboost-dev libboost-system-dev libboost-filesystem-dev
+      catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev
+      python3 python3-venv python3-dev iproute2 procps)
+
+say() { printf 'setup: %s\n' "$*"; }
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    say "missing Debian packages: ${missing[*]}; run this script as root (or install them)" >&2
+    exit 1
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages present"
+fi
+
+PY=/usr/bin/python3
+if [[ ! -x .venv/bin/python ]]; then
+  say "creating .venv with $($PY --version)"
+  $PY -m venv .venv
+fi
+have=$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+if [[ "$have" != "$TORCH_VERSION" ]]; then
+  say "installing torch==$TORCH_VERSION into .venv (large download on first run)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" numpy
+else
+  say "torch $have present in .venv"
+fi
+say "LibTorch cmake prefix: $(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+say "ready"
