@@ -1,0 +1,239 @@
+// Server state and query semantics; the waiting algorithm is spelled out in store_state.hpp.
+#include "rendezvous/store_state.hpp"
+
+#include <algorithm>
+
+#include "rendezvous/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+std::string byte_reply(std::uint8_t b) { return std::string(1, static_cast<char>(b)); }
+
+std::string stop_waiting() { return byte_reply(static_cast<std::uint8_t>(WaitResponse::StopWaiting)); }
+
+void erase_id(std::unordered_map<std::string, std::vector<ClientId>>& map, const std::string& key,
+              ClientId id) {
+  auto it = map.find(key);
+  if (it == map.end()) return;
+  auto& ids = it->second;
+  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  if (ids.empty()) map.erase(it);
+}
+
+}  // namespace
+
+void StoreState::connect(ClientId id) { clients_[id] = Client{}; }
+
+StoreState::Client& StoreState::client(ClientId id) {
+  auto it = clients_.find(id);
+  DDP_ASSERT(it != clients_.end(), "request from unregistered client " + std::to_string(id));
+  return it->second;
+}
+
+std::size_t StoreState::num_waiting() const {
+  return static_cast<std::size_t>(std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) {
+    return kv.second.missing > 0 || kv.second.in_barrier;
+  }));
+}
+
+bool StoreState::present(const std::string& key) const {
+  if (kv_.contains(key)) return true;
+  auto it = queues_.find(key);
+  return it != queues_.end() && !it->second.empty();
+}
+
+void StoreState::disconnect(ClientId id) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return;
+  unpark(id, it->second);
+  clients_.erase(it);
+}
+
+void StoreState::unpark(ClientId id, Client& c) {
+  for (const auto& key : c.parked_on) erase_id(c.in_barrier ? barrier_waiters_ : waiters_, key, id);
+  c.parked_on.clear();
+  c.missing = 0;
+  c.in_barrier = false;
+}
+
+void StoreState::wake(const std::string& key, bool only_one, std::vector<Outgoing>& out) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  std::vector<ClientId> woken;
+  if (only_one) {
+    woken.push_back(it->second.front());
+    it->second.erase(it->second.begin());
+    if (it->second.empty()) waiters_.erase(it);
+  } else {
+    woken = std::move(it->second);
+    waiters_.erase(it);
+  }
+  for (ClientId id : woken) {
+    Client& c = client(id);
+    c.parked_on.erase(std::remove(c.parked_on.begin(), c.parked_on.end(), key), c.parked_on.end());
+    DDP_ASSERT(c.missing > 0, "woken client " + std::to_string(id) + " had no pending wait");
+    if (--c.missing == 0) {
+      c.parked_on.clear();
+      out.push_back({id, stop_waiting()});
+    }
+  }
+}
+
+void StoreState::start_wait(ClientId id, Client& c, const std::vector<std::string>& keys,
+                            std::vector<Outgoing>& out) {
+  for (const auto& key : keys) {
+    // A key named twice counts once, so one SET of it completes the wait.
+    if (present(key) || std::find(c.parked_on.begin(), c.parked_on.end(), key) != c.parked_on.end()) {
+      continue;
+    }
+    c.parked_on.push_back(key);
+    waiters_[key].push_back(id);
+  }
+  c.missing = c.parked_on.size();
+  if (c.missing == 0) out.push_back({id, stop_waiting()});
+}
+
+void StoreState::start_barrier(ClientId id, Client& c, const std::string& key, std::int64_t world,
+                               std::vector<Outgoing>& out) {
+  const std::int64_t count = kv_.add(key, 1);
+  if (count < world) {
+    c.in_barrier = true;
+    c.parked_on.push_back(key);
+    barrier_waiters_[key].push_back(id);
+  } else {
+    out.push_back({id, stop_waiting()});
+    auto it = barrier_waiters_.find(key);
+    if (it != barrier_waiters_.end()) {
+      const std::vector<ClientId> done = std::move(it->second);
+      barrier_waiters_.erase(it);
+      for (ClientId other : done) {
+        Client& oc = client(other);
+        oc.parked_on.clear();
+        oc.in_barrier = false;
+        out.push_back({other, stop_waiting()});
+      }
+    }
+  }
+  wake(key, false, out);
+}
+
+void StoreState::handle(ClientId id, Request r, std::vector<Outgoing>& out) {
+  Client& c = client(id);
+  if (!c.validated) {
+    if (r.type != QueryType::Validate) {
+      throw ProtocolError("first request is " + std::string(query_name(r.type)) +
+                          ", expected the VALIDATE handshake (is this a TCPStore client of "
+                          "PyTorch 2.x?)");
+    }
+  }
+  std::string reply;
+  switch (r.type) {
+    case QueryType::Validate:
+      if (static_cast<std::uint32_t>(r.integer) != kValidationMagic) {
+        throw ProtocolError("VALIDATE with wrong magic " +
+                            std::to_string(static_cast<std::uint32_t>(r.integer)));
+      }
+      c.validated = true;
+      return;
+    case QueryType::Ping:
+      put_u32(reply, static_cast<std::uint32_t>(r.integer));
+      break;
+    case QueryType::Set:
+      kv_.set(r.keys[0], std::move(r.values[0]));
+      wake(r.keys[0], false, out);
+      return;
+    case QueryType::CompareSet: {
+      bool changed = false;
+      const std::string current = kv_.compare_set(r.keys[0], r.values[0], std::move(r.values[1]), changed);
+      put_str(reply, current);
+      out.push_back({id, std::move(reply)});
+      if (changed) wake(r.keys[0], false, out);
+      return;
+    }
+    case QueryType::Get: {
+      // A missing key gets an empty value, as in PyTorch's libuv server; real clients WAIT first.
+      const std::string* v = kv_.find(r.keys[0]);
+      put_str(reply, v ? std::string_view(*v) : std::string_view());
+      break;
+    }
+    case QueryType::Add: {
+      put_i64(reply, kv_.add(r.keys[0], r.integer));
+      out.push_back({id, std::move(reply)});
+      wake(r.keys[0], false, out);
+      return;
+    }
+    case QueryType::Check: {
+      const bool ready = std::all_of(r.keys.begin(), r.keys.end(), [&](const auto& k) { return present(k); });
+      reply = byte_reply(static_cast<std::uint8_t>(ready ? CheckResponse::Ready : CheckResponse::NotReady));
+      break;
+    }
+    case QueryType::Wait:
+    case QueryType::Barrier:
+      if (c.missing > 0 || c.in_barrier) {
+        throw ProtocolError(std::string(query_name(r.type)) +
+                            " while an earlier WAIT or BARRIER of this connection is pending");
+      }
+      if (r.type == QueryType::Wait) {
+        start_wait(id, c, r.keys, out);
+      } else {
+        start_barrier(id, c, r.keys[0], r.integer, out);
+      }
+      return;
+    case QueryType::GetNumKeys:
+      put_i64(reply, static_cast<std::int64_t>(kv_.size()));
+      break;
+    case QueryType::DeleteKey:
+      put_i64(reply, kv_.erase(r.keys[0]) ? 1 : 0);
+      break;
+    case QueryType::Append:
+      kv_.append(r.keys[0], r.values[0]);
+      wake(r.keys[0], false, out);
+      return;
+    case QueryType::MultiGet:
+      for (const auto& k : r.keys) {
+        const std::string* v = kv_.find(k);
+        put_str(reply, v ? std::string_view(*v) : std::string_view());
+      }
+      break;
+    case QueryType::MultiSet:
+      for (std::size_t i = 0; i < r.keys.size(); ++i) {
+        kv_.set(r.keys[i], std::move(r.values[i]));
+        wake(r.keys[i], false, out);
+      }
+      return;
+    case QueryType::CancelWait:
+      unpark(id, c);
+      reply = byte_reply(static_cast<std::uint8_t>(WaitResponse::WaitCanceled));
+      break;
+    case QueryType::QueuePush:
+      queues_[r.keys[0]].push_back(std::move(r.values[0]));
+      wake(r.keys[0], true, out);
+      return;
+    case QueryType::QueuePop: {
+      auto it = queues_.find(r.keys[0]);
+      const std::size_t len = it == queues_.end() ? 0 : it->second.size();
+      put_i64(reply, static_cast<std::int64_t>(len));
+      if (len > 0) {
+        put_str(reply, it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) queues_.erase(it);
+      }
+      break;
+    }
+    case QueryType::QueueLen: {
+      auto it = queues_.find(r.keys[0]);
+      put_i64(reply, static_cast<std::int64_t>(it == queues_.end() ? 0 : it->second.size()));
+      break;
+    }
+    case QueryType::ListKeys: {
+      const auto keys = kv_.keys();
+      put_i64(reply, static_cast<std::int64_t>(keys.size()));
+      for (const auto& k : keys) put_str(reply, k);
+      break;
+    }
+  }
+  out.push_back({id, std::move(reply)});
+}
+
+}  // namespace ddp::rendezvous

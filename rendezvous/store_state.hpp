@@ -1,0 +1,88 @@
+// The TCPStore server's whole state, without sockets: the key-value map, the queues, the
+// connections' handshake progress and the waiters parked on keys and barriers.
+//
+// The server feeds it one parsed Request at a time per connection and sends whatever replies it
+// produces. Because it is pure, every query's semantics (COMPARE_SET's cases, waking all waiters,
+// CANCEL_WAIT always answered, waits dropped on disconnect, barriers) is tested without a socket.
+//
+// Waiting, step by step:
+//   1. WAIT [k1..kn]: if every key is present (a key in the map, or a non-empty queue) reply
+//      STOP_WAITING now. Otherwise park the connection on each missing key with a counter of
+//      missing keys.
+//   2. SET/ADD/APPEND/MULTI_SET/COMPARE_SET-that-wrote/BARRIER on a key decrements the counter of
+//      every connection parked on it and unparks them from that key; at zero the connection gets
+//      STOP_WAITING. QUEUE_PUSH does the same for the first parked connection only.
+//   3. CANCEL_WAIT unparks the connection everywhere and always answers WAIT_CANCELED.
+//   4. A disconnect unparks the connection everywhere; nothing is sent.
+// BARRIER k n increments the decimal counter at k; the caller gets STOP_WAITING once the counter
+// reaches n and so does every connection parked in that barrier; below n the caller is parked.
+//
+// Not thread-safe: one event loop (or one lock) owns it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rendezvous/key_value_map.hpp"
+#include "rendezvous/request.hpp"
+
+namespace ddp::rendezvous {
+
+using ClientId = std::uint64_t;
+
+// Bytes to send to one connection, in order.
+struct Outgoing {
+  ClientId client;
+  std::string bytes;
+};
+
+class StoreState {
+ public:
+  // Registers a new connection; its first request must be VALIDATE with the right magic.
+  void connect(ClientId client);
+
+  // Applies one request from `client` and appends the replies it causes (to the caller and to
+  // woken waiters, in the order they must be sent) to `out`.
+  // Throws ProtocolError when the request breaks the protocol for this connection (no or bad
+  // VALIDATE, a second WAIT while one is pending, ADD on a non-numeric value); the caller closes
+  // the connection and calls disconnect(). The state stays consistent after a throw.
+  void handle(ClientId client, Request request, std::vector<Outgoing>& out);
+
+  // Forgets the connection and every wait it had parked. Unknown ids are ignored.
+  void disconnect(ClientId client);
+
+  std::size_t num_keys() const { return kv_.size(); }
+  std::size_t num_clients() const { return clients_.size(); }
+  // Connections with a WAIT or BARRIER pending.
+  std::size_t num_waiting() const;
+
+ private:
+  struct Client {
+    bool validated = false;
+    // Keys still missing for the pending WAIT; 0 when nothing is pending.
+    std::size_t missing = 0;
+    std::vector<std::string> parked_on;  // keys (or barrier keys) it is parked on
+    bool in_barrier = false;
+  };
+
+  Client& client(ClientId id);
+  bool present(const std::string& key) const;
+  void start_wait(ClientId id, Client& c, const std::vector<std::string>& keys,
+                  std::vector<Outgoing>& out);
+  void start_barrier(ClientId id, Client& c, const std::string& key, std::int64_t world,
+                     std::vector<Outgoing>& out);
+  // Wakes all (or, for a queue push, one) connection(s) parked on `key`.
+  void wake(const std::string& key, bool only_one, std::vector<Outgoing>& out);
+  void unpark(ClientId id, Client& c);
+
+  KeyValueMap kv_;
+  std::unordered_map<std::string, std::deque<std::string>> queues_;
+  std::unordered_map<ClientId, Client> clients_;
+  std::unordered_map<std::string, std::vector<ClientId>> waiters_;
+  std::unordered_map<std::string, std::vector<ClientId>> barrier_waiters_;
+};
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,90 @@
+// A C++ client of PyTorch's TCPStore protocol: talks to our TcpStoreServer and to PyTorch's own
+// server (`torch.distributed.TCPStore(is_master=True)`) alike.
+//
+// Like c10d's client it prefixes every user key with "/" on the wire (options.key_prefix), so a
+// key set here is the same key for a Python `TCPStore` client of the same server.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/blocking_socket.hpp"
+#include "rendezvous/store.hpp"
+
+namespace ddp::rendezvous {
+
+struct TcpStoreClientOptions {
+  std::string host = "127.0.0.1";  // name, IPv4 or IPv6 address (brackets allowed: "[::1]")
+  std::uint16_t port = 29500;
+  // How long the constructor keeps retrying (exponential backoff with jitter) to connect and
+  // complete the VALIDATE/PING handshake.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  // Deadline for every reply of a non-waiting call (set, add, …). Waits take their own timeout.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::string key_prefix = "/";
+};
+
+// Thread-safe: one request at a time on the single connection (a mutex serialises callers).
+// Every blocking call has a deadline. Errors: TimeoutError when a deadline passes;
+// ConnectionError when the server is unreachable or the connection broke (after which every
+// call throws ConnectionError); ProtocolError on a malformed reply.
+// A wait or barrier that times out sends CANCEL_WAIT and reads its answer before throwing, so
+// the connection stays usable.
+class TcpStoreClient final : public Store {
+ public:
+  // Connects and handshakes; blocks up to options.connect_timeout.
+  explicit TcpStoreClient(TcpStoreClientOptions options);
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key, Duration timeout) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override;
+  bool delete_key(const std::string& key) override;
+  std::int64_t num_keys() override;
+
+  // The rest of the protocol, beyond the Store interface.
+  void append(const std::string& key, const std::string& bytes);
+  // Waits for all keys (TimeoutError after `timeout`), then returns their values in order.
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys, Duration timeout);
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  void queue_push(const std::string& key, const std::string& value);
+  // Non-blocking pop: nullopt when the queue is empty.
+  std::optional<std::string> try_queue_pop(const std::string& key);
+  // Blocking pop: waits until the queue has an element (TimeoutError after `timeout`).
+  std::string queue_pop(const std::string& key, Duration timeout);
+  std::int64_t queue_len(const std::string& key);
+  // User keys (those under key_prefix, with it removed), in no particular order.
+  std::vector<std::string> list_keys();
+  // Server-side barrier: returns once `world_size` callers reached `key`. TimeoutError after
+  // `timeout` (this caller's arrival stays counted, as in PyTorch).
+  void barrier(const std::string& key, std::int64_t world_size, Duration timeout);
+  // Round trip with a nonce; returns the elapsed time.
+  std::chrono::microseconds ping();
+
+  const TcpStoreClientOptions& options() const { return options_; }
+
+ private:
+  void connect_with_retries();
+  void handshake(std::chrono::steady_clock::time_point deadline);
+  std::chrono::steady_clock::time_point reply_deadline() const;
+  // Sends a WAIT (or BARRIER) and waits for STOP_WAITING; on timeout cancels it on the server.
+  void await_stop_waiting(const std::string& request, const std::string& what, Duration timeout);
+  std::string read_str(std::chrono::steady_clock::time_point deadline);
+  std::int64_t read_i64(std::chrono::steady_clock::time_point deadline);
+  std::uint8_t read_u8(std::chrono::steady_clock::time_point deadline);
+  std::string wire(const std::string& key) const { return options_.key_prefix + key; }
+
+  TcpStoreClientOptions options_;
+  std::mutex mutex_;
+  std::unique_ptr<BlockingSocket> socket_;
+};
+
+}  // namespace ddp::rendezvous

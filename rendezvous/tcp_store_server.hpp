@@ -1,0 +1,75 @@
+// The TCPStore server: one Asio event loop owns a StoreState and every connection, so no locks
+// guard the key-value state. Speaks PyTorch's c10d TCPStore protocol (protocol.hpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "rendezvous/store_state.hpp"
+
+namespace ddp::rendezvous {
+
+struct TcpStoreServerOptions {
+  // Address to bind: an IPv4/IPv6 literal (brackets allowed) or a name; "" binds every address,
+  // IPv6 and IPv4 (dual stack), falling back to IPv4 only where IPv6 is off.
+  std::string host;
+  std::uint16_t port = 0;  // 0 picks a free port; port() tells which
+  int backlog = 0;         // 0: the host's net.core.somaxconn
+  // Where connection-level events go (one line each, without a newline), e.g. why a connection
+  // was closed. Default: stderr with a "ddplaunch-store: " prefix. Called on the loop thread.
+  std::function<void(std::string_view)> log;
+};
+
+class ServerConnection;
+
+class TcpStoreServer {
+ public:
+  // Binds and listens; does not block. Throws BindError naming the address and the fix when the
+  // port is taken or the address is not local.
+  explicit TcpStoreServer(TcpStoreServerOptions options);
+  // Stops and joins the background thread if start() was used.
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  // Bound address, "host:port" with brackets for IPv6 ("[::]:29500").
+  std::string address() const;
+
+  // Serves on the calling thread until stop(). Handlers never throw.
+  void run();
+  // Serves on a background thread owned by the server.
+  void start();
+  // Thread-safe and idempotent: closes the acceptor and every connection (clients with pending
+  // requests see the connection close) and makes run() return. Joins the background thread.
+  void stop();
+
+  // The loop's io_context, to attach signal handlers or timers to the same loop.
+  boost::asio::io_context& context() { return io_; }
+
+ private:
+  friend class ServerConnection;
+  void accept_next();
+  void on_close(ClientId id, std::string_view reason);
+  void deliver(std::vector<Outgoing>& outgoing);
+  void log(const std::string& line) const;
+
+  TcpStoreServerOptions options_;
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::uint16_t port_ = 0;
+  StoreState state_;
+  ClientId next_id_ = 1;
+  std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
+  std::thread thread_;
+  bool stopped_ = false;
+};
+
+}  // namespace ddp::rendezvous
