@@ -111,7 +111,9 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
           }
           in_string_ = true;
           string_left_ = len;
-          string_.reserve(static_cast<std::size_t>(len));
+          // Reserve at most 64 KiB up front: a peer that announces 8 MiB and sends nothing
+          // should not cost 8 MiB; larger values grow as their bytes arrive.
+          string_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(len, 64 * 1024)));
         }
         const std::size_t take =
             static_cast<std::size_t>(std::min<std::uint64_t>(string_left_, input.size()));

@@ -23,7 +23,10 @@ void erase_id(std::unordered_map<std::string, std::vector<ClientId>>& map, const
 
 }  // namespace
 
-void StoreState::connect(ClientId id) { clients_[id] = Client{}; }
+void StoreState::connect(ClientId id) {
+  disconnect(id);  // a reused id starts afresh, without the old connection's parked waits
+  clients_[id] = Client{};
+}
 
 StoreState::Client& StoreState::client(ClientId id) {
   auto it = clients_.find(id);

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "rendezvous/blocking_socket.hpp"
+#include "rendezvous/error.hpp"
+#include "rendezvous/request.hpp"
 #include "rendezvous/store.hpp"
 
 namespace ddp::rendezvous {
@@ -75,8 +77,17 @@ class TcpStoreClient final : public Store {
   void connect_with_retries();
   void handshake(std::chrono::steady_clock::time_point deadline);
   std::chrono::steady_clock::time_point reply_deadline() const;
-  // Sends a WAIT (or BARRIER) and waits for STOP_WAITING; on timeout cancels it on the server.
-  void await_stop_waiting(const std::string& request, const std::string& what, Duration timeout);
+  // Runs `body` holding the connection; if it throws, the connection is closed for good, since
+  // the stream may hold unread reply bytes. `what` names the request in the broken-reason.
+  template <class F>
+  auto locked(const char* what, F&& body);
+  void send(const Request& request);
+  // Sends a WAIT (or BARRIER) and waits up to `timeout` for STOP_WAITING. On timeout cancels
+  // the wait on the server, consumes the answer and returns false; the connection stays usable.
+  bool await_stop_waiting(const std::string& request, Duration timeout);
+  std::optional<std::string> pop_locked(const std::string& key);
+  std::vector<std::string> wire_keys(const std::vector<std::string>& keys) const;
+  TimeoutError wait_timeout(const char* what, const std::vector<std::string>& keys, Duration timeout) const;
   std::string read_str(std::chrono::steady_clock::time_point deadline);
   std::int64_t read_i64(std::chrono::steady_clock::time_point deadline);
   std::uint8_t read_u8(std::chrono::steady_clock::time_point deadline);
@@ -85,6 +96,7 @@ class TcpStoreClient final : public Store {
   TcpStoreClientOptions options_;
   std::mutex mutex_;
   std::unique_ptr<BlockingSocket> socket_;
+  std::string broken_reason_;
 };
 
 }  // namespace ddp::rendezvous

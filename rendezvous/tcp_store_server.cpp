@@ -1,0 +1,148 @@
+// Asio plumbing of the store server: binding, accepting, routing replies to connections, and
+// shutdown. All of it runs on the one event loop thread, so StoreState needs no lock.
+#include "rendezvous/tcp_store_server.hpp"
+
+#include <fstream>
+#include <iostream>
+
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+
+#include "rendezvous/blocking_socket.hpp"
+#include "rendezvous/error.hpp"
+#include "rendezvous/server_connection.hpp"
+
+namespace ddp::rendezvous {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+int host_somaxconn() {
+  std::ifstream in("/proc/sys/net/core/somaxconn");
+  int value = 0;
+  if (in >> value && value > 0) return value;
+  return asio::socket_base::max_listen_connections;
+}
+
+// The endpoints to try binding, in order: the resolved host, or for "" dual-stack IPv6 first.
+std::vector<tcp::endpoint> bind_candidates(asio::io_context& io, const std::string& host, std::uint16_t port) {
+  if (host.empty()) return {tcp::endpoint(tcp::v6(), port), tcp::endpoint(tcp::v4(), port)};
+  std::vector<tcp::endpoint> out;
+  boost::system::error_code ec;
+  tcp::resolver resolver(io);
+  const auto results = resolver.resolve(unbracket_host(host), std::to_string(port),
+                                        tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec) {
+    throw BindError("cannot resolve store address '" + host + "': " + ec.message() +
+                    "; use an address of this machine (an IPv6 address goes in brackets: [::1])");
+  }
+  for (const auto& r : results) out.push_back(r.endpoint());
+  return out;
+}
+
+}  // namespace
+
+TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
+    : options_(std::move(options)), acceptor_(io_) {
+  if (!options_.log) {
+    options_.log = [](std::string_view line) { std::cerr << "ddplaunch-store: " << line << std::endl; };
+  }
+  const int backlog = options_.backlog > 0 ? options_.backlog : host_somaxconn();
+  std::string last_error = "no address to bind";
+  for (const auto& ep : bind_candidates(io_, options_.host, options_.port)) {
+    boost::system::error_code ec;
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec && ep.protocol() == tcp::v6()) acceptor_.set_option(asio::ip::v6_only(false), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(backlog, ec);
+    if (!ec) {
+      port_ = acceptor_.local_endpoint().port();
+      accept_next();
+      return;
+    }
+    last_error = format_endpoint(ep.address().to_string(), ep.port()) + ": " + ec.message();
+    boost::system::error_code ignored;  // the socket was never usable
+    acceptor_.close(ignored);
+    if (ec == asio::error::address_in_use) {
+      throw BindError("cannot listen on " + format_endpoint(options_.host.empty() ? "::" : options_.host, options_.port) +
+                      ": the port is already in use; stop the other process or pick another port "
+                      "(--master_port / --port, or 0 for a free one)");
+    }
+  }
+  throw BindError("cannot listen on " + format_endpoint(options_.host.empty() ? "::" : options_.host, options_.port) +
+                  " (" + last_error + "); use an address of this machine");
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  stop();
+  // Let the handlers aborted by stop() run, so no connection outlives the loop that owns it.
+  io_.restart();
+  io_.run();
+}
+
+std::string TcpStoreServer::address() const {
+  boost::system::error_code ec;
+  const auto ep = acceptor_.local_endpoint(ec);
+  if (ec) return format_endpoint(options_.host, port_);
+  return format_endpoint(ep.address().to_string(), ep.port());
+}
+
+void TcpStoreServer::run() { io_.run(); }
+
+void TcpStoreServer::start() {
+  DDP_ASSERT(!thread_.joinable(), "store server started twice");
+  thread_ = std::thread([this] { run(); });
+}
+
+void TcpStoreServer::stop() {
+  asio::post(io_, [this] {
+    if (stopped_) return;
+    stopped_ = true;
+    boost::system::error_code ignored;  // closing a listening socket only fails if it is closed
+    acceptor_.close(ignored);
+    for (auto& [id, conn] : connections_) conn->close();
+    connections_.clear();
+    io_.stop();
+  });
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void TcpStoreServer::accept_next() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+    if (stopped_ || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Running out of descriptors or a connection reset before accept: log and keep serving.
+      log("accept failed: " + ec.message());
+    } else {
+      const ClientId id = next_id_++;
+      auto conn = std::make_shared<ServerConnection>(*this, id, std::move(socket));
+      connections_.emplace(id, conn);
+      state_.connect(id);
+      conn->start();
+    }
+    accept_next();
+  });
+}
+
+void TcpStoreServer::on_close(ClientId id, std::string_view reason) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  if (!reason.empty()) log("closed connection from " + it->second->peer() + ": " + std::string(reason));
+  state_.disconnect(id);
+  it->second->close();
+  connections_.erase(it);
+}
+
+void TcpStoreServer::deliver(std::vector<Outgoing>& outgoing) {
+  for (auto& out : outgoing) {
+    auto it = connections_.find(out.client);
+    if (it != connections_.end()) it->second->send(std::move(out.bytes));
+  }
+}
+
+void TcpStoreServer::log(const std::string& line) const { options_.log(line); }
+
+}  // namespace ddp::rendezvous
