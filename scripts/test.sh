@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: set-up, configure, build, then ctest.
+#   1. scripts/setup.sh (Debian packages, .venv with torch)
+#   2. build-asan/: clang with ASan+UBSan, the non-LibTorch targets and the libFuzzer target;
+#      its ctest runs the store's tests under the sanitizers plus a bounded fuzz run.
+#   3. build/: the main build (gcc, LibTorch parts included); its ctest runs everything, and its
+#      summary line is the last line printed.
+# Exit status: non-zero when either suite failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+bash scripts/setup.sh
+
+jobs=$(nproc)
+echo "test: configuring and building build-asan/ (clang, ASan+UBSan, fuzz)"
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDDP_WITH_TORCH=OFF -DDDP_SANITIZE=ON -DDDP_FUZZ=ON -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
+cmake --build build-asan -j "$jobs"
+
+echo "test: configuring and building build/ (main)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
+cmake --build build -j "$jobs"
+
+status=0
+echo "test: sanitizer suite (build-asan/)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-asan --output-on-failure -j "$jobs" || status=1
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+echo "test: main suite (build/)"
+ctest --test-dir build --output-on-failure -j "$jobs" || status=1
+exit $status
