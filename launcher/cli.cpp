@@ -1,0 +1,269 @@
+// Command-line parsing. CLI11 handles spellings, PET_* defaults and --help; this file turns the
+// strings into a LaunchConfig (nnodes ranges, nproc keywords, signals, stream selections).
+#include "launcher/cli.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "launcher/slurm.hpp"
+#include "launcher/version.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+const char* kExamples = R"(
+Examples:
+  Single node, 8 workers:
+    ddplaunch --nproc_per_node=8 ./train --lr 0.1
+  A PyTorch script, unchanged (runs as python3 -u train.py):
+    ddplaunch --nproc_per_node=4 train.py --epochs 3
+  Two nodes, the same command on both (node 0 hosts the store at --master_addr):
+    node0$ ddplaunch --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 --nproc_per_node=8 ./train
+    node1$ ddplaunch --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --master_port=29500 --nproc_per_node=8 ./train
+  Picking GPUs: CUDA_VISIBLE_DEVICES=0,3 ddplaunch --nproc_per_node=gpu ./train
+  One device per worker: CUDA_VISIBLE_DEVICES=2,3 ddplaunch --nproc_per_node=2 --virtual_local_rank ./train
+  Slurm, one launcher per node:
+    srun --nodes=2 --ntasks-per-node=1 ddplaunch --nproc_per_node=4 ./train
+  See what would run: ddplaunch --dry-run --nproc_per_node=2 ./train
+Exit codes: 0 success; the failing worker's code; 128+N if it died of signal N;
+  2 bad usage; 130 interrupted; 1 launcher error (see README).)";
+
+int count_gpus(const EnvLookup& env) {
+  if (auto cvd = env("CUDA_VISIBLE_DEVICES")) {
+    if (cvd->empty() || *cvd == "-1") return 0;
+    return static_cast<int>(std::count(cvd->begin(), cvd->end(), ',')) + 1;
+  }
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, std::regex("nvidia[0-9]+"))) ++n;
+  }
+  return n;
+}
+
+int parse_nproc(const std::string& v, const EnvLookup& env) {
+  const int cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  if (v == "cpu") return cpus;
+  if (v == "gpu") {
+    const int gpus = count_gpus(env);
+    if (gpus == 0) {
+      throw UsageError("--nproc_per_node=gpu but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*); "
+                       "give a number or use cpu/auto");
+    }
+    return gpus;
+  }
+  if (v == "auto") {
+    const int gpus = count_gpus(env);
+    return gpus > 0 ? gpus : cpus;
+  }
+  if (std::regex_match(v, std::regex("[0-9]{1,6}"))) return std::stoi(v);
+  throw UsageError("--nproc_per_node=" + v + " is not a number, gpu, cpu or auto");
+}
+
+void parse_nnodes(const std::string& v, LaunchConfig& c) {
+  std::smatch m;
+  if (std::regex_match(v, m, std::regex("([0-9]{1,6})"))) {
+    c.min_nodes = c.max_nodes = std::stoi(m[1]);
+  } else if (std::regex_match(v, m, std::regex("([0-9]{1,6}):([0-9]{1,6})"))) {
+    c.min_nodes = std::stoi(m[1]);
+    c.max_nodes = std::stoi(m[2]);
+  } else {
+    throw UsageError("--nnodes=" + v + " is not N or MIN:MAX (e.g. --nnodes=2 or --nnodes=1:4)");
+  }
+  if (c.min_nodes < 1 || c.max_nodes < c.min_nodes) {
+    throw UsageError("--nnodes=" + v + " needs 1 <= MIN <= MAX");
+  }
+}
+
+StreamSelection parse_streams(const std::string& flag, const std::string& v) {
+  StreamSelection s;
+  if (std::regex_match(v, std::regex("[0-3]"))) {
+    s.all = std::stoi(v);
+    return s;
+  }
+  if (!std::regex_match(v, std::regex("([0-9]+:[0-3],)*[0-9]+:[0-3]"))) {
+    throw UsageError(flag + "=" + v + " is not 0-3 or a map like 0:1,1:3 (1 stdout, 2 stderr, 3 both)");
+  }
+  std::stringstream in(v);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto colon = item.find(':');
+    s.per_rank[std::stoi(item.substr(0, colon))] = std::stoi(item.substr(colon + 1));
+  }
+  return s;
+}
+
+std::chrono::milliseconds seconds_to_ms(const std::string& flag, double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) {
+    throw UsageError(flag + "=" + std::to_string(seconds) + " is not a number of seconds in 0..1e7");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
+}
+
+std::string random_run_id() {
+  std::random_device rd;
+  std::ostringstream out;
+  out << std::hex << rd() << rd();
+  return out.str();
+}
+
+// "host[:port]" with optional brackets for IPv6.
+void parse_endpoint(const std::string& v, std::string& host, int& port) {
+  std::smatch m;
+  if (std::regex_match(v, m, std::regex(R"(\[([0-9a-fA-F:.]+)\](?::([0-9]{1,5}))?)")) ||
+      std::regex_match(v, m, std::regex(R"(([\w.-]+)(?::([0-9]{1,5}))?)"))) {
+    host = m[1];
+    if (m[2].matched) port = std::stoi(m[2]);
+    return;
+  }
+  throw UsageError("--rdzv_endpoint=" + v + " is not host[:port] (IPv6 in brackets: [::1]:29500)");
+}
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env) {
+  ParsedCommandLine out;
+  LaunchConfig& c = out.config;
+  CLI::App app{"ddplaunch: start distributed data-parallel workers on this node (a drop-in for torchrun)"};
+  app.footer(kExamples);
+  app.prefix_command();
+  app.set_version_flag("--version", std::string("ddplaunch ") + kVersion);
+
+  // The PET_* defaults are read here rather than through CLI11's envname, which would also
+  // accept them for flags torchrun does not map.
+  const auto pet = [&](CLI::Option* opt, const std::string& dest) {
+    std::string upper;
+    for (char ch : dest) upper.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
+    return opt->envname("PET_" + upper);
+  };
+  std::string nnodes = "1", nproc = "1", redirects = "0", tee = "0", ranks_filter, rdzv_conf, signals;
+  double monitor_interval = 0.1, shutdown_timeout = 30, rdzv_timeout = 900, heartbeat_timeout = 10;
+  std::string use_env;
+  std::optional<std::string> master_addr, master_port_text, node_rank_text;
+  pet(app.add_option("--nnodes", nnodes, "N or MIN:MAX (elastic)"), "nnodes");
+  pet(app.add_option("--nproc_per_node,--nproc-per-node", nproc, "workers on this node: N, gpu, cpu or auto"), "nproc_per_node");
+  pet(app.add_option("--node_rank,--node-rank", node_rank_text, "rank of this node, 0..nnodes-1"), "node_rank");
+  pet(app.add_option("--master_addr,--master-addr", master_addr, "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)"), "master_addr");
+  pet(app.add_option("--master_port,--master-port", master_port_text, "store port on node 0 (default 29500)"), "master_port");
+  pet(app.add_option("--rdzv_id,--rdzv-id", c.run_id, "job id shared by all nodes"), "rdzv_id");
+  pet(app.add_option("--rdzv_endpoint,--rdzv-endpoint", c.rdzv_endpoint, "host[:port] of the store (overrides --master_addr/--master_port)"), "rdzv_endpoint");
+  pet(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend, "static or c10d (both use ddplaunch's store)"), "rdzv_backend");
+  pet(app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf, "k=v,... (timeout, join_timeout, heartbeat_timeout)"), "rdzv_conf");
+  pet(app.add_option("--rdzv_timeout,--rdzv-timeout", rdzv_timeout, "seconds to wait for all nodes (default 900)"), "rdzv_timeout");
+  pet(app.add_flag("--standalone", c.standalone, "single node on a free port with a random run id"), "standalone");
+  pet(app.add_option("--max_restarts,--max-restarts", c.max_restarts, "restarts of the whole job after a failure"), "max_restarts");
+  pet(app.add_option("--monitor_interval,--monitor-interval", monitor_interval, "seconds between heartbeat checks"), "monitor_interval");
+  pet(app.add_option("--heartbeat_timeout,--heartbeat-timeout", heartbeat_timeout, "seconds without a heartbeat before a node counts as lost (default 10)"), "heartbeat_timeout");
+  pet(app.add_option("--role", c.role, "role name (ROLE_NAME)"), "role");
+  pet(app.add_option("--log_dir,--log-dir", c.log_dir, "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log"), "log_dir");
+  pet(app.add_option("-r,--redirects", redirects, "streams to files only: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:3"), "redirects");
+  pet(app.add_option("-t,--tee", tee, "streams to files and the console (same syntax)"), "tee");
+  pet(app.add_option("--local_ranks_filter,--local-ranks-filter", ranks_filter, "local ranks shown on the console, e.g. 0,3"), "local_ranks_filter");
+  pet(app.add_flag("--no_python,--no-python", c.no_python, "execute the program directly"), "no_python");
+  pet(app.add_flag("-m,--module", c.module, "run the program as python -m MODULE"), "module");
+  pet(app.add_option("--local_addr,--local-addr", c.local_addr, "address this node advertises"), "local_addr");
+  pet(app.add_option("--shutdown_timeout,--shutdown-timeout", shutdown_timeout, "seconds between SIGTERM and SIGKILL (default 30)"), "shutdown_timeout");
+  pet(app.add_option("--signals_to_handle,--signals-to-handle", signals, "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"), "signals_to_handle");
+  pet(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank, "each worker sees exactly its own GPU as device 0"), "virtual_local_rank");
+  app.add_option("--use_env,--use-env", use_env, "legacy launcher flag; --use_env=false appends --local_rank=i to worker args")->expected(0, 1)->default_str("true");
+  app.add_flag("--local_rank_arg,--local-rank-arg", c.legacy_local_rank_arg, "append --local_rank=i to each worker's arguments (torch.distributed.launch style)");
+  app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template, "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
+  app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out.early_exit_text = app.help();
+    return out;
+  } catch (const CLI::CallForVersion&) {
+    out.early_exit_text = std::string("ddplaunch ") + kVersion + "\n";
+    return out;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(std::string(e.what()) + "; see ddplaunch --help");
+  }
+
+  auto rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+    throw UsageError("unknown option " + rest.front() + "; see ddplaunch --help (options go before the program)");
+  }
+  if (!rest.empty()) {
+    c.program = rest.front();
+    c.program_args.assign(rest.begin() + 1, rest.end());
+  }
+
+  parse_nnodes(nnodes, c);
+  c.nproc_per_node = parse_nproc(nproc, env);
+  const auto parse_int = [](const std::string& flag, const std::string& v) {
+    if (!std::regex_match(v, std::regex("-?[0-9]{1,9}"))) throw UsageError(flag + "=" + v + " is not a whole number");
+    return std::stoi(v);
+  };
+  if (node_rank_text) c.node_rank = parse_int("--node_rank", *node_rank_text);
+  if (master_addr) c.master_addr = *master_addr;
+  if (master_port_text) c.master_port = parse_int("--master_port", *master_port_text);
+  if (!c.rdzv_endpoint.empty()) parse_endpoint(c.rdzv_endpoint, c.master_addr, c.master_port);
+  c.redirects = parse_streams("--redirects", redirects);
+  c.tee = parse_streams("--tee", tee);
+  c.monitor_interval = seconds_to_ms("--monitor_interval", monitor_interval);
+  c.shutdown_timeout = seconds_to_ms("--shutdown_timeout", shutdown_timeout);
+  c.rdzv_timeout = seconds_to_ms("--rdzv_timeout", rdzv_timeout);
+  c.heartbeat_timeout = seconds_to_ms("--heartbeat_timeout", heartbeat_timeout);
+  c.heartbeat_interval = std::max(std::chrono::milliseconds(50), c.heartbeat_timeout / 5);
+  if (!rdzv_conf.empty()) {
+    std::stringstream in(rdzv_conf);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      const auto eq = item.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+        throw UsageError("--rdzv_conf item '" + item + "' is not key=value");
+      }
+      c.rdzv_conf[item.substr(0, eq)] = item.substr(eq + 1);
+    }
+    for (const char* key : {"timeout", "join_timeout"}) {
+      if (c.rdzv_conf.count(key)) c.rdzv_timeout = seconds_to_ms(std::string("--rdzv_conf ") + key, std::stod(c.rdzv_conf[key]));
+    }
+  }
+  if (!ranks_filter.empty()) {
+    std::stringstream in(ranks_filter);
+    std::string item;
+    while (std::getline(in, item, ',')) c.local_ranks_filter.push_back(parse_int("--local_ranks_filter", item));
+  }
+  if (signals.empty()) signals = env("TORCHELASTIC_SIGNALS_TO_HANDLE").value_or("SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  {
+    std::stringstream in(signals);
+    std::string item;
+    while (std::getline(in, item, ',')) c.signals_to_handle.push_back(parse_signal(item));
+  }
+  if (!use_env.empty() && (use_env == "false" || use_env == "0" || use_env == "False")) c.legacy_local_rank_arg = true;
+  if (c.standalone) {
+    c.min_nodes = c.max_nodes = 1;
+    c.node_rank = 0;
+    c.master_addr = "127.0.0.1";
+    c.master_port = 0;
+    c.run_id = random_run_id();
+  }
+  // Slurm fills in what the command line left open (see slurm.hpp).
+  if (!c.standalone && !app.count("--nnodes") && !node_rank_text && !master_addr && env("SLURM_JOB_ID")) {
+    apply_slurm_environment(env, master_port_text.has_value() || !c.rdzv_endpoint.empty(), c);
+  }
+  validate(c);
+  return out;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,72 @@
+// The launcher's whole configuration as plain data, built by the command line (cli.hpp) and
+// checked by validate(). Everything downstream (rendezvous, worker specs, the agent) reads only
+// this struct, never argv or the environment.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rendezvous/error.hpp"
+
+namespace ddp::launcher {
+
+// Bad command line or configuration: exit code 2 with this one-line message.
+class UsageError : public rendezvous::Error {
+ public:
+  using rendezvous::Error::Error;
+};
+
+// Which streams of which local ranks go to files (--redirects / --tee): bit 1 stdout, bit 2 stderr.
+struct StreamSelection {
+  int all = 0;                    // applies to every local rank not in per_rank
+  std::map<int, int> per_rank;    // local rank → mask
+  int for_rank(int local_rank) const;
+};
+
+struct LaunchConfig {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int nproc_per_node = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string run_id = "none";
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::map<std::string, std::string> rdzv_conf;
+  bool standalone = false;
+  int max_restarts = 0;
+  std::chrono::milliseconds monitor_interval{100};
+  std::string role = "default";
+  std::string log_dir;                // "" = no log files
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::vector<int> local_ranks_filter;  // empty = all
+  bool no_python = false;
+  bool module = false;
+  std::string local_addr;             // address this node advertises ("" = hostname)
+  std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
+  std::vector<int> signals_to_handle;  // forwarded to the workers' process groups
+  bool virtual_local_rank = false;
+  bool legacy_local_rank_arg = false;  // append --local_rank=i to each worker's arguments
+  bool dry_run = false;
+  std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(1)};
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(10)};
+  std::string line_prefix_template = "[${rank}]:";  // "" = no prefix
+  std::string program;
+  std::vector<std::string> program_args;
+};
+
+// Pure check of a parsed configuration; throws UsageError naming the value and the fix.
+void validate(const LaunchConfig& config);
+
+// "SIGTERM" → 15; accepts "TERM", "15" and any case. Throws UsageError for an unknown name.
+int parse_signal(const std::string& name);
+// 15 → "SIGTERM" ("SIG15" for a number without a name).
+std::string signal_name(int signo);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,141 @@
+// Spawning and output forwarding; see worker_process.hpp.
+#include "launcher/worker_process.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <iostream>
+
+#include <boost/asio/read.hpp>
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/env.hpp>
+#include <boost/process/environment.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/extend.hpp>
+#include <boost/process/io.hpp>
+#include <boost/process/search_path.hpp>
+
+namespace ddp::launcher {
+
+namespace bp = boost::process;
+
+namespace {
+
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) != 0) {
+      throw UsageError("program '" + name + "' is not an executable file; check the path (a .py script runs with python3)");
+    }
+    return name;
+  }
+  const auto found = bp::search_path(name);
+  if (found.empty()) {
+    throw UsageError("program '" + name + "' was not found on PATH; give a path such as ./" + name);
+  }
+  return found.string();
+}
+
+}  // namespace
+
+WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output)
+    : spec_(spec), output_(std::move(output)) {
+  const std::string exe = resolve_program(spec.argv.front());
+  out_.pipe = std::make_unique<bp::async_pipe>(io);
+  err_.pipe = std::make_unique<bp::async_pipe>(io);
+  out_.console = output_.to_console_out;
+  err_.console = output_.to_console_err;
+  err_.is_err = true;
+  if (!spec.log_dir.empty()) std::filesystem::create_directories(spec.log_dir);
+  if (!output_.stdout_file.empty()) out_.file.open(output_.stdout_file, std::ios::trunc);
+  if (!output_.stderr_file.empty()) err_.file.open(output_.stderr_file, std::ios::trunc);
+
+  bp::environment env;
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+  const pid_t parent = ::getpid();
+  try {
+    bp::child child(bp::exe = exe, bp::args = args, bp::env = env, bp::std_out > *out_.pipe,
+                    bp::std_err > *err_.pipe,
+                    bp::extend::on_exec_setup = [parent](auto&) {
+                      // Between fork and exec: own process group (signals reach the whole
+                      // tree), and death with the launcher. If the launcher already died
+                      // before prctl took effect, give up now instead of running orphaned.
+                      ::setpgid(0, 0);
+                      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+                      if (::getppid() != parent) ::_exit(127);
+                    });
+    pid_ = child.id();
+    // The event loop reaps workers itself (SIGCHLD + waitpid), so the handle lets go.
+    child.detach();
+  } catch (const bp::process_error& e) {
+    throw UsageError("cannot start '" + spec.argv.front() + "': " + e.code().message() +
+                     "; check that it is an executable program");
+  }
+  read(out_);
+  read(err_);
+}
+
+void WorkerProcess::signal(int signo) const {
+  if (exited_ || pid_ <= 0) return;
+  if (::kill(-pid_, signo) != 0 && errno == ESRCH) {
+    // The group is gone already (the worker exited but is not reaped yet): nothing to signal.
+    ::kill(pid_, signo);
+  }
+}
+
+void WorkerProcess::set_exited(int status) {
+  exited_ = true;
+  if (WIFEXITED(status)) code_ = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) term_signal_ = WTERMSIG(status);
+}
+
+int WorkerProcess::exit_code() const { return term_signal_ ? 128 + term_signal_ : code_; }
+
+void WorkerProcess::read(Stream& s) {
+  s.pipe->async_read_some(boost::asio::buffer(s.buffer), [this, &s](const boost::system::error_code& ec, std::size_t n) {
+    if (n > 0) {
+      s.partial.append(s.buffer.data(), n);
+      std::size_t start = 0;
+      for (auto nl = s.partial.find('\n'); nl != std::string::npos; nl = s.partial.find('\n', start)) {
+        emit(s, s.partial.substr(start, nl - start));
+        start = nl + 1;
+      }
+      s.partial.erase(0, start);
+    }
+    if (ec) {
+      if (!s.partial.empty()) emit(s, s.partial);
+      s.partial.clear();
+      close_stream(s);
+      return;
+    }
+    read(s);
+  });
+}
+
+void WorkerProcess::emit(Stream& s, const std::string& line) {
+  if (s.file.is_open()) s.file << line << '\n';
+  if (s.is_err) {
+    tail_.push_back(line);
+    if (tail_.size() > output_.tail_lines) tail_.pop_front();
+  }
+  if (!s.console) return;
+  // One write per line keeps lines from different workers whole on the console.
+  std::string whole = output_.prefix + line + "\n";
+  std::ostream& os = s.is_err ? std::cerr : std::cout;
+  os.write(whole.data(), static_cast<std::streamsize>(whole.size()));
+  os.flush();
+}
+
+void WorkerProcess::close_stream(Stream& s) {
+  boost::system::error_code ignored;  // closing a pipe at EOF cannot fail meaningfully
+  s.pipe->close(ignored);
+  if (s.file.is_open()) s.file.close();
+  if (--open_pipes_ == 0 && output_done_cb_) output_done_cb_();
+}
+
+}  // namespace ddp::launcher

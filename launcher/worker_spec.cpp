@@ -1,0 +1,108 @@
+// Worker argv and environment (torchrun's contract); see worker_spec.hpp.
+#include "launcher/worker_spec.hpp"
+
+#include <sstream>
+
+extern char** environ;
+
+namespace ddp::launcher {
+
+Environment current_environment() {
+  Environment env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv(*e);
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+std::string substitute_local_rank(std::string arg, int local_rank) {
+  const std::string macro = "${local_rank}";
+  for (auto pos = arg.find(macro); pos != std::string::npos; pos = arg.find(macro, pos)) {
+    arg.replace(pos, macro.size(), std::to_string(local_rank));
+  }
+  return arg;
+}
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
+  const LaunchConfig& c = in.config;
+  const int base = in.ranks.base_rank(in.node_rank);
+  std::vector<std::string> visible;
+  if (c.virtual_local_rank) {
+    const auto it = in.base_env.find("CUDA_VISIBLE_DEVICES");
+    if (it != in.base_env.end()) {
+      visible = split_commas(it->second);
+    } else {
+      for (int i = 0; i < c.nproc_per_node; ++i) visible.push_back(std::to_string(i));
+    }
+    if (static_cast<int>(visible.size()) < c.nproc_per_node) {
+      throw UsageError("--virtual_local_rank needs one device per worker but CUDA_VISIBLE_DEVICES lists " +
+                       std::to_string(visible.size()) + " for --nproc_per_node=" + std::to_string(c.nproc_per_node) +
+                       "; list more devices or start fewer workers");
+    }
+  }
+  const std::string python = in.base_env.count("PYTHON_EXEC") ? in.base_env.at("PYTHON_EXEC") : "python3";
+  std::vector<WorkerSpec> specs;
+  for (int lr = 0; lr < c.nproc_per_node; ++lr) {
+    WorkerSpec w;
+    w.local_rank = lr;
+    w.rank = base + lr;
+    const bool as_python = !c.no_python && (c.module || ends_with(c.program, ".py"));
+    if (as_python) {
+      w.argv = {python, "-u"};
+      if (c.module) w.argv.push_back("-m");
+    }
+    w.argv.push_back(c.program);
+    if (c.legacy_local_rank_arg) w.argv.push_back("--local_rank=" + std::to_string(lr));
+    for (const auto& a : c.program_args) w.argv.push_back(substitute_local_rank(a, lr));
+
+    w.env = in.base_env;
+    auto& e = w.env;
+    const int nnodes = in.ranks.num_nodes();
+    e["LOCAL_RANK"] = std::to_string(c.virtual_local_rank ? 0 : lr);
+    e["RANK"] = std::to_string(w.rank);
+    e["GROUP_RANK"] = std::to_string(in.node_rank);
+    e["ROLE_RANK"] = std::to_string(w.rank);
+    e["ROLE_NAME"] = c.role;
+    e["LOCAL_WORLD_SIZE"] = std::to_string(c.nproc_per_node);
+    e["WORLD_SIZE"] = std::to_string(in.ranks.world_size());
+    e["GROUP_WORLD_SIZE"] = std::to_string(nnodes);
+    e["ROLE_WORLD_SIZE"] = std::to_string(in.ranks.world_size());
+    e["MASTER_ADDR"] = in.master_addr;
+    e["MASTER_PORT"] = std::to_string(in.master_port);
+    e["TORCHELASTIC_RESTART_COUNT"] = std::to_string(in.restart_count);
+    e["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(c.max_restarts);
+    e["TORCHELASTIC_RUN_ID"] = c.run_id;
+    e["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+    if (!e.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) e["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
+    if (!e.count("OMP_NUM_THREADS") && c.nproc_per_node > 1) e["OMP_NUM_THREADS"] = "1";
+    if (c.virtual_local_rank) e["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
+    if (!c.log_dir.empty()) {
+      w.log_dir = c.log_dir + "/" + c.run_id + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
+      e["TORCHELASTIC_ERROR_FILE"] = w.log_dir + "/error.json";
+    } else {
+      e["TORCHELASTIC_ERROR_FILE"] = "";
+    }
+    specs.push_back(std::move(w));
+  }
+  return specs;
+}
+
+}  // namespace ddp::launcher

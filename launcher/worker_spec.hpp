@@ -1,0 +1,44 @@
+// What each worker runs: its argv and its environment, built from the configuration, the rank
+// map and the attempt number. Pure: the launcher's own environment is passed in and never
+// modified; each child gets a separate map.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launcher/launch_config.hpp"
+#include "launcher/rank_map.hpp"
+
+namespace ddp::launcher {
+
+using Environment = std::map<std::string, std::string>;
+
+struct WorkerSpec {
+  int local_rank = 0;
+  int rank = 0;
+  std::vector<std::string> argv;  // argv[0] is the executable (looked up on PATH when bare)
+  Environment env;
+  std::string log_dir;  // <log_dir>/<run_id>/attempt_<n>/<local_rank>, "" when no log dir
+};
+
+struct WorkerSpecInputs {
+  const LaunchConfig& config;
+  const RankMap& ranks;
+  int node_rank;
+  int restart_count;
+  std::string master_addr;  // the store's address as workers should dial it
+  int master_port;
+  Environment base_env;     // the launcher's environment
+};
+
+// Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.
+std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in);
+
+// The current process environment as a map.
+Environment current_environment();
+
+// Replaces ${local_rank} in `arg`.
+std::string substitute_local_rank(std::string arg, int local_rank);
+
+}  // namespace ddp::launcher
