@@ -21,6 +21,10 @@ void validate(const LaunchConfig& c) {
     throw UsageError("--nnodes=" + std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes) +
                      " is not a valid range; use N or MIN:MAX with 1 <= MIN <= MAX");
   }
+  if (c.min_nodes != c.max_nodes) {
+    throw UsageError("--nnodes=" + std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes) +
+                     ": elastic node ranges are not supported yet; use a fixed --nnodes=N");
+  }
   if (c.nproc_per_node < 1) {
     throw UsageError("--nproc_per_node=" + std::to_string(c.nproc_per_node) +
                      " must be at least 1 (or gpu, cpu, auto)");
