@@ -125,6 +125,8 @@ class Agent {
   std::string describe_failure(const WorkerProcess& w) const;
 
   const LaunchConfig& c_;
+  ConsoleWriter console_;
+  std::string log_root_;  // <log_dir> or a fresh temporary directory when streams go to files
   asio::io_context io_;
   asio::signal_set signals_;
   asio::signal_set sigchld_;
@@ -284,6 +286,7 @@ void Agent::maybe_round_ended() {
     failure_text_.clear();
     return start_round();
   }
+  console_.flush();
   if (!failure_text_.empty()) std::cerr << failure_text_ << std::endl;
   finish(lost_peer_ ? kExitFailure : (failure_code_ ? failure_code_ : kExitFailure));
 }
@@ -391,12 +394,14 @@ void Agent::start_round() {
 void Agent::spawn_workers(const RankMap& ranks) {
   nnodes_ = ranks.num_nodes();
   if (c_.node_rank == 0) std::cerr << "ddplaunch: " << ranks.describe() << std::flush;
-  WorkerSpecInputs in{c_, ranks, c_.node_rank, restart_count_, c_.master_addr, port_, current_environment()};
+  WorkerSpecInputs in{c_, ranks, c_.node_rank, restart_count_, c_.master_addr, port_, current_environment(), ""};
+  in.log_root = log_root_;
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     say("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
   for (const auto& spec : build_worker_specs(in)) {
     OutputOptions out;
+    out.console = &console_;
     if (ranks.world_size() > 1) out.prefix = expand_prefix(c_.line_prefix_template, spec, c_.role);
     const int redirect = c_.redirects.for_rank(spec.local_rank);
     const int tee = c_.tee.for_rank(spec.local_rank);
@@ -404,11 +409,10 @@ void Agent::spawn_workers(const RankMap& ranks) {
                        std::find(c_.local_ranks_filter.begin(), c_.local_ranks_filter.end(), spec.local_rank) != c_.local_ranks_filter.end();
     out.to_console_out = shown && !(redirect & 1);
     out.to_console_err = shown && !(redirect & 2);
-    if (!spec.log_dir.empty()) {
-      out.stdout_file = spec.log_dir + "/stdout.log";
-      out.stderr_file = spec.log_dir + "/stderr.log";
-    }
-    (void)tee;  // with a log dir both streams always go to files; --tee only keeps them on the console too
+    // As in torchrun: a stream goes to its file when redirected or tee'd; a tee keeps it on the
+    // console as well.
+    if (!spec.log_dir.empty() && ((redirect | tee) & 1)) out.stdout_file = spec.log_dir + "/stdout.log";
+    if (!spec.log_dir.empty() && ((redirect | tee) & 2)) out.stderr_file = spec.log_dir + "/stderr.log";
     workers_.push_back(std::make_unique<WorkerProcess>(io_, spec, out));
     workers_.back()->on_output_done([this] { asio::post(io_, [this] { maybe_round_ended(); }); });
   }
@@ -504,6 +508,20 @@ int Agent::run() {
     if (!ec) on_sigchld();
   });
   port_ = c_.master_port;
+  log_root_ = c_.log_dir;
+  const auto any_streams = [](const StreamSelection& sel) {
+    return sel.all != 0 || std::any_of(sel.per_rank.begin(), sel.per_rank.end(), [](const auto& kv) { return kv.second != 0; });
+  };
+  if (log_root_.empty() && (any_streams(c_.redirects) || any_streams(c_.tee))) {
+    // torchrun's behaviour: redirected streams need files, so without --log_dir make a directory.
+    char tmpl[] = "/tmp/ddplaunch_XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      say("cannot create a log directory under /tmp for --redirects/--tee; pass --log_dir");
+      return kExitFailure;
+    }
+    log_root_ = tmpl;
+    say("worker logs go to " + log_root_ + " (pass --log_dir to choose)");
+  }
   if (c_.node_rank == 0) {
     rendezvous::TcpStoreServerOptions so;
     so.port = static_cast<std::uint16_t>(c_.master_port);
@@ -556,7 +574,7 @@ int print_dry_run(const LaunchConfig& c) {
   for (int n = 0; n < c.max_nodes; ++n) nodes.push_back({n, c.nproc_per_node, n == c.node_rank ? host_name() : "?", n == c.node_rank ? host_name() : "?", 0});
   const RankMap ranks(nodes);
   std::cout << ranks.describe();
-  WorkerSpecInputs in{c, ranks, c.node_rank, 0, c.master_addr, c.master_port, current_environment()};
+  WorkerSpecInputs in{c, ranks, c.node_rank, 0, c.master_addr, c.master_port, current_environment(), ""};
   const auto base = in.base_env;
   for (const auto& w : build_worker_specs(in)) {
     std::cout << "worker local_rank " << w.local_rank << " rank " << w.rank << ":\n  command:";

@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <iostream>
 
 #include <boost/asio/read.hpp>
 #include <boost/process/args.hpp>
@@ -44,6 +43,7 @@ std::string resolve_program(const std::string& name) {
 
 WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output)
     : spec_(spec), output_(std::move(output)) {
+  DDP_ASSERT(output_.console != nullptr, "worker output needs a console writer");
   const std::string exe = resolve_program(spec.argv.front());
   out_.pipe = std::make_unique<bp::async_pipe>(io);
   err_.pipe = std::make_unique<bp::async_pipe>(io);
@@ -124,11 +124,7 @@ void WorkerProcess::emit(Stream& s, const std::string& line) {
     if (tail_.size() > output_.tail_lines) tail_.pop_front();
   }
   if (!s.console) return;
-  // One write per line keeps lines from different workers whole on the console.
-  std::string whole = output_.prefix + line + "\n";
-  std::ostream& os = s.is_err ? std::cerr : std::cout;
-  os.write(whole.data(), static_cast<std::streamsize>(whole.size()));
-  os.flush();
+  output_.console->write(s.is_err ? 2 : 1, output_.prefix + line + "\n");
 }
 
 void WorkerProcess::close_stream(Stream& s) {

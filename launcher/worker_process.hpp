@@ -13,11 +13,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/process/async_pipe.hpp>
 
+#include "launcher/console_writer.hpp"
 #include "launcher/worker_spec.hpp"
 
 namespace ddp::launcher {
 
 struct OutputOptions {
+  ConsoleWriter* console = nullptr;  // where console lines go (required)
   std::string prefix;       // e.g. "[3]:"; "" for none
   bool to_console_out = true;
   bool to_console_err = true;

@@ -94,8 +94,9 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     if (!e.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) e["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
     if (!e.count("OMP_NUM_THREADS") && c.nproc_per_node > 1) e["OMP_NUM_THREADS"] = "1";
     if (c.virtual_local_rank) e["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
-    if (!c.log_dir.empty()) {
-      w.log_dir = c.log_dir + "/" + c.run_id + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
+    const std::string& log_root = in.log_root.empty() ? c.log_dir : in.log_root;
+    if (!log_root.empty()) {
+      w.log_dir = log_root + "/" + c.run_id + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
       e["TORCHELASTIC_ERROR_FILE"] = w.log_dir + "/error.json";
     } else {
       e["TORCHELASTIC_ERROR_FILE"] = "";

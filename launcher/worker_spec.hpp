@@ -30,6 +30,7 @@ struct WorkerSpecInputs {
   std::string master_addr;  // the store's address as workers should dial it
   int master_port;
   Environment base_env;     // the launcher's environment
+  std::string log_root;     // overrides config.log_dir when set ("" = config.log_dir)
 };
 
 // Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.
