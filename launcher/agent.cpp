@@ -101,7 +101,9 @@ class Agent {
     o.host = c_.master_addr;
     o.port = static_cast<std::uint16_t>(port_);
     o.connect_timeout = c_.rdzv_timeout;
-    o.timeout = std::chrono::seconds(60);
+    // Replies on a healthy network take milliseconds; a cut link must not stall the teardown
+    // for longer than the heartbeat allows.
+    o.timeout = std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1));
     return o;
   }
   std::string key(const std::string& name) const { return "r" + std::to_string(round_) + "/" + name; }
@@ -143,6 +145,8 @@ class Agent {
   std::thread watcher_thread_;
   std::thread heartbeat_thread_;
   std::shared_ptr<StopFlag> threads_stop_;
+  std::mutex watcher_mutex_;
+  std::shared_ptr<TcpStoreClient> watcher_client_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
   std::vector<std::unique_ptr<WorkerProcess>> retired_;
   int nnodes_ = 1;
@@ -425,9 +429,15 @@ void Agent::start_threads() {
   const std::string outcome_key = key("outcome");
   const auto options = client_options();
   const std::string run_id = c_.run_id;
+  watcher_client_.reset();
   watcher_thread_ = std::thread([this, stop, outcome_key, options, run_id] {
     try {
       auto client = std::make_shared<TcpStoreClient>(options);
+      {
+        std::lock_guard<std::mutex> lock(watcher_mutex_);
+        watcher_client_ = client;
+      }
+      if (stop->stopped()) return;
       PrefixStore job("ddplaunch/" + run_id, client);
       // Parked on the server until some node publishes the outcome: no polling.
       while (!stop->stopped()) {
@@ -493,6 +503,11 @@ void Agent::stop_threads() {
     } catch (const rendezvous::Error&) {
       // Store gone: the watcher's own connection fails too, which also ends it.
     }
+  }
+  {
+    // The watcher may be parked on a connection that a cut link left silent: break it.
+    std::lock_guard<std::mutex> lock(watcher_mutex_);
+    if (watcher_client_) watcher_client_->interrupt();
   }
   if (watcher_thread_.joinable()) watcher_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();

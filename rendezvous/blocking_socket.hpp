@@ -2,6 +2,7 @@
 // It drives a private Asio io_context only while a call is in progress, so no thread is owned.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -27,6 +28,9 @@ class BlockingSocket {
   // Reads exactly `n` bytes.
   std::string read_exact(std::size_t n, TimePoint deadline);
   void close();
+  // Thread-safe, non-blocking: shuts the connection down at the OS level, so a call blocked in
+  // another thread fails promptly with ConnectionError. The only method safe to call concurrently.
+  void interrupt();
 
   // "host:port" of the peer, brackets for IPv6.
   std::string peer() const { return peer_; }
@@ -39,6 +43,7 @@ class BlockingSocket {
   boost::asio::io_context io_;
   boost::asio::ip::tcp::socket socket_;
   std::string peer_;
+  std::atomic<int> fd_{-1};
 };
 
 // Strips brackets of "[::1]"; other hosts are returned unchanged.

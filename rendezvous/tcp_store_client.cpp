@@ -55,6 +55,7 @@ void TcpStoreClient::connect_with_retries() {
       auto socket = std::make_unique<BlockingSocket>(options_.host, options_.port, deadline);
       socket_ = std::move(socket);
       handshake(deadline);
+      interruptible_ = socket_.get();
       return;
     } catch (const ConnectionError& e) {
       last_error = e.what();
@@ -126,9 +127,13 @@ auto TcpStoreClient::locked(const char* what, F&& body) {
     // The stream may hold unread bytes of this reply: never reuse it.
     broken_reason_ = std::string(what) + ": " + e.what();
     socket_->close();
-    socket_.reset();
+    retired_socket_ = std::move(socket_);  // kept alive: interrupt() may still hold it
     throw;
   }
+}
+
+void TcpStoreClient::interrupt() {
+  if (BlockingSocket* s = interruptible_.load()) s->interrupt();
 }
 
 bool TcpStoreClient::await_stop_waiting(const std::string& request, Duration timeout) {

@@ -5,6 +5,7 @@
 // key set here is the same key for a Python `TCPStore` client of the same server.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -71,6 +72,10 @@ class TcpStoreClient final : public Store {
   // Round trip with a nonce; returns the elapsed time.
   std::chrono::microseconds ping();
 
+  // Thread-safe and non-blocking: breaks the connection so that a call blocked in another thread
+  // (a long wait) throws ConnectionError promptly. The client is unusable afterwards.
+  void interrupt();
+
   const TcpStoreClientOptions& options() const { return options_; }
 
  private:
@@ -96,6 +101,10 @@ class TcpStoreClient final : public Store {
   TcpStoreClientOptions options_;
   std::mutex mutex_;
   std::unique_ptr<BlockingSocket> socket_;
+  // The socket as seen by interrupt(): set once connected, never reset while the client lives
+  // (a broken connection's socket is kept until destruction for this reason).
+  std::atomic<BlockingSocket*> interruptible_{nullptr};
+  std::unique_ptr<BlockingSocket> retired_socket_;
   std::string broken_reason_;
 };
 
