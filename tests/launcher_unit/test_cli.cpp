@@ -1,0 +1,398 @@
+// parse_command_line(): torchrun's flags in both spellings, PET_* defaults, the program and its
+// arguments passed through untouched, the nproc keywords, endpoints, stream selections, signals,
+// legacy flags, --help/--version, Slurm defaults, and a table of bad inputs that must each be a
+// UsageError naming the offending value. The environment is a fake (a std::map) except where a
+// test says otherwise.
+#include "launcher/cli.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/launch_config.hpp"
+
+namespace {
+
+using ddp::launcher::EnvLookup;
+using ddp::launcher::LaunchConfig;
+using ddp::launcher::parse_command_line;
+using ddp::launcher::ParsedCommandLine;
+using ddp::launcher::UsageError;
+using Args = std::vector<std::string>;
+using FakeEnv = std::map<std::string, std::string>;
+
+EnvLookup lookup(const FakeEnv& env) {
+  return [env](const std::string& name) -> std::optional<std::string> {
+    const auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+ParsedCommandLine parse_full(const Args& args, const FakeEnv& env = {}) {
+  std::vector<const char*> argv{"ddplaunch"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  return parse_command_line(static_cast<int>(argv.size()) - 1, argv.data(), lookup(env));
+}
+
+LaunchConfig parse(const Args& args, const FakeEnv& env = {}) { return parse_full(args, env).config; }
+
+// The UsageError message for `args`, or a marker saying what happened instead.
+std::string usage_error(const Args& args, const FakeEnv& env = {}) {
+  try {
+    parse_full(args, env);
+    return "<no exception>";
+  } catch (const UsageError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<not a UsageError> ") + e.what();
+  }
+}
+
+// Sets process environment variables for one test and restores them afterwards.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const FakeEnv& vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name.c_str());
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved_) {
+      if (old) {
+        ::setenv(name.c_str(), old->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST_CASE("defaults for a bare program", "[cli]") {
+  const auto parsed = parse_full({"./train"});
+  CHECK_FALSE(parsed.early_exit_text);
+  const auto& c = parsed.config;
+  CHECK(c.program == "./train");
+  CHECK(c.program_args.empty());
+  CHECK(c.min_nodes == 1);
+  CHECK(c.max_nodes == 1);
+  CHECK(c.nproc_per_node == 1);
+  CHECK(c.node_rank == 0);
+  CHECK(c.master_addr == "127.0.0.1");
+  CHECK(c.master_port == 29500);
+  CHECK(c.run_id == "none");
+  CHECK_FALSE(c.standalone);
+  CHECK_FALSE(c.legacy_local_rank_arg);
+  CHECK(c.signals_to_handle == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+}
+
+TEST_CASE("both spellings of each flag are accepted", "[cli]") {
+  const Args underscores{"--nproc_per_node=3", "--nnodes=2", "--node_rank=1", "--master_addr=10.1.1.1",
+                         "--master_port=1234", "--rdzv_id=j1", "--max_restarts=2", "--log_dir=/tmp/l",
+                         "--local_addr=10.1.1.2", "--monitor_interval=0.5", "--shutdown_timeout=7", "prog"};
+  const Args dashes{"--nproc-per-node", "3", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.1.1",
+                    "--master-port", "1234", "--rdzv-id", "j1", "--max-restarts", "2", "--log-dir", "/tmp/l",
+                    "--local-addr", "10.1.1.2", "--monitor-interval", "0.5", "--shutdown-timeout", "7", "prog"};
+  for (const Args* args : {&underscores, &dashes}) {
+    const auto c = parse(*args);
+    CHECK(c.nproc_per_node == 3);
+    CHECK(c.min_nodes == 2);
+    CHECK(c.max_nodes == 2);
+    CHECK(c.node_rank == 1);
+    CHECK(c.master_addr == "10.1.1.1");
+    CHECK(c.master_port == 1234);
+    CHECK(c.run_id == "j1");
+    CHECK(c.max_restarts == 2);
+    CHECK(c.log_dir == "/tmp/l");
+    CHECK(c.local_addr == "10.1.1.2");
+    CHECK(c.monitor_interval == std::chrono::milliseconds(500));
+    CHECK(c.shutdown_timeout == std::chrono::seconds(7));
+    CHECK(c.program == "prog");
+  }
+  CHECK(parse({"--no-python", "prog"}).no_python);
+  CHECK(parse({"--no_python", "prog"}).no_python);
+  CHECK(parse({"--virtual-local-rank", "prog"}).virtual_local_rank);
+  CHECK(parse({"--dry-run", "prog"}).dry_run);
+  CHECK(parse({"--dry_run", "prog"}).dry_run);
+}
+
+// PET_* defaults. The variables are set both in the fake lookup and in the process environment
+// (restored afterwards), so this holds whichever of the two the parser reads; see the report on
+// CLI11's envname bypassing the EnvLookup.
+TEST_CASE("PET_* variables supply defaults and explicit flags beat them", "[cli]") {
+  const FakeEnv pet{{"PET_NPROC_PER_NODE", "3"},
+                    {"PET_NNODES", "2"},
+                    {"PET_NODE_RANK", "1"},
+                    {"PET_MASTER_ADDR", "10.9.9.9"},
+                    {"PET_MASTER_PORT", "4321"}};
+  const ScopedEnv scoped(pet);
+  SECTION("defaults") {
+    const auto c = parse({"prog"}, pet);
+    CHECK(c.nproc_per_node == 3);
+    CHECK(c.max_nodes == 2);
+    CHECK(c.node_rank == 1);
+    CHECK(c.master_addr == "10.9.9.9");
+    CHECK(c.master_port == 4321);
+  }
+  SECTION("explicit flags win") {
+    const auto c = parse({"--nproc_per_node=1", "--nnodes=3", "--node_rank=2", "--master_addr=h", "--master_port=99",
+                          "prog"},
+                         pet);
+    CHECK(c.nproc_per_node == 1);
+    CHECK(c.max_nodes == 3);
+    CHECK(c.node_rank == 2);
+    CHECK(c.master_addr == "h");
+    CHECK(c.master_port == 99);
+  }
+}
+
+TEST_CASE("nnodes takes N or MIN:MAX", "[cli]") {
+  const auto n = parse({"--nnodes", "4", "prog"});
+  CHECK(n.min_nodes == 4);
+  CHECK(n.max_nodes == 4);
+  const auto fixed = parse({"--nnodes", "2:2", "prog"});
+  CHECK(fixed.min_nodes == 2);
+  CHECK(fixed.max_nodes == 2);
+}
+
+// Elastic ranges (MIN < MAX) were rejected with a UsageError and are being enabled; either way
+// the range must not be garbled.
+TEST_CASE("an elastic nnodes range is either rejected by name or kept as given", "[cli]") {
+  const std::string error = usage_error({"--nnodes", "1:4", "prog"});
+  if (error == "<no exception>") {
+    const auto c = parse({"--nnodes", "1:4", "prog"});
+    CHECK(c.min_nodes == 1);
+    CHECK(c.max_nodes == 4);
+  } else {
+    CHECK_THAT(error, Catch::Contains("1:4"));
+    CHECK_THAT(error, !Catch::StartsWith("<"));
+  }
+}
+
+TEST_CASE("nproc_per_node keywords cpu gpu auto", "[cli]") {
+  const int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  SECTION("cpu") {
+    const int n = parse({"--nproc_per_node=cpu", "prog"}).nproc_per_node;
+    CHECK(n >= 1);
+    CHECK(n == std::max(1, cpus));
+  }
+  SECTION("gpu counts CUDA_VISIBLE_DEVICES") {
+    CHECK(parse({"--nproc_per_node=gpu", "prog"}, {{"CUDA_VISIBLE_DEVICES", "0,3"}}).nproc_per_node == 2);
+  }
+  SECTION("gpu without a visible GPU") {
+    for (const char* none : {"", "-1"}) {
+      const std::string msg = usage_error({"--nproc_per_node=gpu", "prog"}, {{"CUDA_VISIBLE_DEVICES", none}});
+      CHECK_THAT(msg, Catch::Contains("--nproc_per_node=gpu"));
+    }
+  }
+  SECTION("auto") {
+    CHECK(parse({"--nproc_per_node=auto", "prog"}, {{"CUDA_VISIBLE_DEVICES", "0,3"}}).nproc_per_node == 2);
+    CHECK(parse({"--nproc_per_node=auto", "prog"}, {{"CUDA_VISIBLE_DEVICES", ""}}).nproc_per_node ==
+          std::max(1, cpus));
+  }
+}
+
+TEST_CASE("everything after the program is passed through untouched", "[cli]") {
+  SECTION("flag-like arguments, including our own flags") {
+    const auto c = parse({"prog", "--lr", "0.1", "--nnodes", "5"});
+    CHECK(c.program == "prog");
+    CHECK(c.program_args == Args{"--lr", "0.1", "--nnodes", "5"});
+    CHECK(c.max_nodes == 1);
+  }
+  SECTION("after launcher options") {
+    const auto c = parse({"--nproc_per_node=2", "train.py", "--nproc_per_node=7", "-m", "--help", "x"});
+    CHECK(c.nproc_per_node == 2);
+    CHECK_FALSE(c.module);
+    CHECK(c.program == "train.py");
+    CHECK(c.program_args == Args{"--nproc_per_node=7", "-m", "--help", "x"});
+  }
+  SECTION("a -- inside the program's arguments") {
+    const auto c = parse({"prog", "a", "--", "--b"});
+    CHECK(c.program == "prog");
+    CHECK(c.program_args == Args{"a", "--", "--b"});
+  }
+  SECTION("-- separates launcher options from the program") {
+    const auto c = parse({"--nproc_per_node=2", "--", "prog", "--x", "1"});
+    CHECK(c.nproc_per_node == 2);
+    CHECK(c.program == "prog");
+    CHECK(c.program_args == Args{"--x", "1"});
+  }
+}
+
+TEST_CASE("standalone picks a free port and a random run id", "[cli]") {
+  const auto a = parse({"--standalone", "prog"});
+  const auto b = parse({"--standalone", "prog"});
+  CHECK(a.standalone);
+  CHECK(a.master_port == 0);
+  CHECK(a.max_nodes == 1);
+  CHECK(a.node_rank == 0);
+  CHECK_FALSE(a.run_id.empty());
+  CHECK(a.run_id != "none");
+  CHECK(a.run_id != b.run_id);
+}
+
+TEST_CASE("rdzv_endpoint sets the master address and port", "[cli]") {
+  SECTION("host:port") {
+    const auto c = parse({"--rdzv_endpoint", "node7:29600", "prog"});
+    CHECK(c.master_addr == "node7");
+    CHECK(c.master_port == 29600);
+  }
+  SECTION("bracketed IPv6") {
+    const auto c = parse({"--rdzv-endpoint=[::1]:1234", "prog"});
+    CHECK(c.master_addr == "::1");
+    CHECK(c.master_port == 1234);
+  }
+  SECTION("host only keeps the port") {
+    const auto c = parse({"--rdzv_endpoint", "node7.cluster", "prog"});
+    CHECK(c.master_addr == "node7.cluster");
+    CHECK(c.master_port == 29500);
+  }
+}
+
+TEST_CASE("redirects and tee take a mask or a per-rank map", "[cli]") {
+  const auto all = parse({"--redirects", "3", "prog"});
+  CHECK(all.redirects.all == 3);
+  CHECK(all.redirects.per_rank.empty());
+  CHECK(all.tee.all == 0);
+
+  const auto per_rank = parse({"-r", "0:1,1:2", "--tee", "2", "prog"});
+  CHECK(per_rank.redirects.all == 0);
+  CHECK(per_rank.redirects.per_rank == std::map<int, int>{{0, 1}, {1, 2}});
+  CHECK(per_rank.redirects.for_rank(0) == 1);
+  CHECK(per_rank.redirects.for_rank(1) == 2);
+  CHECK(per_rank.redirects.for_rank(5) == 0);
+  CHECK(per_rank.tee.all == 2);
+
+  const auto tee_map = parse({"-t", "1:3", "prog"});
+  CHECK(tee_map.tee.for_rank(1) == 3);
+  CHECK(tee_map.tee.for_rank(0) == 0);
+}
+
+TEST_CASE("signals_to_handle takes names and numbers", "[cli]") {
+  CHECK(parse({"--signals_to_handle", "SIGTERM,SIGUSR1,10", "prog"}).signals_to_handle ==
+        std::vector<int>{SIGTERM, SIGUSR1, 10});
+  CHECK(parse({"--signals-to-handle=term,Hup", "prog"}).signals_to_handle == std::vector<int>{SIGTERM, SIGHUP});
+}
+
+TEST_CASE("legacy flags ask for --local_rank=i in the worker arguments", "[cli]") {
+  CHECK(parse({"--use_env=false", "prog"}).legacy_local_rank_arg);
+  CHECK(parse({"--use-env=False", "prog"}).legacy_local_rank_arg);
+  CHECK_FALSE(parse({"--use_env=true", "prog"}).legacy_local_rank_arg);
+  CHECK(parse({"--local_rank_arg", "prog"}).legacy_local_rank_arg);
+  CHECK(parse({"--local-rank-arg", "prog"}).legacy_local_rank_arg);
+}
+
+TEST_CASE("help and version exit early with text", "[cli]") {
+  const auto help = parse_full({"--help"});
+  REQUIRE(help.early_exit_text);
+  CHECK_THAT(*help.early_exit_text, Catch::Contains("--nproc_per_node"));
+  CHECK(parse_full({"-h"}).early_exit_text);
+
+  const auto version = parse_full({"--version"});
+  REQUIRE(version.early_exit_text);
+  CHECK_THAT(*version.early_exit_text, Catch::StartsWith("ddplaunch "));
+}
+
+TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
+  struct Bad {
+    Args args;
+    std::string needle;
+    FakeEnv env;
+  };
+  const std::vector<Bad> cases{
+      {{"--bogus", "prog"}, "--bogus", {}},
+      {{"--nproc_per_node=0", "prog"}, "--nproc_per_node=0", {}},
+      {{"--nproc_per_node=abc", "prog"}, "abc", {}},
+      {{"--nproc_per_node=gpu", "prog"}, "gpu", {{"CUDA_VISIBLE_DEVICES", ""}}},
+      {{"--node_rank", "2", "--nnodes", "2", "prog"}, "--node_rank=2", {}},
+      {{"--node_rank=x", "prog"}, "--node_rank=x", {}},
+      {{"--nnodes", "0", "prog"}, "--nnodes=0", {}},
+      {{"--nnodes", "3:1", "prog"}, "3:1", {}},
+      {{"--nnodes", "a:b", "prog"}, "a:b", {}},
+      {{"--master_port", "70000", "prog"}, "70000", {}},
+      {{"--master_port=-1", "prog"}, "--master_port=-1", {}},
+      {{"--nnodes", "2", "--master_port", "0", "prog"}, "--master_port=0", {}},
+      {{"--max_restarts=-1", "prog"}, "--max_restarts=-1", {}},
+      {{"--nproc_per_node=2"}, "no program", {}},
+      {{}, "no program", {}},
+      {{"--no_python", "-m", "prog"}, "--no_python", {}},
+      {{"--rdzv_backend", "etcd", "prog"}, "etcd", {}},
+      {{"--redirects", "7", "prog"}, "--redirects=7", {}},
+      {{"--redirects", "0:5", "prog"}, "0:5", {}},
+      {{"--tee", "x", "prog"}, "--tee=x", {}},
+      {{"--nproc_per_node=2", "--local_ranks_filter", "9", "prog"}, "9", {}},
+      {{"--local_ranks_filter", "a", "prog"}, "--local_ranks_filter=a", {}},
+      {{"--signals_to_handle", "SIGFOO", "prog"}, "SIGFOO", {}},
+      {{"--monitor_interval", "0", "prog"}, "--monitor_interval", {}},
+      {{"--shutdown_timeout=-1", "prog"}, "--shutdown_timeout", {}},
+      {{"--rdzv_endpoint", "bad host!", "prog"}, "bad host!", {}},
+      {{"--rdzv_endpoint", "node7:99999", "prog"}, "99999", {}},
+      {{"--rdzv_conf", "novalue", "prog"}, "novalue", {}},
+      {{"--rdzv_conf", "timeout=", "prog"}, "timeout=", {}},
+  };
+  for (const auto& bad : cases) {
+    std::string joined;
+    for (const auto& a : bad.args) joined += "'" + a + "' ";
+    INFO("args: " << joined);
+    const std::string msg = usage_error(bad.args, bad.env);
+    CHECK_THAT(msg, Catch::Contains(bad.needle));
+    CHECK_THAT(msg, !Catch::StartsWith("<"));
+  }
+}
+
+TEST_CASE("Slurm variables fill in nodes and rank and address and port and run id", "[cli][slurm]") {
+  const FakeEnv slurm{{"SLURM_JOB_ID", "1234"},
+                      {"SLURM_NNODES", "2"},
+                      {"SLURM_NODEID", "1"},
+                      {"SLURM_JOB_NODELIST", "gpu[01-02]"}};
+  SECTION("defaults from Slurm") {
+    const auto c = parse({"--nproc_per_node=2", "prog"}, slurm);
+    CHECK(c.min_nodes == 2);
+    CHECK(c.max_nodes == 2);
+    CHECK(c.node_rank == 1);
+    CHECK(c.master_addr == "gpu01");
+    CHECK(c.master_port == 15000 + 1234);
+    CHECK(c.run_id == "slurm-1234");
+  }
+  SECTION("MASTER_PORT overrides the per-job port") {
+    FakeEnv env = slurm;
+    env["MASTER_PORT"] = "4000";
+    CHECK(parse({"prog"}, env).master_port == 4000);
+  }
+  SECTION("an explicit --master_port is kept") {
+    CHECK(parse({"--master_port=4100", "prog"}, slurm).master_port == 4100);
+  }
+  SECTION("an explicit --rdzv_id is kept") {
+    CHECK(parse({"--rdzv_id=mine", "prog"}, slurm).run_id == "mine");
+  }
+  SECTION("an explicit --nnodes turns the Slurm defaults off") {
+    const auto c = parse({"--nnodes=1", "prog"}, slurm);
+    CHECK(c.max_nodes == 1);
+    CHECK(c.node_rank == 0);
+    CHECK(c.master_addr == "127.0.0.1");
+    CHECK(c.master_port == 29500);
+    CHECK(c.run_id == "none");
+  }
+  SECTION("SLURM_NODEID missing") {
+    FakeEnv env = slurm;
+    env.erase("SLURM_NODEID");
+    CHECK_THAT(usage_error({"prog"}, env), Catch::Contains("SLURM_NODEID"));
+  }
+}
+
+}  // namespace

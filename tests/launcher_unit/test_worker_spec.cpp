@@ -1,0 +1,225 @@
+// build_worker_specs(): each worker's argv and environment (torchrun's contract), python and
+// module handling, ${local_rank} substitution, the legacy --local_rank argument,
+// --virtual_local_rank device assignment, error-file paths, and that the launcher's own
+// environment is left alone.
+#include "launcher/worker_spec.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "launcher/launch_config.hpp"
+#include "launcher/rank_map.hpp"
+
+namespace {
+
+using ddp::launcher::build_worker_specs;
+using ddp::launcher::current_environment;
+using ddp::launcher::Environment;
+using ddp::launcher::LaunchConfig;
+using ddp::launcher::NodeInfo;
+using ddp::launcher::RankMap;
+using ddp::launcher::substitute_local_rank;
+using ddp::launcher::UsageError;
+using ddp::launcher::WorkerSpec;
+using ddp::launcher::WorkerSpecInputs;
+using Args = std::vector<std::string>;
+
+NodeInfo node(int rank, int nproc) {
+  NodeInfo n;
+  n.node_rank = rank;
+  n.nproc = nproc;
+  n.address = "10.0.0." + std::to_string(rank + 1);
+  n.host = "host" + std::to_string(rank);
+  return n;
+}
+
+LaunchConfig two_by_two() {
+  LaunchConfig c;
+  c.min_nodes = c.max_nodes = 2;
+  c.nproc_per_node = 2;
+  c.node_rank = 1;
+  c.master_addr = "10.0.0.1";
+  c.master_port = 29500;
+  c.run_id = "job42";
+  c.max_restarts = 3;
+  c.role = "trainer";
+  c.program = "./train";
+  c.program_args = {"--lr", "0.1"};
+  return c;
+}
+
+// Builds the specs for `config` on a map of nodes that all run config.nproc_per_node workers.
+std::vector<WorkerSpec> build(const LaunchConfig& config, const Environment& base_env, int restart_count = 0,
+                              const std::string& log_root = "") {
+  std::vector<NodeInfo> nodes;
+  for (int r = 0; r < config.max_nodes; ++r) nodes.push_back(node(r, config.nproc_per_node));
+  const RankMap ranks(nodes);
+  const WorkerSpecInputs in{config, ranks, config.node_rank, restart_count, "10.0.0.1", 29500, base_env, log_root};
+  return build_worker_specs(in);
+}
+
+TEST_CASE("worker environment for node 1 of 2 nodes x 2 workers", "[worker_spec]") {
+  const Environment base{{"PATH", "/usr/bin"}, {"HOME", "/home/u"}, {"CUDA_VISIBLE_DEVICES", "1,2"}};
+  const auto specs = build(two_by_two(), base, 2);
+  REQUIRE(specs.size() == 2);
+  for (int lr = 0; lr < 2; ++lr) {
+    const auto& w = specs[static_cast<std::size_t>(lr)];
+    const auto& e = w.env;
+    INFO("local rank " << lr);
+    CHECK(w.local_rank == lr);
+    CHECK(w.rank == 2 + lr);
+    CHECK(e.at("RANK") == std::to_string(2 + lr));
+    CHECK(e.at("LOCAL_RANK") == std::to_string(lr));
+    CHECK(e.at("GROUP_RANK") == "1");
+    CHECK(e.at("WORLD_SIZE") == "4");
+    CHECK(e.at("LOCAL_WORLD_SIZE") == "2");
+    CHECK(e.at("GROUP_WORLD_SIZE") == "2");
+    CHECK(e.at("ROLE_NAME") == "trainer");
+    CHECK(e.at("ROLE_RANK") == std::to_string(2 + lr));
+    CHECK(e.at("ROLE_WORLD_SIZE") == "4");
+    CHECK(e.at("MASTER_ADDR") == "10.0.0.1");
+    CHECK(e.at("MASTER_PORT") == "29500");
+    CHECK(e.at("TORCHELASTIC_RESTART_COUNT") == "2");
+    CHECK(e.at("TORCHELASTIC_MAX_RESTARTS") == "3");
+    CHECK(e.at("TORCHELASTIC_RUN_ID") == "job42");
+    CHECK(e.at("TORCHELASTIC_USE_AGENT_STORE") == "True");
+    CHECK(e.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
+    CHECK(e.at("OMP_NUM_THREADS") == "1");
+    CHECK(e.at("PATH") == "/usr/bin");
+    CHECK(e.at("HOME") == "/home/u");
+    CHECK(e.at("CUDA_VISIBLE_DEVICES") == "1,2");
+    CHECK(w.argv == Args{"./train", "--lr", "0.1"});
+  }
+}
+
+TEST_CASE("values already in the launcher's environment win for NCCL and OMP settings", "[worker_spec]") {
+  const Environment base{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}, {"OMP_NUM_THREADS", "8"}};
+  for (const auto& w : build(two_by_two(), base)) {
+    CHECK(w.env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");
+    CHECK(w.env.at("OMP_NUM_THREADS") == "8");
+  }
+}
+
+TEST_CASE("OMP_NUM_THREADS is set only for more than one worker", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  c.nproc_per_node = 1;
+  const auto specs = build(c, {});
+  REQUIRE(specs.size() == 1);
+  CHECK(specs[0].env.count("OMP_NUM_THREADS") == 0);
+  CHECK(specs[0].env.count("CUDA_VISIBLE_DEVICES") == 0);
+}
+
+TEST_CASE("a .py program runs under python with unbuffered output", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  c.program = "prog.py";
+  SECTION("default interpreter") {
+    const auto specs = build(c, {});
+    CHECK(specs[0].argv == Args{"python3", "-u", "prog.py", "--lr", "0.1"});
+  }
+  SECTION("PYTHON_EXEC is honoured") {
+    const auto specs = build(c, {{"PYTHON_EXEC", "/opt/py/bin/python3.11"}});
+    CHECK(specs[1].argv == Args{"/opt/py/bin/python3.11", "-u", "prog.py", "--lr", "0.1"});
+  }
+  SECTION("--no_python runs the file directly") {
+    c.no_python = true;
+    CHECK(build(c, {})[0].argv == Args{"prog.py", "--lr", "0.1"});
+  }
+}
+
+TEST_CASE("module mode runs python -m and no_python runs the program directly", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  SECTION("module") {
+    c.module = true;
+    c.program = "mypkg.train";
+    c.program_args = {"--epochs", "3"};
+    CHECK(build(c, {})[0].argv == Args{"python3", "-u", "-m", "mypkg.train", "--epochs", "3"});
+    CHECK(build(c, {{"PYTHON_EXEC", "py"}})[0].argv == Args{"py", "-u", "-m", "mypkg.train", "--epochs", "3"});
+  }
+  SECTION("no python") {
+    c.no_python = true;
+    c.program = "/bin/echo";
+    CHECK(build(c, {})[0].argv == Args{"/bin/echo", "--lr", "0.1"});
+  }
+}
+
+TEST_CASE("the local_rank macro is substituted in the program's arguments", "[worker_spec]") {
+  CHECK(substitute_local_rank("--out=run_${local_rank}/${local_rank}.log", 3) == "--out=run_3/3.log");
+  CHECK(substitute_local_rank("plain", 3) == "plain");
+  LaunchConfig c = two_by_two();
+  c.program_args = {"--device=cuda:${local_rank}", "x"};
+  const auto specs = build(c, {});
+  CHECK(specs[0].argv == Args{"./train", "--device=cuda:0", "x"});
+  CHECK(specs[1].argv == Args{"./train", "--device=cuda:1", "x"});
+}
+
+TEST_CASE("the legacy --local_rank=i goes right after the program", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  c.legacy_local_rank_arg = true;
+  SECTION("binary") {
+    const auto specs = build(c, {});
+    CHECK(specs[0].argv == Args{"./train", "--local_rank=0", "--lr", "0.1"});
+    CHECK(specs[1].argv == Args{"./train", "--local_rank=1", "--lr", "0.1"});
+  }
+  SECTION("python script") {
+    c.program = "prog.py";
+    CHECK(build(c, {})[1].argv == Args{"python3", "-u", "prog.py", "--local_rank=1", "--lr", "0.1"});
+  }
+}
+
+TEST_CASE("virtual_local_rank gives each worker exactly one device as device 0", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  c.virtual_local_rank = true;
+  SECTION("devices from CUDA_VISIBLE_DEVICES") {
+    const auto specs = build(c, {{"CUDA_VISIBLE_DEVICES", "4,6"}});
+    REQUIRE(specs.size() == 2);
+    CHECK(specs[0].env.at("CUDA_VISIBLE_DEVICES") == "4");
+    CHECK(specs[0].env.at("LOCAL_RANK") == "0");
+    CHECK(specs[0].env.at("RANK") == "2");
+    CHECK(specs[1].env.at("CUDA_VISIBLE_DEVICES") == "6");
+    CHECK(specs[1].env.at("LOCAL_RANK") == "0");
+    CHECK(specs[1].env.at("RANK") == "3");
+  }
+  SECTION("too few devices") {
+    CHECK_THROWS_AS(build(c, {{"CUDA_VISIBLE_DEVICES", "4"}}), UsageError);
+    CHECK_THROWS_WITH(build(c, {{"CUDA_VISIBLE_DEVICES", "4"}}), Catch::Contains("CUDA_VISIBLE_DEVICES"));
+  }
+}
+
+TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log directory", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  SECTION("no log dir") {
+    for (const auto& w : build(c, {})) {
+      CHECK(w.env.at("TORCHELASTIC_ERROR_FILE").empty());
+      CHECK(w.log_dir.empty());
+    }
+  }
+  SECTION("config.log_dir") {
+    c.log_dir = "/tmp/logs";
+    const auto specs = build(c, {}, 1);
+    CHECK(specs[0].log_dir == "/tmp/logs/job42/attempt_1/0");
+    CHECK(specs[0].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/job42/attempt_1/0/error.json");
+    CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/job42/attempt_1/1/error.json");
+  }
+  SECTION("log_root overrides config.log_dir") {
+    c.log_dir = "/tmp/logs";
+    const auto specs = build(c, {}, 0, "/var/run/x");
+    CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/var/run/x/job42/attempt_0/1/error.json");
+  }
+}
+
+TEST_CASE("building specs never changes the launcher's own environment", "[worker_spec]") {
+  const Environment before = current_environment();
+  LaunchConfig c = two_by_two();
+  c.virtual_local_rank = true;
+  c.log_dir = "/tmp/logs";
+  Environment base = before;
+  base["CUDA_VISIBLE_DEVICES"] = "4,6";
+  const auto specs = build(c, base);
+  REQUIRE(specs.size() == 2);
+  CHECK(current_environment() == before);
+  CHECK(specs[0].env.at("RANK") == "2");
+}
+
+}  // namespace
