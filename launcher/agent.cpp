@@ -1,6 +1,8 @@
 // The agent's event loop; the threading model is described in agent.hpp.
 #include "launcher/agent.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 
 #include "launcher/node_rendezvous.hpp"
 #include "launcher/worker_process.hpp"
+#include "rendezvous/blocking_socket.hpp"
 #include "rendezvous/exit_codes.hpp"
 #include "rendezvous/prefix_store.hpp"
 #include "rendezvous/tcp_store_client.hpp"
@@ -61,6 +64,21 @@ std::string expand_prefix(std::string tpl, const WorkerSpec& w, const std::strin
 }
 
 void say(const std::string& line) { std::cerr << "ddplaunch: " << line << std::endl; }
+
+// Resolves a host name or address once up front, so a typo fails in milliseconds with exit 2
+// instead of after the rendezvous timeout.
+void check_resolvable(const std::string& host, const char* flag) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const std::string bare = rendezvous::unbracket_host(host);
+  const int rc = ::getaddrinfo(bare.c_str(), nullptr, &hints, &result);
+  if (rc != 0 || bare.empty()) {
+    throw UsageError(std::string(flag) + "=" + host + " cannot be resolved (" + (bare.empty() ? "empty" : gai_strerror(rc)) +
+                     "); use an IP address or a host name this machine resolves (IPv6 in brackets: [::1])");
+  }
+  ::freeaddrinfo(result);
+}
 
 // A thread that can be stopped early: its waits are on a condition variable.
 class StopFlag {
@@ -117,7 +135,9 @@ class Agent {
   void spawn_workers(const RankMap& ranks);
   void on_worker_exit(WorkerProcess& w);
   void on_outcome(const std::string& value);
-  void on_lost(const std::string& message);
+  // A peer launcher (or the store) is gone. Fatal, unless the job is elastic, enough nodes
+  // remain, restarts remain and the store itself is still there.
+  void on_lost(const std::string& message, bool store_lost);
   void begin_stop(int signo);
   void maybe_round_ended();
   void finish(int code);
@@ -150,6 +170,7 @@ class Agent {
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
   std::vector<std::unique_ptr<WorkerProcess>> retired_;
   int nnodes_ = 1;
+  int group_rank_ = 0;  // this node's rank in the current round (= --node_rank unless elastic)
   bool stopping_ = false;
   bool success_reported_ = false;
   int interrupted_by_ = 0;
@@ -163,12 +184,13 @@ void Agent::on_signal(int signo) {
   if (!interrupted_by_) interrupted_by_ = signo;
   cancelled_ = true;
   if (workers_.empty()) {
-    // Still in rendezvous: no worker to stop; the rendezvous thread notices cancelled_.
-    if (!rdzv_thread_.joinable()) finish(signo == SIGINT ? kExitInterrupted : 128 + signo);
+    // Still in rendezvous (or between rounds): no worker to stop, so stop right away.
+    if (rdzv_thread_.joinable()) say("interrupted by " + signal_name(signo) + " while waiting for nodes");
+    finish(signo == SIGINT ? kExitInterrupted : 128 + signo);
   } else {
     say("received " + signal_name(signo) + ", forwarding it to the workers");
     if (!stopping_) publish_failure(signo == SIGINT ? kExitInterrupted : 128 + signo,
-                                    "the launcher on node " + std::to_string(c_.node_rank) + " (" + host_ +
+                                    "the launcher on node " + std::to_string(group_rank_) + " (" + host_ +
                                         ") received " + signal_name(signo));
     if (signo == SIGINT || signo == SIGTERM || signo == SIGHUP || signo == SIGQUIT) {
       begin_stop(signo);
@@ -210,7 +232,7 @@ std::string Agent::describe_failure(const WorkerProcess& w) const {
   out << bar << "\n" << c_.program << " FAILED\n" << std::string(60, '-') << "\n";
   out << "  time      : " << now_text() << "\n";
   out << "  host      : " << host_ << "\n";
-  out << "  node rank : " << c_.node_rank << "\n";
+  out << "  node rank : " << group_rank_ << "\n";
   out << "  rank      : " << w.spec().rank << " (local_rank: " << w.spec().local_rank << ")\n";
   if (w.term_signal()) {
     out << "  exitcode  : " << w.exit_code() << " (died of " << signal_name(w.term_signal()) << ") (pid: " << w.pid() << ")\n";
@@ -269,7 +291,7 @@ void Agent::maybe_round_ended() {
       try {
         if (job_->add(key("succeeded"), 1) == nnodes_) job_->compare_set(key("outcome"), "", "success");
       } catch (const rendezvous::Error& e) {
-        on_lost("the store became unreachable: " + std::string(e.what()));
+        on_lost("the store became unreachable: " + std::string(e.what()), true);
       }
     }
     return;  // the outcome watcher delivers the job's result
@@ -309,11 +331,16 @@ void Agent::on_outcome(const std::string& value) {
   begin_stop(SIGTERM);
 }
 
-void Agent::on_lost(const std::string& message) {
+void Agent::on_lost(const std::string& message, bool store_lost) {
   if (lost_peer_) return;
-  lost_peer_ = true;
+  // Elastic jobs carry on without a lost node (other than the store's host) if enough remain.
+  const bool elastic_recovery = !store_lost && c_.min_nodes < c_.max_nodes && nnodes_ - 1 >= c_.min_nodes &&
+                                restart_count_ < c_.max_restarts;
+  lost_peer_ = !elastic_recovery;
+  failure_code_ = kExitFailure;
   failure_text_ = "ddplaunch: " + message + "; stopping the workers on this node";
-  say(message);
+  say(message + (elastic_recovery ? "; continuing with the remaining nodes in a new round" : ""));
+  if (elastic_recovery) publish_failure(kExitFailure, message);
   if (workers_.empty()) return finish(kExitFailure);
   if (!stopping_) begin_stop(SIGTERM);
 }
@@ -361,7 +388,30 @@ void Agent::start_round() {
       o.endpoint = rendezvous::format_endpoint(c_.master_addr, static_cast<std::uint16_t>(port_));
       o.status = [](const std::string& s) { say(s); };
       o.cancelled = &cancelled_;
-      result->first = join_round(*client_, *job_, self, o);
+      if (c_.min_nodes == c_.max_nodes) {
+        result->first = join_round(*client_, *job_, self, o);
+        group_rank_ = c_.node_rank;
+      } else {
+        ElasticOptions e;
+        e.base = o;
+        e.min_nodes = c_.min_nodes;
+        e.is_host = c_.node_rank == 0;
+        if (c_.rdzv_conf.count("last_call_timeout")) {
+          e.last_call = std::chrono::milliseconds(static_cast<long long>(std::stod(c_.rdzv_conf.at("last_call_timeout")) * 1000));
+        }
+        for (;;) {
+          try {
+            ElasticRound r = join_elastic_round(*client_, *job_, self, e);
+            group_rank_ = r.group_rank;
+            result->first = std::move(r.ranks);
+            break;
+          } catch (const LateArrival& late) {
+            say(std::string(late.what()));
+            e.base.round = ++round_;
+            ++restart_count_;  // the job's restart count, as the members will see it
+          }
+        }
+      }
     } catch (...) {
       result->second = std::current_exception();
     }
@@ -397,8 +447,8 @@ void Agent::start_round() {
 
 void Agent::spawn_workers(const RankMap& ranks) {
   nnodes_ = ranks.num_nodes();
-  if (c_.node_rank == 0) std::cerr << "ddplaunch: " << ranks.describe() << std::flush;
-  WorkerSpecInputs in{c_, ranks, c_.node_rank, restart_count_, c_.master_addr, port_, current_environment(), ""};
+  if (group_rank_ == 0) std::cerr << "ddplaunch: " << ranks.describe() << std::flush;
+  WorkerSpecInputs in{c_, ranks, group_rank_, restart_count_, c_.master_addr, port_, current_environment(), ""};
   in.log_root = log_root_;
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     say("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
@@ -428,9 +478,16 @@ void Agent::start_threads() {
   auto stop = threads_stop_;
   const std::string outcome_key = key("outcome");
   const auto options = client_options();
+  // Events from this round's threads carry the round, so a late one cannot hit the next round.
+  const int gen = round_;
+  const auto post = [this, gen](std::function<void()> event) {
+    asio::post(io_, [this, gen, event = std::move(event)] {
+      if (gen == round_ && !workers_.empty()) event();
+    });
+  };
   const std::string run_id = c_.run_id;
   watcher_client_.reset();
-  watcher_thread_ = std::thread([this, stop, outcome_key, options, run_id] {
+  watcher_thread_ = std::thread([this, stop, outcome_key, options, run_id, post] {
     try {
       auto client = std::make_shared<TcpStoreClient>(options);
       {
@@ -450,37 +507,37 @@ void Agent::start_threads() {
       }
       if (stop->stopped()) return;
       const std::string value = job.get(outcome_key, std::chrono::seconds(10));
-      asio::post(io_, [this, value] { on_outcome(value); });
+      post([this, value] { on_outcome(value); });
     } catch (const rendezvous::Error& e) {
       if (stop->stopped()) return;
-      asio::post(io_, [this, msg = std::string(e.what())] {
-        on_lost("lost the store on node 0 (" + msg + ")");
-      });
+      post([this, msg = std::string(e.what())] { on_lost("lost the store on node 0 (" + msg + ")", true); });
     }
   });
   if (nnodes_ <= 1) return;
-  const int me = c_.node_rank;
+  const int me = group_rank_;
+  const std::string hb_prefix = key("hb/");
   const int nnodes = nnodes_;
   const auto interval = c_.heartbeat_interval;
   const auto timeout = c_.heartbeat_timeout;
-  heartbeat_thread_ = std::thread([this, stop, options, run_id, me, nnodes, interval, timeout] {
+  heartbeat_thread_ = std::thread([this, stop, options, run_id, me, nnodes, interval, timeout, hb_prefix, post] {
     std::map<int, std::pair<std::int64_t, Clock::time_point>> seen;
     try {
       auto client = std::make_shared<TcpStoreClient>(options);
       PrefixStore job("ddplaunch/" + run_id, client);
       // Heartbeats are inherently periodic: there is no event for "a peer went silent".
       do {
-        job.add("hb/" + std::to_string(me), 1);
+        job.add(hb_prefix + std::to_string(me), 1);
         const auto now = Clock::now();
         for (int n = 0; n < nnodes; ++n) {
           if (n == me) continue;
-          const std::int64_t beat = job.add("hb/" + std::to_string(n), 0);
+          const std::int64_t beat = job.add(hb_prefix + std::to_string(n), 0);
           auto& s = seen[n];
           if (s.second == Clock::time_point{} || beat != s.first) {
             s = {beat, now};
           } else if (now - s.second > timeout) {
-            asio::post(io_, [this, n, timeout] {
-              on_lost("lost node " + std::to_string(n) + ": no heartbeat for " + std::to_string(timeout.count() / 1000) + " s");
+            post([this, n, timeout] {
+              on_lost("lost node " + std::to_string(n) + ": no heartbeat for " + std::to_string(timeout.count() / 1000) + " s",
+                      n == 0);
             });
             return;
           }
@@ -488,7 +545,7 @@ void Agent::start_threads() {
       } while (!stop->wait_for(interval));
     } catch (const rendezvous::Error& e) {
       if (stop->stopped()) return;
-      asio::post(io_, [this, msg = std::string(e.what())] { on_lost("lost node 0, which hosts the store (" + msg + ")"); });
+      post([this, msg = std::string(e.what())] { on_lost("lost node 0, which hosts the store (" + msg + ")", true); });
     }
   });
 }
@@ -524,6 +581,14 @@ int Agent::run() {
   });
   port_ = c_.master_port;
   log_root_ = c_.log_dir;
+  try {
+    check_program(c_, current_environment());
+    check_resolvable(c_.master_addr, "--master_addr");
+    if (!c_.local_addr.empty()) check_resolvable(c_.local_addr, "--local_addr");
+  } catch (const UsageError& e) {
+    say(e.what());
+    return kExitUsage;
+  }
   const auto any_streams = [](const StreamSelection& sel) {
     return sel.all != 0 || std::any_of(sel.per_rank.begin(), sel.per_rank.end(), [](const auto& kv) { return kv.second != 0; });
   };
@@ -553,25 +618,23 @@ int Agent::run() {
   start_round();
   io_.run();
   if (rdzv_thread_.joinable()) {
-    // Interrupted during the rendezvous: the thread notices within a second.
-    cancelled_ = true;
-    rdzv_thread_.join();
+    // Interrupted during the rendezvous: its thread may be blocked in a connect for minutes and
+    // no worker exists yet, so end the process now rather than join it.
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(exit_code_.value_or(kExitFailure));
   }
   for (auto& w : workers_) w->signal(SIGKILL);
   stop_threads();
-  if (c_.node_rank == 0 && job_ && exit_code_ == kExitOk && nnodes_ > 1) {
-    // Keep the store up until every node has read the outcome.
-    try {
-      std::vector<std::string> left;
-      job_->add(key("left"), 1);
-      job_->wait({key("all_left")}, std::chrono::milliseconds(1));
-    } catch (const rendezvous::Error&) {
-    }
-  } else if (job_ && exit_code_ == kExitOk) {
+  if (job_ && exit_code_ == kExitOk && nnodes_ > 1) {
+    // Exit barrier: the store's host stays up until every node has read the outcome, so no
+    // node mistakes a finished job for a lost store.
     try {
       if (job_->add(key("left"), 1) == nnodes_) job_->set(key("all_left"), "1");
-    } catch (const rendezvous::Error&) {
-      // Node 0 may already be gone; the job succeeded either way.
+      if (server_) job_->wait({key("all_left")}, std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
+    } catch (const rendezvous::Error& e) {
+      // Another node went away after the job succeeded: nothing is lost, say so and go on.
+      say("exit barrier: " + std::string(e.what()));
     }
   }
   return exit_code_.value_or(kExitFailure);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -145,16 +146,18 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   app.prefix_command();
   app.set_version_flag("--version", std::string("ddplaunch ") + kVersion);
 
-  // The PET_* defaults are read here rather than through CLI11's envname, which would also
-  // accept them for flags torchrun does not map.
+  // PET_<DEST> defaults, applied after parsing to options the command line did not give. Read
+  // through `env` (not CLI11's envname, which reads the real environment) so tests can fake it.
+  std::vector<std::pair<CLI::Option*, std::string>> pet_options;
   const auto pet = [&](CLI::Option* opt, const std::string& dest) {
     std::string upper;
     for (char ch : dest) upper.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
-    return opt->envname("PET_" + upper);
+    pet_options.emplace_back(opt, "PET_" + upper);
+    return opt;
   };
   std::string nnodes = "1", nproc = "1", redirects = "0", tee = "0", ranks_filter, rdzv_conf, signals;
   double monitor_interval = 0.1, shutdown_timeout = 30, rdzv_timeout = 900, heartbeat_timeout = 10;
-  std::string use_env;
+  bool use_env = true;
   std::optional<std::string> master_addr, master_port_text, node_rank_text;
   pet(app.add_option("--nnodes", nnodes, "N or MIN:MAX (elastic)"), "nnodes");
   pet(app.add_option("--nproc_per_node,--nproc-per-node", nproc, "workers on this node: N, gpu, cpu or auto"), "nproc_per_node");
@@ -181,7 +184,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   pet(app.add_option("--shutdown_timeout,--shutdown-timeout", shutdown_timeout, "seconds between SIGTERM and SIGKILL (default 30)"), "shutdown_timeout");
   pet(app.add_option("--signals_to_handle,--signals-to-handle", signals, "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"), "signals_to_handle");
   pet(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank, "each worker sees exactly its own GPU as device 0"), "virtual_local_rank");
-  app.add_option("--use_env,--use-env", use_env, "legacy launcher flag; --use_env=false appends --local_rank=i to worker args")->expected(0, 1)->default_str("true");
+  app.add_flag("--use_env,--use-env", use_env, "legacy launcher flag (the default); --use_env=false appends --local_rank=i to worker args");
   app.add_flag("--local_rank_arg,--local-rank-arg", c.legacy_local_rank_arg, "append --local_rank=i to each worker's arguments (torch.distributed.launch style)");
   app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template, "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
@@ -196,6 +199,16 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
     return out;
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string(e.what()) + "; see ddplaunch --help");
+  }
+  for (auto& [opt, name] : pet_options) {
+    const auto value = env(name);
+    if (!value || opt->count() > 0) continue;
+    try {
+      opt->add_result(*value);
+      opt->run_callback();
+    } catch (const CLI::ParseError& e) {
+      throw UsageError(name + "=" + *value + " is not valid for " + opt->get_name() + " (" + e.what() + ")");
+    }
   }
 
   auto rest = app.remaining();
@@ -233,10 +246,24 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
       if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
         throw UsageError("--rdzv_conf item '" + item + "' is not key=value");
       }
-      c.rdzv_conf[item.substr(0, eq)] = item.substr(eq + 1);
+      const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+      static const std::set<std::string> known = {"timeout", "join_timeout", "last_call_timeout", "heartbeat_timeout",
+                                                  "read_timeout", "is_host", "store_type", "close_timeout",
+                                                  "heartbeat", "keep_alive_interval", "keep_alive_max_attempt", "use_libuv"};
+      if (!known.count(k)) {
+        throw UsageError("--rdzv_conf key '" + k + "' is unknown; use timeout, join_timeout, last_call_timeout or heartbeat_timeout");
+      }
+      if (k.find("timeout") != std::string::npos && !std::regex_match(v, std::regex("[0-9]{1,7}(\\.[0-9]+)?"))) {
+        throw UsageError("--rdzv_conf " + k + "=" + v + " is not a number of seconds");
+      }
+      c.rdzv_conf[k] = v;
     }
     for (const char* key : {"timeout", "join_timeout"}) {
       if (c.rdzv_conf.count(key)) c.rdzv_timeout = seconds_to_ms(std::string("--rdzv_conf ") + key, std::stod(c.rdzv_conf[key]));
+    }
+    if (c.rdzv_conf.count("heartbeat_timeout")) {
+      c.heartbeat_timeout = seconds_to_ms("--rdzv_conf heartbeat_timeout", std::stod(c.rdzv_conf["heartbeat_timeout"]));
+      c.heartbeat_interval = std::max(std::chrono::milliseconds(50), c.heartbeat_timeout / 5);
     }
   }
   if (!ranks_filter.empty()) {
@@ -244,13 +271,19 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
     std::string item;
     while (std::getline(in, item, ',')) c.local_ranks_filter.push_back(parse_int("--local_ranks_filter", item));
   }
+  if (app.count("--signals_to_handle") && signals.empty()) {
+    throw UsageError("--signals_to_handle is empty; list signals such as SIGTERM,SIGINT,SIGUSR1");
+  }
   if (signals.empty()) signals = env("TORCHELASTIC_SIGNALS_TO_HANDLE").value_or("SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   {
     std::stringstream in(signals);
     std::string item;
     while (std::getline(in, item, ',')) c.signals_to_handle.push_back(parse_signal(item));
   }
-  if (!use_env.empty() && (use_env == "false" || use_env == "0" || use_env == "False")) c.legacy_local_rank_arg = true;
+  if (!use_env) c.legacy_local_rank_arg = true;
+  if (c.standalone && (c.max_nodes > 1 || node_rank_text)) {
+    throw UsageError("--standalone runs a single node; drop --nnodes/--node_rank or --standalone");
+  }
   if (c.standalone) {
     c.min_nodes = c.max_nodes = 1;
     c.node_rank = 0;

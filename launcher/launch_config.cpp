@@ -21,10 +21,6 @@ void validate(const LaunchConfig& c) {
     throw UsageError("--nnodes=" + std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes) +
                      " is not a valid range; use N or MIN:MAX with 1 <= MIN <= MAX");
   }
-  if (c.min_nodes != c.max_nodes) {
-    throw UsageError("--nnodes=" + std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes) +
-                     ": elastic node ranges are not supported yet; use a fixed --nnodes=N");
-  }
   if (c.nproc_per_node < 1) {
     throw UsageError("--nproc_per_node=" + std::to_string(c.nproc_per_node) +
                      " must be at least 1 (or gpu, cpu, auto)");
@@ -44,6 +40,23 @@ void validate(const LaunchConfig& c) {
   if (c.shutdown_timeout.count() < 0) throw UsageError("--shutdown_timeout must be 0 or more seconds");
   if (c.monitor_interval.count() <= 0) throw UsageError("--monitor_interval must be more than 0 seconds");
   if (c.rdzv_timeout.count() <= 0) throw UsageError("--rdzv_timeout must be more than 0 seconds");
+  if (c.heartbeat_timeout.count() < 100) {
+    throw UsageError("--heartbeat_timeout=" + std::to_string(c.heartbeat_timeout.count() / 1000.0) +
+                     " s is too short; use at least 0.1 s (default 10)");
+  }
+  if (c.master_addr.empty()) throw UsageError("--master_addr is empty; give node 0's address (default 127.0.0.1)");
+  if (c.run_id.empty()) throw UsageError("--rdzv_id is empty; give a job id shared by all nodes (default none)");
+  if (c.role.empty()) throw UsageError("--role is empty; give a role name (default 'default')");
+  {
+    std::string rest = c.line_prefix_template;
+    for (const char* v : {"${rank}", "${local_rank}", "${role_name}"}) {
+      for (auto p = rest.find(v); p != std::string::npos; p = rest.find(v)) rest.erase(p, std::string(v).size());
+    }
+    if (rest.find("${") != std::string::npos) {
+      throw UsageError("--log_line_prefix_template='" + c.line_prefix_template +
+                       "' uses an unknown variable; use ${rank}, ${local_rank} and ${role_name}");
+    }
+  }
   if (c.no_python && c.module) {
     throw UsageError("--no_python and -m/--module exclude each other; drop one of them");
   }
@@ -64,7 +77,7 @@ int parse_signal(const std::string& name) {
   for (char ch : name) {
     if (!std::isspace(static_cast<unsigned char>(ch))) upper.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
   }
-  if (!upper.empty() && std::all_of(upper.begin(), upper.end(), [](unsigned char ch) { return std::isdigit(ch); })) {
+  if (!upper.empty() && upper.size() < 4 && std::all_of(upper.begin(), upper.end(), [](unsigned char ch) { return std::isdigit(ch); })) {
     const int n = std::stoi(upper);
     if (n > 0 && n < NSIG) return n;
   }

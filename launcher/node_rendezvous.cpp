@@ -11,16 +11,19 @@ using rendezvous::TimeoutError;
 namespace {
 const std::string kErrorPrefix = "error: ";
 
+// Marks the round failed unless it already completed (then only this node fails: the others
+// have their ranks and must not see the verdict change under them).
 [[noreturn]] void fail_round(Store& job, const std::string& ready_key, const std::string& message) {
-  job.set(ready_key, kErrorPrefix + message);
+  job.compare_set(ready_key, "", kErrorPrefix + message);
   throw UsageError(message);
 }
 }  // namespace
 
-RankMap join_round(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o) {
-  const std::string round = "r" + std::to_string(o.round) + "/";
-  const std::string ready_key = round + "ready";
+namespace {
 
+// Checks that this node runs the same job (run id) with the same node count as the others.
+void check_job(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o,
+               const std::string& ready_key, const std::string& nnodes_text) {
   const std::string other_run = root.compare_set("ddplaunch/run_id", "", o.run_id);
   if (other_run != o.run_id) {
     const std::string message = "node " + std::to_string(self.node_rank) + " (" + self.host + ") has --rdzv_id=" +
@@ -29,13 +32,44 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
     root.set("ddplaunch/" + other_run + "/" + ready_key, kErrorPrefix + message);
     throw UsageError(message);
   }
-  const std::string mine = std::to_string(o.nnodes);
-  const std::string agreed = job.compare_set("config/nnodes", "", mine);
-  if (agreed != mine) {
-    fail_round(job, ready_key, "node " + std::to_string(self.node_rank) + " (" + self.host + ") has --nnodes=" + mine +
-                                   " but the other nodes have --nnodes=" + agreed +
+  const std::string agreed = job.compare_set("config/nnodes", "", nnodes_text);
+  if (agreed != nnodes_text) {
+    fail_round(job, ready_key, "node " + std::to_string(self.node_rank) + " (" + self.host + ") has --nnodes=" +
+                                   nnodes_text + " but the other nodes have --nnodes=" + agreed +
                                    "; start every node with the same --nnodes");
   }
+}
+
+// Waits for `key` in one-second slices (to report progress and notice cancellation; the
+// wake-up itself is the store's event). `progress` returns the status line and whether it
+// changed; `on_deadline` throws the timeout error.
+void wait_reporting(Store& job, const std::string& key, std::chrono::milliseconds timeout, const RendezvousOptions& o,
+                    const std::function<std::string()>& progress, const std::function<void()>& on_deadline) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string reported;
+  for (;;) {
+    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    try {
+      job.wait({key}, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)));
+      return;
+    } catch (const TimeoutError&) {
+      // Not there yet: fall through to report and check the deadline.
+    }
+    if (o.cancelled && o.cancelled->load()) throw rendezvous::Error("interrupted while waiting for nodes");
+    const std::string line = progress();
+    if (line != reported && o.status) o.status(line);
+    reported = line;
+    if (left.count() <= 1000) on_deadline();
+  }
+}
+
+}  // namespace
+
+RankMap join_round(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o) {
+  const std::string round = "r" + std::to_string(o.round) + "/";
+  const std::string ready_key = round + "ready";
+  check_job(root, job, self, o, ready_key, std::to_string(o.nnodes));
+
   const std::string record = self.serialize();
   const std::string node_key = round + "node/" + std::to_string(self.node_rank);
   const std::string holder = job.compare_set(node_key, "", record);
@@ -47,40 +81,87 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
   }
   if (job.add(round + "joined", 1) == o.nnodes) job.set(ready_key, "ok");
 
-  const auto start = std::chrono::steady_clock::now();
-  std::int64_t reported = -1;
-  for (;;) {
-    const auto left = o.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-    try {
-      // One-second slices only to print progress and notice Ctrl-C; the wake-up itself is
-      // the store's event.
-      job.wait({ready_key}, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)));
-      break;
-    } catch (const TimeoutError&) {
-      // Not all nodes yet: fall through to report and check the deadline.
-    }
-    if (o.cancelled && o.cancelled->load()) throw rendezvous::Error("interrupted while waiting for nodes");
-    const std::int64_t joined = job.add(round + "joined", 0);
-    if (joined != reported && o.status) {
-      o.status("waiting for nodes: " + std::to_string(joined) + "/" + std::to_string(o.nnodes) +
-               " joined (node_rank " + std::to_string(self.node_rank) + ")");
-      reported = joined;
-    }
-    if (left.count() <= 1000) {
-      std::string missing;
-      for (int r = 0; r < o.nnodes; ++r) {
-        if (!job.check({round + "node/" + std::to_string(r)})) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+  const auto progress = [&] {
+    return "waiting for nodes: " + std::to_string(job.add(round + "joined", 0)) + "/" + std::to_string(o.nnodes) +
+           " joined (node_rank " + std::to_string(self.node_rank) + ")";
+  };
+  const auto deadline = [&] {
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < o.nnodes; ++r) {
+      if (!job.check({round + "node/" + std::to_string(r)})) {
+        missing += (missing.empty() ? "" : ",") + std::to_string(r);
+        ++count;
       }
-      throw TimeoutError("timed out after " + std::to_string(o.timeout.count() / 1000) + " s waiting for " +
-                         std::to_string(o.nnodes - joined) + " of " + std::to_string(o.nnodes) + " nodes (node_rank " +
-                         missing + ") at " + o.endpoint + "; check --nnodes and --master_addr on every node");
     }
-  }
+    throw TimeoutError("timed out after " + std::to_string(o.timeout.count() / 1000) + " s waiting for " +
+                       std::to_string(count) + " of " + std::to_string(o.nnodes) + " nodes (node_rank " + missing +
+                       ") at " + o.endpoint + "; check --nnodes and --master_addr on every node");
+  };
+  wait_reporting(job, ready_key, o.timeout, o, progress, deadline);
   const std::string ready = job.get(ready_key, o.timeout);
   if (ready.rfind(kErrorPrefix, 0) == 0) throw UsageError(ready.substr(kErrorPrefix.size()));
   std::vector<NodeInfo> nodes;
   for (int r = 0; r < o.nnodes; ++r) nodes.push_back(NodeInfo::parse(job.get(round + "node/" + std::to_string(r), o.timeout)));
   return RankMap(std::move(nodes));
+}
+
+ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, const ElasticOptions& e) {
+  const RendezvousOptions& o = e.base;
+  const std::string round = "r" + std::to_string(o.round) + "/";
+  const std::string closed_key = round + "closed";
+  check_job(root, job, self, o, closed_key, std::to_string(e.min_nodes) + ":" + std::to_string(o.nnodes));
+
+  const std::int64_t index = job.add(round + "joined", 1);
+  job.set(round + "member/" + std::to_string(index), self.serialize());
+  job.set(round + "arrived/" + std::to_string(index), "1");
+
+  const auto joined_line = [&] {
+    return "waiting for nodes: " + std::to_string(job.add(round + "joined", 0)) + "/" + std::to_string(e.min_nodes) +
+           ".." + std::to_string(o.nnodes) + " joined (node_rank " + std::to_string(self.node_rank) + ")";
+  };
+  const auto too_few = [&] {
+    throw TimeoutError("timed out after " + std::to_string(o.timeout.count() / 1000) + " s: " +
+                       std::to_string(job.add(round + "joined", 0)) + " of at least " + std::to_string(e.min_nodes) +
+                       " nodes joined at " + o.endpoint + "; start more nodes or lower MIN in --nnodes");
+  };
+  if (e.is_host) {
+    wait_reporting(job, round + "arrived/" + std::to_string(e.min_nodes), o.timeout, o, joined_line, too_few);
+    try {
+      // The last call: more nodes may join, up to MAX, for this long.
+      job.wait({round + "arrived/" + std::to_string(o.nnodes)}, e.last_call);
+    } catch (const TimeoutError&) {
+      // MAX not reached: close with whoever is there.
+    }
+    const std::int64_t n = std::min<std::int64_t>(job.add(round + "joined", 0), o.nnodes);
+    job.compare_set(closed_key, "", std::to_string(n));
+  } else {
+    wait_reporting(job, closed_key, o.timeout, o, joined_line, too_few);
+  }
+  const std::string closed = job.get(closed_key, o.timeout);
+  if (closed.rfind(kErrorPrefix, 0) == 0) throw UsageError(closed.substr(kErrorPrefix.size()));
+  const int members = std::stoi(closed);
+  if (index > members) {
+    throw LateArrival("round " + std::to_string(o.round) + " closed with " + std::to_string(members) +
+                      " nodes before this node arrived; it joins at the next restart");
+  }
+  // The host is group rank 0; the others follow in arrival order.
+  std::vector<std::pair<NodeInfo, std::int64_t>> nodes;
+  for (int i = 1; i <= members; ++i) {
+    nodes.emplace_back(NodeInfo::parse(job.get(round + "member/" + std::to_string(i), o.timeout)), i);
+  }
+  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+    return (a.first.node_rank == 0) > (b.first.node_rank == 0);
+  });
+  std::vector<NodeInfo> ranked;
+  int mine = -1;
+  for (std::size_t g = 0; g < nodes.size(); ++g) {
+    NodeInfo n = nodes[g].first;
+    n.node_rank = static_cast<int>(g);
+    if (nodes[g].second == index) mine = static_cast<int>(g);
+    ranked.push_back(n);
+  }
+  return ElasticRound{RankMap(std::move(ranked)), mine};
 }
 
 }  // namespace ddp::launcher

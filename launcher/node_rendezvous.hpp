@@ -39,3 +39,37 @@ RankMap join_round(rendezvous::Store& root, rendezvous::Store& job, const NodeIn
                    const RendezvousOptions& options);
 
 }  // namespace ddp::launcher
+
+namespace ddp::launcher {
+
+// Thrown by join_elastic_round to a node that arrived after its round closed: it takes part from
+// the next round on (the next restart of the job).
+class LateArrival : public rendezvous::Error {
+ public:
+  using rendezvous::Error::Error;
+};
+
+struct ElasticOptions {
+  RendezvousOptions base;  // base.nnodes is MAX
+  int min_nodes = 1;
+  bool is_host = false;    // this node hosts the store (--node_rank 0) and closes rounds
+  std::chrono::milliseconds last_call{std::chrono::seconds(3)};
+};
+
+struct ElasticRound {
+  RankMap ranks;   // NodeInfo::node_rank holds the group rank assigned in this round
+  int group_rank;  // this node's
+};
+
+// Elastic rendezvous (--nnodes=MIN:MAX), round r under "r<r>/":
+//   1. A node takes an arrival index i = ++"joined", writes "member/<i>" and sets "arrived/<i>".
+//   2. The host waits until MIN nodes arrived, then up to `last_call` more for MAX, and closes
+//      the round: "closed" = the number of members N (compare-set, so it happens once).
+//   3. Nodes with i <= N are members: the host is group rank 0, the others follow in arrival
+//      order; ranks are prefix sums as in rank_map.hpp. A node with i > N throws LateArrival.
+// Blocks until the round closes or options.base.timeout passes (TimeoutError); cancellation and
+// configuration conflicts as in join_round.
+ElasticRound join_elastic_round(rendezvous::Store& root, rendezvous::Store& job, const NodeInfo& self,
+                                const ElasticOptions& options);
+
+}  // namespace ddp::launcher

@@ -21,9 +21,17 @@ NodeInfo NodeInfo::parse(const std::string& text) {
       !std::getline(in, n.host) || !std::getline(in, pid)) {
     throw UsageError("malformed node record in the store; is another job using the same --rdzv_id and port?");
   }
-  n.node_rank = std::stoi(rank);
-  n.nproc = std::stoi(nproc);
-  n.pid = std::stoi(pid);
+  const auto number = [&](const std::string& field) {
+    // A record written by ddplaunch holds small decimal numbers; anything else is foreign.
+    if (field.empty() || field.size() > 9 || field.find_first_not_of("0123456789") != std::string::npos) {
+      throw UsageError("malformed node record in the store ('" + field +
+                       "'); is another job using the same --rdzv_id and port?");
+    }
+    return std::stoi(field);
+  };
+  n.node_rank = number(rank);
+  n.nproc = number(nproc);
+  n.pid = number(pid);
   return n;
 }
 

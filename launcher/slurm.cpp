@@ -39,9 +39,10 @@ void expand_one(const std::string& item, std::vector<std::string>& out, const st
   std::vector<std::string> tails;
   expand_one(suffix, tails, whole);  // later bracket groups expand recursively
   std::string ranges = item.substr(open + 1, close - open - 1);
+  if (ranges.empty()) throw UsageError("Slurm host list '" + whole + "' has an empty range '[]'");
   std::smatch m;
   for (const auto& range : split_top_level(ranges)) {
-    if (std::regex_match(range, m, std::regex("([0-9]+)-([0-9]+)"))) {
+    if (std::regex_match(range, m, std::regex("([0-9]{1,9})-([0-9]{1,9})"))) {
       const std::string lo = m[1], hi = m[2];
       const long a = std::stol(lo), b = std::stol(hi);
       if (b < a || b - a > 100000) throw UsageError("Slurm host list '" + whole + "' has a bad range " + range);
@@ -50,7 +51,7 @@ void expand_one(const std::string& item, std::vector<std::string>& out, const st
         if (num.size() < lo.size()) num = std::string(lo.size() - num.size(), '0') + num;
         for (const auto& t : tails) out.push_back(prefix + num + t);
       }
-    } else if (std::regex_match(range, std::regex("[0-9]+"))) {
+    } else if (std::regex_match(range, std::regex("[0-9]{1,18}"))) {
       for (const auto& t : tails) out.push_back(prefix + range + t);
     } else {
       throw UsageError("Slurm host list '" + whole + "' has a bad range '" + range + "'");

@@ -17,29 +17,11 @@
 #include <boost/process/exe.hpp>
 #include <boost/process/extend.hpp>
 #include <boost/process/io.hpp>
-#include <boost/process/search_path.hpp>
 
 namespace ddp::launcher {
 
 namespace bp = boost::process;
 
-namespace {
-
-std::string resolve_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) {
-    if (::access(name.c_str(), X_OK) != 0) {
-      throw UsageError("program '" + name + "' is not an executable file; check the path (a .py script runs with python3)");
-    }
-    return name;
-  }
-  const auto found = bp::search_path(name);
-  if (found.empty()) {
-    throw UsageError("program '" + name + "' was not found on PATH; give a path such as ./" + name);
-  }
-  return found.string();
-}
-
-}  // namespace
 
 WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output)
     : spec_(spec), output_(std::move(output)) {

@@ -1,7 +1,11 @@
 // Worker argv and environment (torchrun's contract); see worker_spec.hpp.
 #include "launcher/worker_spec.hpp"
 
+#include <unistd.h>
+
 #include <sstream>
+
+#include <boost/process/search_path.hpp>
 
 extern char** environ;
 
@@ -17,6 +21,40 @@ Environment current_environment() {
   return env;
 }
 
+bool runs_with_python(const LaunchConfig& c) {
+  const std::string& p = c.program;
+  return !c.no_python && (c.module || (p.size() > 3 && p.compare(p.size() - 3, 3, ".py") == 0));
+}
+
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), F_OK) != 0) {
+      throw UsageError("program '" + name + "' does not exist; check the path");
+    }
+    if (::access(name.c_str(), X_OK) != 0) {
+      throw UsageError("program '" + name + "' is not executable; chmod +x it, or run a .py script (it runs with python3)");
+    }
+    return name;
+  }
+  const auto found = boost::process::search_path(name);
+  if (found.empty()) {
+    throw UsageError("program '" + name + "' was not found on PATH; give a path such as ./" + name);
+  }
+  return found.string();
+}
+
+void check_program(const LaunchConfig& c, const Environment& env) {
+  if (!runs_with_python(c)) {
+    resolve_program(c.program);
+    return;
+  }
+  const auto it = env.find("PYTHON_EXEC");
+  resolve_program(it != env.end() ? it->second : "python3");
+  if (!c.module && ::access(c.program.c_str(), R_OK) != 0) {
+    throw UsageError("script '" + c.program + "' does not exist or is not readable; check the path");
+  }
+}
+
 std::string substitute_local_rank(std::string arg, int local_rank) {
   const std::string macro = "${local_rank}";
   for (auto pos = arg.find(macro); pos != std::string::npos; pos = arg.find(macro, pos)) {
@@ -27,9 +65,6 @@ std::string substitute_local_rank(std::string arg, int local_rank) {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -64,8 +99,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     WorkerSpec w;
     w.local_rank = lr;
     w.rank = base + lr;
-    const bool as_python = !c.no_python && (c.module || ends_with(c.program, ".py"));
-    if (as_python) {
+    if (runs_with_python(c)) {
       w.argv = {python, "-u"};
       if (c.module) w.argv.push_back("-m");
     }

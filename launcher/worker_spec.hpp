@@ -39,6 +39,17 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in);
 // The current process environment as a map.
 Environment current_environment();
 
+// True when the program runs under Python: a .py script or -m module, unless --no_python.
+bool runs_with_python(const LaunchConfig& config);
+
+// The executable for a program name: a path must be an executable file; a bare name is looked up
+// on PATH. Throws UsageError naming the program and the fix.
+std::string resolve_program(const std::string& name);
+
+// Checks, before anything starts, that every worker's command can run: the program (or, for a
+// .py script, the interpreter and the script file). Throws UsageError.
+void check_program(const LaunchConfig& config, const Environment& env);
+
 // Replaces ${local_rank} in `arg`.
 std::string substitute_local_rank(std::string arg, int local_rank);
 

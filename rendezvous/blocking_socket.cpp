@@ -46,14 +46,15 @@ BlockingSocket::BlockingSocket(const std::string& host, std::uint16_t port, Time
   run_until(deadline, done, "connecting");
   if (result) throw ConnectionError("cannot connect to " + peer_ + ": " + result.message());
   socket_.set_option(tcp::no_delay(true), ec);  // best effort: only latency depends on it
+  std::lock_guard<std::mutex> lock(fd_mutex_);
   fd_ = socket_.native_handle();
 }
 
 void BlockingSocket::interrupt() {
-  const int fd = fd_.load();
   // ::shutdown on the descriptor is thread-safe, unlike the Asio socket object; the blocked
   // operation then sees end-of-file or an error.
-  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  std::lock_guard<std::mutex> lock(fd_mutex_);
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
 void BlockingSocket::run_until(TimePoint deadline, const bool& done, const char* what) {
@@ -106,6 +107,7 @@ std::string BlockingSocket::read_exact(std::size_t n, TimePoint deadline) {
 }
 
 void BlockingSocket::close() {
+  std::lock_guard<std::mutex> lock(fd_mutex_);
   fd_ = -1;
   boost::system::error_code ignored;  // closing an already-broken socket has nothing to report
   socket_.shutdown(tcp::socket::shutdown_both, ignored);

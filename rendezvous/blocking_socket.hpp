@@ -2,7 +2,7 @@
 // It drives a private Asio io_context only while a call is in progress, so no thread is owned.
 #pragma once
 
-#include <atomic>
+#include <mutex>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -43,7 +43,10 @@ class BlockingSocket {
   boost::asio::io_context io_;
   boost::asio::ip::tcp::socket socket_;
   std::string peer_;
-  std::atomic<int> fd_{-1};
+  // The descriptor as interrupt() sees it; the mutex keeps close() from releasing the number
+  // (which the OS may reuse) while interrupt() is shutting it down.
+  std::mutex fd_mutex_;
+  int fd_ = -1;
 };
 
 // Strips brackets of "[::1]"; other hosts are returned unchanged.

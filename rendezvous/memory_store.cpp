@@ -58,7 +58,7 @@ void MemoryStore::wait_locked(std::unique_lock<std::mutex>& lock,
   const auto all_present = [&] {
     return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return kv_.contains(k); });
   };
-  if (!changed_.wait_for(lock, timeout, all_present)) {
+  if (!changed_.wait_until(lock, deadline_after(timeout), all_present)) {
     std::string missing;
     for (const auto& k : keys) {
       if (!kv_.contains(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";

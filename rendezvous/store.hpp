@@ -9,12 +9,20 @@
 // connection, as in PyTorch; open a second client for concurrent waits).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace ddp::rendezvous {
+
+// The deadline `timeout` from now, saturated at a century so that Duration::max() ("wait for
+// ever") cannot overflow the clock arithmetic.
+inline std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  constexpr std::chrono::milliseconds kCentury = std::chrono::hours(24 * 365 * 100);
+  return std::chrono::steady_clock::now() + std::clamp(timeout, std::chrono::milliseconds(0), kCentury);
+}
 
 class Store {
  public:

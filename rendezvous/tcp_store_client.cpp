@@ -44,7 +44,7 @@ TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options) : options_(std::mo
 
 void TcpStoreClient::connect_with_retries() {
   const auto start = Clock::now();
-  const auto deadline = start + options_.connect_timeout;
+  const auto deadline = deadline_after(options_.connect_timeout);
   std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(start.time_since_epoch().count()));
   auto backoff = std::chrono::milliseconds(10);
   std::string last_error;
@@ -94,7 +94,7 @@ void TcpStoreClient::handshake(Clock::time_point deadline) {
   }
 }
 
-Clock::time_point TcpStoreClient::reply_deadline() const { return Clock::now() + options_.timeout; }
+Clock::time_point TcpStoreClient::reply_deadline() const { return deadline_after(options_.timeout); }
 
 std::string TcpStoreClient::read_str(Clock::time_point deadline) {
   const std::string len_bytes = socket_->read_exact(8, deadline);
@@ -138,7 +138,7 @@ void TcpStoreClient::interrupt() {
 
 bool TcpStoreClient::await_stop_waiting(const std::string& request, Duration timeout) {
   socket_->write_all(request, reply_deadline());
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = deadline_after(timeout);
   try {
     const std::uint8_t r = read_u8(deadline);
     if (r != static_cast<std::uint8_t>(WaitResponse::StopWaiting)) {
@@ -279,7 +279,7 @@ std::optional<std::string> TcpStoreClient::try_queue_pop(const std::string& key)
 }
 
 std::string TcpStoreClient::queue_pop(const std::string& key, Duration timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = deadline_after(timeout);
   for (;;) {
     const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
     auto value = locked("QUEUE_POP", [&]() -> std::optional<std::optional<std::string>> {
