@@ -268,7 +268,7 @@ class Faults(Base):
         rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2",
                                    "--shutdown_timeout", "1", "--no_python", prog])
         self.assertEqual(rc, 5, err)
-        self.assertLess(time.time() - t0, 6)
+        self.assertLess(time.time() - t0, 20)  # 1 s to fail + 1 s grace; without SIGKILL it never ends
         self.assert_no_survivors()
 
     def _signal_launcher(self, sig, expected):
