@@ -1,0 +1,20 @@
+// The failure summary printed on stderr when a worker fails: torchrun's layout plus the
+// worker's last stderr lines, so the real error is on screen without `@record`.
+#pragma once
+
+#include <string>
+
+#include "launcher/process_context.hpp"
+
+namespace ddp::launcher {
+
+struct FailureContext {
+  std::string program;
+  std::string host;
+  int node_rank = 0;
+};
+
+// Pure apart from reading the worker's error file, if it wrote one.
+std::string describe_failure(const WorkerResult& worker, const FailureContext& context);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,105 @@
+// Outcome watcher and heartbeats; see job_monitor.hpp.
+#include "launcher/job_monitor.hpp"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "rendezvous/prefix_store.hpp"
+#include "rendezvous/tcp_store_client.hpp"
+
+namespace ddp::launcher {
+
+using Clock = std::chrono::steady_clock;
+
+struct JobMonitor::Shared {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stopped = false;
+  std::shared_ptr<rendezvous::Store> watcher_store;
+
+  // Sleeps up to `d`; true when stopped.
+  bool sleep_for(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return cv.wait_for(lock, d, [&] { return stopped; });
+  }
+  bool is_stopped() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return stopped;
+  }
+};
+
+namespace {
+// The TCP client underneath a (possibly prefixed) store, for interrupt().
+rendezvous::TcpStoreClient* tcp_client(rendezvous::Store* store) {
+  if (auto* prefixed = dynamic_cast<rendezvous::PrefixStore*>(store)) return tcp_client(prefixed->underlying().get());
+  return dynamic_cast<rendezvous::TcpStoreClient*>(store);
+}
+}  // namespace
+
+JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on_outcome, OnLost on_lost)
+    : shared_(std::make_shared<Shared>()) {
+  auto shared = shared_;
+  watcher_ = std::thread([shared, connect, o, on_outcome, on_lost] {
+    try {
+      auto store = connect();
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        if (shared->stopped) return;
+        shared->watcher_store = store;
+      }
+      // Parked on the server until some node publishes the outcome: no polling. The wait is
+      // "for ever"; stop() ends it by setting the key or breaking the connection.
+      store->wait({o.outcome_key}, std::chrono::milliseconds::max());
+      const std::string value = store->get(o.outcome_key, std::chrono::seconds(10));
+      if (!shared->is_stopped()) on_outcome(value);
+    } catch (const rendezvous::Error& e) {
+      if (!shared->is_stopped()) on_lost("lost the store on node 0 (" + std::string(e.what()) + ")", true);
+    }
+  });
+  if (o.nnodes <= 1) return;
+  heartbeat_ = std::thread([shared, connect, o, on_lost] {
+    std::map<int, std::pair<std::int64_t, Clock::time_point>> seen;
+    try {
+      auto store = connect();
+      // Heartbeats are inherently periodic: there is no event for "a peer went silent".
+      do {
+        store->add(o.heartbeat_prefix + std::to_string(o.node), 1);
+        const auto now = Clock::now();
+        for (int n = 0; n < o.nnodes; ++n) {
+          if (n == o.node) continue;
+          const std::int64_t beat = store->add(o.heartbeat_prefix + std::to_string(n), 0);
+          auto& s = seen[n];
+          if (s.second == Clock::time_point{} || beat != s.first) {
+            s = {beat, now};
+          } else if (now - s.second > o.timeout) {
+            if (!shared->is_stopped()) {
+              on_lost("lost node " + std::to_string(n) + ": no heartbeat for " +
+                          std::to_string(o.timeout.count() / 1000.0).substr(0, 4) + " s",
+                      n == 0);
+            }
+            return;
+          }
+        }
+      } while (!shared->sleep_for(o.interval));
+    } catch (const rendezvous::Error& e) {
+      if (!shared->is_stopped()) on_lost("lost node 0, which hosts the store (" + std::string(e.what()) + ")", true);
+    }
+  });
+}
+
+JobMonitor::~JobMonitor() { stop(); }
+
+void JobMonitor::stop() {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->stopped = true;
+    // A connection that a cut link left silent would keep the watcher parked: break it.
+    if (auto* tcp = tcp_client(shared_->watcher_store.get())) tcp->interrupt();
+  }
+  shared_->cv.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,56 @@
+// Two store-backed watchers that run beside a round of the job, each on its own connection:
+//   - the outcome watcher parks a WAIT on the round's "outcome" key (set by the first failure
+//     anywhere, or "success" by the last node to succeed) and reports its value once;
+//   - the heartbeat thread bumps this node's counter every interval and reports a node whose
+//     counter stood still for longer than the timeout (or the store itself failing).
+// Callbacks run on the monitor's threads; the agent posts them to its loop.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "rendezvous/store.hpp"
+
+namespace ddp::launcher {
+
+// Opens a new connection to the job's store (already prefixed for the job). Each monitor
+// thread gets its own, so a parked WAIT does not hold up the others.
+using StoreConnector = std::function<std::shared_ptr<rendezvous::Store>()>;
+
+struct JobMonitorOptions {
+  std::string outcome_key;       // e.g. "r0/outcome"
+  std::string heartbeat_prefix;  // e.g. "r0/hb/"
+  int node = 0;                  // this node's group rank
+  int nnodes = 1;                // heartbeats run only when > 1
+  std::chrono::milliseconds interval{1000};
+  std::chrono::milliseconds timeout{10000};
+};
+
+class JobMonitor {
+ public:
+  using OnOutcome = std::function<void(const std::string& value)>;
+  using OnLost = std::function<void(const std::string& message, bool store_lost)>;
+
+  // Starts the threads. Never blocks.
+  JobMonitor(StoreConnector connect, JobMonitorOptions options, OnOutcome on_outcome, OnLost on_lost);
+  // stop() and join.
+  ~JobMonitor();
+  JobMonitor(const JobMonitor&) = delete;
+  JobMonitor& operator=(const JobMonitor&) = delete;
+
+  // Makes both threads end and joins them. After it returns no callback runs. The outcome watcher
+  // only wakes when the outcome key is set or its connection breaks: callers set the key first
+  // (or rely on interrupting a TCP connection, which this does). Idempotent.
+  void stop();
+
+ private:
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+  std::thread watcher_;
+  std::thread heartbeat_;
+};
+
+}  // namespace ddp::launcher

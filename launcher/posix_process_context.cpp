@@ -1,0 +1,144 @@
+// Real worker processes for the agent: WorkerProcess objects, reaped on SIGCHLD.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <map>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "launcher/process_context.hpp"
+#include "launcher/worker_process.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+namespace asio = boost::asio;
+
+std::string expand_prefix(std::string tpl, const WorkerSpec& w, const std::string& role) {
+  const std::map<std::string, std::string> vars = {
+      {"${rank}", std::to_string(w.rank)}, {"${local_rank}", std::to_string(w.local_rank)}, {"${role_name}", role}};
+  for (const auto& [k, v] : vars) {
+    for (auto p = tpl.find(k); p != std::string::npos; p = tpl.find(k, p)) tpl.replace(p, k.size(), v);
+  }
+  return tpl;
+}
+
+OutputOptions output_for(const OutputPolicy& policy, const WorkerSpec& spec) {
+  const LaunchConfig& c = *policy.config;
+  OutputOptions out;
+  out.console = policy.console;
+  if (policy.prefix_lines) out.prefix = expand_prefix(c.line_prefix_template, spec, c.role);
+  const int redirect = c.redirects.for_rank(spec.local_rank);
+  const int tee = c.tee.for_rank(spec.local_rank);
+  const bool shown = c.local_ranks_filter.empty() ||
+                     std::find(c.local_ranks_filter.begin(), c.local_ranks_filter.end(), spec.local_rank) !=
+                         c.local_ranks_filter.end();
+  out.to_console_out = shown && !(redirect & 1);
+  out.to_console_err = shown && !(redirect & 2);
+  // As in torchrun: a stream goes to its file when redirected or tee'd; a tee keeps it on the
+  // console as well.
+  if (!spec.log_dir.empty() && ((redirect | tee) & 1)) out.stdout_file = spec.log_dir + "/stdout.log";
+  if (!spec.log_dir.empty() && ((redirect | tee) & 2)) out.stderr_file = spec.log_dir + "/stderr.log";
+  return out;
+}
+
+class PosixProcessContext final : public ProcessContext {
+ public:
+  PosixProcessContext(asio::io_context& io, OutputPolicy policy) : io_(io), policy_(policy), sigchld_(io, SIGCHLD) {
+    wait_sigchld();
+  }
+
+  ~PosixProcessContext() override {
+    boost::system::error_code ignored;  // cancelling a signal set only fails if it is gone
+    sigchld_.cancel(ignored);
+    for (auto& w : workers_) w->signal(SIGKILL);
+  }
+
+  void start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
+    on_exit_ = std::move(on_exit);
+    try {
+      for (const auto& spec : specs) {
+        workers_.push_back(std::make_unique<WorkerProcess>(io_, spec, output_for(policy_, spec)));
+        WorkerProcess* w = workers_.back().get();
+        w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });
+      }
+    } catch (...) {
+      for (auto& w : workers_) {
+        w->signal(SIGKILL);
+        int status = 0;
+        ::waitpid(w->pid(), &status, 0);  // just killed: returns at once
+        w->set_exited(status);
+        reported_.push_back(w.get());
+      }
+      throw;
+    }
+  }
+
+  void signal(int signo) override {
+    for (auto& w : workers_) w->signal(signo);
+  }
+
+  std::size_t running() const override { return workers_.size() - reported_.size(); }
+
+ private:
+  void wait_sigchld() {
+    sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      int status = 0;
+      for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+        for (auto& w : workers_) {
+          if (w->pid() == pid) {
+            w->set_exited(status);
+            maybe_report(*w);
+          }
+        }
+      }
+      wait_sigchld();
+    });
+  }
+
+  // Reports a worker once it has exited and its output is drained (so a failure summary comes
+  // after the worker's last lines).
+  void maybe_report(WorkerProcess& w, bool force = false) {
+    if (!w.exited()) return;
+    if (!w.output_done() && !force) {
+      // A descendant that left the worker's process group may hold its pipes open for ever:
+      // report the exit anyway after a short grace.
+      auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(2));
+      timer->async_wait([this, &w, timer](const boost::system::error_code& ec) {
+        if (!ec) maybe_report(w, true);
+      });
+      return;
+    }
+    if (std::find(reported_.begin(), reported_.end(), &w) != reported_.end()) return;
+    reported_.push_back(&w);
+    WorkerResult r;
+    r.local_rank = w.spec().local_rank;
+    r.rank = w.spec().rank;
+    r.pid = w.pid();
+    r.exit_code = w.exit_code();
+    r.term_signal = w.term_signal();
+    r.stderr_tail.assign(w.stderr_tail().begin(), w.stderr_tail().end());
+    const auto ef = w.spec().env.find("TORCHELASTIC_ERROR_FILE");
+    if (ef != w.spec().env.end()) r.error_file = ef->second;
+    if (on_exit_) on_exit_(r);
+  }
+
+  asio::io_context& io_;
+  OutputPolicy policy_;
+  asio::signal_set sigchld_;
+  std::vector<std::unique_ptr<WorkerProcess>> workers_;
+  std::vector<WorkerProcess*> reported_;
+  ExitCallback on_exit_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessContext> make_posix_process_context(asio::io_context& io, OutputPolicy policy) {
+  return std::make_unique<PosixProcessContext>(io, policy);
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,267 @@
+// The agent's failure, teardown, restart and multi-node logic with fakes: an in-memory store
+// shared by the "nodes" (agents on threads) and a fake process context whose workers exit as
+// each test scripts, so no process is started.
+#include "launcher/agent.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "launcher/node_rendezvous.hpp"
+#include "rendezvous/memory_store.hpp"
+#include "rendezvous/prefix_store.hpp"
+
+namespace {
+
+using namespace ddp::launcher;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+// What a fake worker does: exit with `code` after `after`, unless signalled first; obeys SIGTERM
+// unless `ignores_term`.
+struct Script {
+  std::chrono::milliseconds after{10};
+  int code = 0;
+  bool runs_forever = false;
+  bool ignores_term = false;
+};
+
+struct Record {
+  std::mutex mutex;
+  std::vector<std::vector<WorkerSpec>> starts;  // every start() call
+  std::vector<std::pair<int, int>> signals;     // (rank, signo)
+};
+
+class FakeProcesses final : public ProcessContext {
+ public:
+  FakeProcesses(asio::io_context& io, std::function<Script(const WorkerSpec&)> script, Record& record)
+      : io_(io), script_(std::move(script)), record_(record) {}
+
+  void start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
+    on_exit_ = std::move(on_exit);
+    {
+      std::lock_guard<std::mutex> lock(record_.mutex);
+      record_.starts.push_back(specs);
+    }
+    for (const auto& spec : specs) {
+      auto& w = workers_.emplace_back();
+      w.spec = spec;
+      w.script = script_(spec);
+      if (!w.script.runs_forever) {
+        w.timer = std::make_shared<asio::steady_timer>(io_, w.script.after);
+        const std::size_t i = workers_.size() - 1;
+        w.timer->async_wait([this, i](const boost::system::error_code& ec) {
+          if (!ec) exit(i, workers_[i].script.code, 0);
+        });
+      }
+    }
+  }
+
+  void signal(int signo) override {
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      auto& w = workers_[i];
+      if (w.done) continue;
+      {
+        std::lock_guard<std::mutex> lock(record_.mutex);
+        record_.signals.emplace_back(w.spec.rank, signo);
+      }
+      if (signo == SIGKILL || (signo == SIGTERM && !w.script.ignores_term) || signo == SIGINT) {
+        asio::post(io_, [this, i, signo] { exit(i, 128 + signo, signo); });
+      }
+    }
+  }
+
+  std::size_t running() const override {
+    return static_cast<std::size_t>(std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w.done; }));
+  }
+
+ private:
+  struct Worker {
+    WorkerSpec spec;
+    Script script;
+    std::shared_ptr<asio::steady_timer> timer;
+    bool done = false;
+  };
+
+  void exit(std::size_t i, int code, int signo) {
+    auto& w = workers_[i];
+    if (w.done) return;
+    w.done = true;
+    if (w.timer) w.timer->cancel();
+    WorkerResult r;
+    r.local_rank = w.spec.local_rank;
+    r.rank = w.spec.rank;
+    r.pid = 1000 + w.spec.rank;
+    r.exit_code = code;
+    r.term_signal = signo;
+    r.stderr_tail = {"fake stderr of rank " + std::to_string(w.spec.rank)};
+    on_exit_(r);
+  }
+
+  asio::io_context& io_;
+  std::function<Script(const WorkerSpec&)> script_;
+  Record& record_;
+  std::vector<Worker> workers_;
+  ExitCallback on_exit_;
+};
+
+LaunchConfig config(int nnodes, int node_rank, int nproc) {
+  LaunchConfig c;
+  c.min_nodes = c.max_nodes = nnodes;
+  c.node_rank = node_rank;
+  c.nproc_per_node = nproc;
+  c.program = "fake-worker";
+  c.run_id = "test";
+  c.shutdown_timeout = 200ms;
+  c.rdzv_timeout = 10s;
+  c.heartbeat_timeout = 400ms;
+  c.heartbeat_interval = 50ms;
+  c.signals_to_handle = {};
+  return c;
+}
+
+AgentDeps fakes(std::shared_ptr<ddp::rendezvous::MemoryStore> store, std::function<Script(const WorkerSpec&)> script,
+                Record& record) {
+  AgentDeps d;
+  d.host_store = false;
+  d.preflight = false;
+  d.connect_root = [store] { return store; };
+  d.processes = [script, &record](asio::io_context& io, OutputPolicy) {
+    return std::make_unique<FakeProcesses>(io, script, record);
+  };
+  return d;
+}
+
+int restart_count(const WorkerSpec& w) { return std::stoi(w.env.at("TORCHELASTIC_RESTART_COUNT")); }
+
+bool got_signal(Record& r, int rank, int signo) {
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return std::find(r.signals.begin(), r.signals.end(), std::make_pair(rank, signo)) != r.signals.end();
+}
+
+}  // namespace
+
+TEST_CASE("all workers exiting 0 ends the job with 0") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  const auto c = config(1, 0, 3);
+  CHECK(run_agent(c, fakes(store, [](const WorkerSpec&) { return Script{}; }, rec)) == 0);
+  REQUIRE(rec.starts.size() == 1);
+  CHECK(rec.starts[0].size() == 3);
+  CHECK(rec.signals.empty());
+}
+
+TEST_CASE("the first failure stops the siblings with SIGTERM and its code is the exit code") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  const auto c = config(1, 0, 2);
+  const int code = run_agent(c, fakes(store, [](const WorkerSpec& w) {
+    return w.rank == 1 ? Script{10ms, 3} : Script{0ms, 0, true};
+  }, rec));
+  CHECK(code == 3);
+  CHECK(got_signal(rec, 0, SIGTERM));
+  CHECK_FALSE(got_signal(rec, 0, SIGKILL));
+  CHECK(store->get("ddplaunch/test/r0/outcome", 1s).rfind("failure 3\n", 0) == 0);
+}
+
+TEST_CASE("a worker ignoring SIGTERM gets SIGKILL after the shutdown timeout") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  const auto c = config(1, 0, 2);
+  const auto start = std::chrono::steady_clock::now();
+  const int code = run_agent(c, fakes(store, [](const WorkerSpec& w) {
+    return w.rank == 1 ? Script{10ms, 5} : Script{0ms, 0, true, true};
+  }, rec));
+  CHECK(code == 5);
+  CHECK(got_signal(rec, 0, SIGTERM));
+  CHECK(got_signal(rec, 0, SIGKILL));
+  CHECK(std::chrono::steady_clock::now() - start >= c.shutdown_timeout);
+}
+
+TEST_CASE("max_restarts restarts the job with a counted attempt and without it the failure stands") {
+  const auto script = [](const WorkerSpec& w) {
+    return (restart_count(w) == 0 && w.rank == 1) ? Script{10ms, 4} : Script{10ms, 0};
+  };
+  SECTION("with one restart") {
+    auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+    Record rec;
+    auto c = config(1, 0, 2);
+    c.max_restarts = 1;
+    CHECK(run_agent(c, fakes(store, script, rec)) == 0);
+    REQUIRE(rec.starts.size() == 2);
+    CHECK(restart_count(rec.starts[1][0]) == 1);
+    CHECK(rec.starts[1][0].env.at("TORCHELASTIC_MAX_RESTARTS") == "1");
+  }
+  SECTION("without") {
+    auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+    Record rec;
+    CHECK(run_agent(config(1, 0, 2), fakes(store, script, rec)) == 4);
+    CHECK(rec.starts.size() == 1);
+  }
+}
+
+TEST_CASE("a failure on one node stops the workers on the other, and both exit with its code") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  const auto c0 = config(2, 0, 2);
+  const auto c1 = config(2, 1, 1);
+  auto node1 = std::async(std::launch::async, [&] {
+    return run_agent(c1, fakes(store, [](const WorkerSpec&) { return Script{30ms, 7}; }, rec1));
+  });
+  const int code0 = run_agent(c0, fakes(store, [](const WorkerSpec&) { return Script{0ms, 0, true}; }, rec0));
+  CHECK(code0 == 7);
+  CHECK(node1.get() == 7);
+  CHECK(got_signal(rec0, 0, SIGTERM));
+  CHECK(got_signal(rec0, 1, SIGTERM));
+  REQUIRE(rec1.starts.size() == 1);
+  CHECK(rec1.starts[0][0].rank == 2);  // prefix sums: node 0 has ranks 0-1
+  CHECK(rec1.starts[0][0].env.at("WORLD_SIZE") == "3");
+}
+
+TEST_CASE("two nodes that both succeed both exit 0") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  auto node1 = std::async(std::launch::async, [&] {
+    return run_agent(config(2, 1, 2), fakes(store, [](const WorkerSpec&) { return Script{20ms, 0}; }, rec1));
+  });
+  CHECK(run_agent(config(2, 0, 2), fakes(store, [](const WorkerSpec&) { return Script{5ms, 0}; }, rec0)) == 0);
+  CHECK(node1.get() == 0);
+}
+
+TEST_CASE("a node that stops heartbeating is reported lost within the heartbeat timeout") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  // Node 1 joins the rendezvous and then goes silent (no agent, no heartbeats).
+  auto silent = std::async(std::launch::async, [&] {
+    ddp::rendezvous::PrefixStore job("ddplaunch/test", store);
+    RendezvousOptions o;
+    o.nnodes = 2;
+    o.run_id = "test";
+    o.timeout = 10s;
+    join_round(*store, job, NodeInfo{1, 1, "silent", "silent", 1}, o);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const int code = run_agent(config(2, 0, 1), fakes(store, [](const WorkerSpec&) { return Script{0ms, 0, true}; }, rec));
+  silent.get();
+  CHECK(code == 1);
+  CHECK(got_signal(rec, 0, SIGTERM));
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+TEST_CASE("an elastic job starts with MIN nodes once the last call has passed") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  auto c = config(1, 0, 2);
+  c.max_nodes = 3;
+  c.rdzv_conf["last_call_timeout"] = "0.2";
+  CHECK(run_agent(c, fakes(store, [](const WorkerSpec&) { return Script{5ms, 0}; }, rec)) == 0);
+  REQUIRE(rec.starts.size() == 1);
+  CHECK(rec.starts[0][0].env.at("WORLD_SIZE") == "2");
+  CHECK(rec.starts[0][0].env.at("GROUP_WORLD_SIZE") == "1");
+}
