@@ -36,9 +36,13 @@ std::string host_name() {
   return buf;
 }
 
-void say(const std::string& line) { std::cerr << "ddplaunch: " << line << std::endl; }
+void say(const std::string& line) {
+  std::cerr << "ddplaunch: " << line << std::endl;
+}
 
-int exit_code_for_signal(int signo) { return signo == SIGINT ? kExitInterrupted : 128 + signo; }
+int exit_code_for_signal(int signo) {
+  return signo == SIGINT ? kExitInterrupted : 128 + signo;
+}
 
 // Resolves a host name or address once up front, so a typo fails in milliseconds with exit 2
 // instead of after the rendezvous timeout.
@@ -237,48 +241,49 @@ void Agent::start_round() {
 }
 
 void Agent::join_in_thread(std::optional<RankMap>& ranks, std::exception_ptr& error) {
-    try {
-      if (!root_) {
-        root_ = deps_.connect_root();
-        job_ = std::make_shared<PrefixStore>("ddplaunch/" + c_.run_id, root_);
-      }
-      const NodeInfo self{c_.node_rank, c_.nproc_per_node, c_.local_addr.empty() ? host_ : c_.local_addr, host_,
-                          static_cast<int>(::getpid())};
-      RendezvousOptions o;
-      o.nnodes = c_.max_nodes;
-      o.round = round_;
-      o.run_id = c_.run_id;
-      o.timeout = c_.rdzv_timeout;
-      o.endpoint = rendezvous::format_endpoint(c_.master_addr, static_cast<std::uint16_t>(port_));
-      o.status = [](const std::string& s) { say(s); };
-      o.cancelled = &cancelled_;
-      if (c_.min_nodes == c_.max_nodes) {
-        ranks = join_round(*root_, *job_, self, o);
-        group_rank_ = c_.node_rank;
-        return;
-      }
-      ElasticOptions e;
-      e.base = o;
-      e.min_nodes = c_.min_nodes;
-      e.is_host = c_.node_rank == 0;
-      if (c_.rdzv_conf.count("last_call_timeout")) {
-        e.last_call = std::chrono::milliseconds(static_cast<long long>(std::stod(c_.rdzv_conf.at("last_call_timeout")) * 1000));
-      }
-      for (;;) {
-        try {
-          ElasticRound r = join_elastic_round(*root_, *job_, self, e);
-          group_rank_ = r.group_rank;
-          ranks = std::move(r.ranks);
-          return;
-        } catch (const LateArrival& late) {
-          say(late.what());
-          e.base.round = ++round_;
-          ++restart_count_;  // the job's restart count, as the members will see it
-        }
-      }
-    } catch (...) {
-      error = std::current_exception();
+  try {
+    if (!root_) {
+      root_ = deps_.connect_root();
+      job_ = std::make_shared<PrefixStore>("ddplaunch/" + c_.run_id, root_);
     }
+    const NodeInfo self{c_.node_rank, c_.nproc_per_node, c_.local_addr.empty() ? host_ : c_.local_addr, host_,
+                        static_cast<int>(::getpid())};
+    RendezvousOptions o;
+    o.nnodes = c_.max_nodes;
+    o.round = round_;
+    o.run_id = c_.run_id;
+    o.timeout = c_.rdzv_timeout;
+    o.endpoint = rendezvous::format_endpoint(c_.master_addr, static_cast<std::uint16_t>(port_));
+    o.status = [](const std::string& s) { say(s); };
+    o.cancelled = &cancelled_;
+    if (c_.min_nodes == c_.max_nodes) {
+      ranks = join_round(*root_, *job_, self, o);
+      group_rank_ = c_.node_rank;
+      return;
+    }
+    ElasticOptions e;
+    e.base = o;
+    e.min_nodes = c_.min_nodes;
+    e.is_host = c_.node_rank == 0;
+    if (c_.rdzv_conf.count("last_call_timeout")) {
+      e.last_call =
+          std::chrono::milliseconds(static_cast<long long>(std::stod(c_.rdzv_conf.at("last_call_timeout")) * 1000));
+    }
+    for (;;) {
+      try {
+        ElasticRound r = join_elastic_round(*root_, *job_, self, e);
+        group_rank_ = r.group_rank;
+        ranks = std::move(r.ranks);
+        return;
+      } catch (const LateArrival& late) {
+        say(late.what());
+        e.base.round = ++round_;
+        ++restart_count_;  // the job's restart count, as the members will see it
+      }
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
 }
 
 void Agent::on_joined(const RankMap& ranks) {
@@ -352,8 +357,8 @@ void Agent::on_outcome(const std::string& value) {
 void Agent::on_lost(const std::string& message, bool store_lost) {
   if (stopping_) return;
   // Elastic jobs carry on without a lost node (other than the store's host) if enough remain.
-  const bool recover = !store_lost && c_.min_nodes < c_.max_nodes && nnodes_ - 1 >= c_.min_nodes &&
-                       restart_count_ < c_.max_restarts;
+  const bool recover =
+      !store_lost && c_.min_nodes < c_.max_nodes && nnodes_ - 1 >= c_.min_nodes && restart_count_ < c_.max_restarts;
   fatal_ = !recover;
   failure_code_ = kExitFailure;
   failure_text_ = "ddplaunch: " + message + "; stopped the workers on this node";
@@ -400,7 +405,8 @@ void Agent::end_round_if_done() {
   if (!fatal_ && restart_count_ < c_.max_restarts) {
     ++restart_count_;
     ++round_;
-    say("restarting the job (restart " + std::to_string(restart_count_) + " of " + std::to_string(c_.max_restarts) + ")");
+    say("restarting the job (restart " + std::to_string(restart_count_) + " of " + std::to_string(c_.max_restarts) +
+        ")");
     return start_round();
   }
   console_.flush();
@@ -436,7 +442,9 @@ int Agent::run() {
     // node mistakes a finished job for a lost store.
     try {
       if (job_->add(key("left"), 1) == nnodes_) job_->set(key("all_left"), "1");
-      if (server_) job_->wait({key("all_left")}, std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
+      if (server_)
+        job_->wait({key("all_left")},
+                   std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
     } catch (const rendezvous::Error& e) {
       // Another node went away after the job succeeded: nothing is lost, say so and go on.
       say("exit barrier: " + std::string(e.what()));

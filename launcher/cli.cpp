@@ -56,8 +56,9 @@ int parse_nproc(const std::string& v, const EnvLookup& env) {
   if (v == "gpu") {
     const int gpus = count_gpus(env);
     if (gpus == 0) {
-      throw UsageError("--nproc_per_node=gpu but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*); "
-                       "give a number or use cpu/auto");
+      throw UsageError(
+          "--nproc_per_node=gpu but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*); "
+          "give a number or use cpu/auto");
     }
     return gpus;
   }
@@ -160,33 +161,61 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   bool use_env = true;
   std::optional<std::string> master_addr, master_port_text, node_rank_text;
   pet(app.add_option("--nnodes", nnodes, "N or MIN:MAX (elastic)"), "nnodes");
-  pet(app.add_option("--nproc_per_node,--nproc-per-node", nproc, "workers on this node: N, gpu, cpu or auto"), "nproc_per_node");
+  pet(app.add_option("--nproc_per_node,--nproc-per-node", nproc, "workers on this node: N, gpu, cpu or auto"),
+      "nproc_per_node");
   pet(app.add_option("--node_rank,--node-rank", node_rank_text, "rank of this node, 0..nnodes-1"), "node_rank");
-  pet(app.add_option("--master_addr,--master-addr", master_addr, "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)"), "master_addr");
-  pet(app.add_option("--master_port,--master-port", master_port_text, "store port on node 0 (default 29500)"), "master_port");
+  pet(app.add_option("--master_addr,--master-addr", master_addr,
+                     "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)"),
+      "master_addr");
+  pet(app.add_option("--master_port,--master-port", master_port_text, "store port on node 0 (default 29500)"),
+      "master_port");
   pet(app.add_option("--rdzv_id,--rdzv-id", c.run_id, "job id shared by all nodes"), "rdzv_id");
-  pet(app.add_option("--rdzv_endpoint,--rdzv-endpoint", c.rdzv_endpoint, "host[:port] of the store (overrides --master_addr/--master_port)"), "rdzv_endpoint");
-  pet(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend, "static or c10d (both use ddplaunch's store)"), "rdzv_backend");
-  pet(app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf, "k=v,... (timeout, join_timeout, heartbeat_timeout)"), "rdzv_conf");
-  pet(app.add_option("--rdzv_timeout,--rdzv-timeout", rdzv_timeout, "seconds to wait for all nodes (default 900)"), "rdzv_timeout");
+  pet(app.add_option("--rdzv_endpoint,--rdzv-endpoint", c.rdzv_endpoint,
+                     "host[:port] of the store (overrides --master_addr/--master_port)"),
+      "rdzv_endpoint");
+  pet(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend, "static or c10d (both use ddplaunch's store)"),
+      "rdzv_backend");
+  pet(app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf, "k=v,... (timeout, join_timeout, heartbeat_timeout)"),
+      "rdzv_conf");
+  pet(app.add_option("--rdzv_timeout,--rdzv-timeout", rdzv_timeout, "seconds to wait for all nodes (default 900)"),
+      "rdzv_timeout");
   pet(app.add_flag("--standalone", c.standalone, "single node on a free port with a random run id"), "standalone");
-  pet(app.add_option("--max_restarts,--max-restarts", c.max_restarts, "restarts of the whole job after a failure"), "max_restarts");
-  pet(app.add_option("--monitor_interval,--monitor-interval", monitor_interval, "seconds between heartbeat checks"), "monitor_interval");
-  pet(app.add_option("--heartbeat_timeout,--heartbeat-timeout", heartbeat_timeout, "seconds without a heartbeat before a node counts as lost (default 10)"), "heartbeat_timeout");
+  pet(app.add_option("--max_restarts,--max-restarts", c.max_restarts, "restarts of the whole job after a failure"),
+      "max_restarts");
+  pet(app.add_option("--monitor_interval,--monitor-interval", monitor_interval, "seconds between heartbeat checks"),
+      "monitor_interval");
+  pet(app.add_option("--heartbeat_timeout,--heartbeat-timeout", heartbeat_timeout,
+                     "seconds without a heartbeat before a node counts as lost (default 10)"),
+      "heartbeat_timeout");
   pet(app.add_option("--role", c.role, "role name (ROLE_NAME)"), "role");
-  pet(app.add_option("--log_dir,--log-dir", c.log_dir, "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log"), "log_dir");
-  pet(app.add_option("-r,--redirects", redirects, "streams to files only: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:3"), "redirects");
+  pet(app.add_option("--log_dir,--log-dir", c.log_dir,
+                     "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log"),
+      "log_dir");
+  pet(app.add_option("-r,--redirects", redirects,
+                     "streams to files only: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:3"),
+      "redirects");
   pet(app.add_option("-t,--tee", tee, "streams to files and the console (same syntax)"), "tee");
-  pet(app.add_option("--local_ranks_filter,--local-ranks-filter", ranks_filter, "local ranks shown on the console, e.g. 0,3"), "local_ranks_filter");
+  pet(app.add_option("--local_ranks_filter,--local-ranks-filter", ranks_filter,
+                     "local ranks shown on the console, e.g. 0,3"),
+      "local_ranks_filter");
   pet(app.add_flag("--no_python,--no-python", c.no_python, "execute the program directly"), "no_python");
   pet(app.add_flag("-m,--module", c.module, "run the program as python -m MODULE"), "module");
   pet(app.add_option("--local_addr,--local-addr", c.local_addr, "address this node advertises"), "local_addr");
-  pet(app.add_option("--shutdown_timeout,--shutdown-timeout", shutdown_timeout, "seconds between SIGTERM and SIGKILL (default 30)"), "shutdown_timeout");
-  pet(app.add_option("--signals_to_handle,--signals-to-handle", signals, "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"), "signals_to_handle");
-  pet(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank, "each worker sees exactly its own GPU as device 0"), "virtual_local_rank");
-  app.add_flag("--use_env,--use-env", use_env, "legacy launcher flag (the default); --use_env=false appends --local_rank=i to worker args");
-  app.add_flag("--local_rank_arg,--local-rank-arg", c.legacy_local_rank_arg, "append --local_rank=i to each worker's arguments (torch.distributed.launch style)");
-  app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template, "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
+  pet(app.add_option("--shutdown_timeout,--shutdown-timeout", shutdown_timeout,
+                     "seconds between SIGTERM and SIGKILL (default 30)"),
+      "shutdown_timeout");
+  pet(app.add_option("--signals_to_handle,--signals-to-handle", signals,
+                     "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"),
+      "signals_to_handle");
+  pet(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank,
+                   "each worker sees exactly its own GPU as device 0"),
+      "virtual_local_rank");
+  app.add_flag("--use_env,--use-env", use_env,
+               "legacy launcher flag (the default); --use_env=false appends --local_rank=i to worker args");
+  app.add_flag("--local_rank_arg,--local-rank-arg", c.legacy_local_rank_arg,
+               "append --local_rank=i to each worker's arguments (torch.distributed.launch style)");
+  app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template,
+                 "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
 
   try {
@@ -247,11 +276,21 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
         throw UsageError("--rdzv_conf item '" + item + "' is not key=value");
       }
       const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-      static const std::set<std::string> known = {"timeout", "join_timeout", "last_call_timeout", "heartbeat_timeout",
-                                                  "read_timeout", "is_host", "store_type", "close_timeout",
-                                                  "heartbeat", "keep_alive_interval", "keep_alive_max_attempt", "use_libuv"};
+      static const std::set<std::string> known = {"timeout",
+                                                  "join_timeout",
+                                                  "last_call_timeout",
+                                                  "heartbeat_timeout",
+                                                  "read_timeout",
+                                                  "is_host",
+                                                  "store_type",
+                                                  "close_timeout",
+                                                  "heartbeat",
+                                                  "keep_alive_interval",
+                                                  "keep_alive_max_attempt",
+                                                  "use_libuv"};
       if (!known.count(k)) {
-        throw UsageError("--rdzv_conf key '" + k + "' is unknown; use timeout, join_timeout, last_call_timeout or heartbeat_timeout");
+        throw UsageError("--rdzv_conf key '" + k +
+                         "' is unknown; use timeout, join_timeout, last_call_timeout or heartbeat_timeout");
       }
       if (k.find("timeout") != std::string::npos && !std::regex_match(v, std::regex("[0-9]{1,7}(\\.[0-9]+)?"))) {
         throw UsageError("--rdzv_conf " + k + "=" + v + " is not a number of seconds");
@@ -259,7 +298,8 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
       c.rdzv_conf[k] = v;
     }
     for (const char* key : {"timeout", "join_timeout"}) {
-      if (c.rdzv_conf.count(key)) c.rdzv_timeout = seconds_to_ms(std::string("--rdzv_conf ") + key, std::stod(c.rdzv_conf[key]));
+      if (c.rdzv_conf.count(key))
+        c.rdzv_timeout = seconds_to_ms(std::string("--rdzv_conf ") + key, std::stod(c.rdzv_conf[key]));
     }
     if (c.rdzv_conf.count("heartbeat_timeout")) {
       c.heartbeat_timeout = seconds_to_ms("--rdzv_conf heartbeat_timeout", std::stod(c.rdzv_conf["heartbeat_timeout"]));

@@ -88,7 +88,9 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
   });
 }
 
-JobMonitor::~JobMonitor() { stop(); }
+JobMonitor::~JobMonitor() {
+  stop();
+}
 
 void JobMonitor::stop() {
   {

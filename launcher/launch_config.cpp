@@ -75,9 +75,11 @@ void validate(const LaunchConfig& c) {
 int parse_signal(const std::string& name) {
   std::string upper;
   for (char ch : name) {
-    if (!std::isspace(static_cast<unsigned char>(ch))) upper.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
+    if (!std::isspace(static_cast<unsigned char>(ch)))
+      upper.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
   }
-  if (!upper.empty() && upper.size() < 4 && std::all_of(upper.begin(), upper.end(), [](unsigned char ch) { return std::isdigit(ch); })) {
+  if (!upper.empty() && upper.size() < 4 &&
+      std::all_of(upper.begin(), upper.end(), [](unsigned char ch) { return std::isdigit(ch); })) {
     const int n = std::stoi(upper);
     if (n > 0 && n < NSIG) return n;
   }

@@ -21,8 +21,8 @@ class UsageError : public rendezvous::Error {
 
 // Which streams of which local ranks go to files (--redirects / --tee): bit 1 stdout, bit 2 stderr.
 struct StreamSelection {
-  int all = 0;                    // applies to every local rank not in per_rank
-  std::map<int, int> per_rank;    // local rank → mask
+  int all = 0;                  // applies to every local rank not in per_rank
+  std::map<int, int> per_rank;  // local rank → mask
   int for_rank(int local_rank) const;
 };
 
@@ -41,13 +41,13 @@ struct LaunchConfig {
   int max_restarts = 0;
   std::chrono::milliseconds monitor_interval{100};
   std::string role = "default";
-  std::string log_dir;                // "" = no log files
+  std::string log_dir;  // "" = no log files
   StreamSelection redirects;
   StreamSelection tee;
   std::vector<int> local_ranks_filter;  // empty = all
   bool no_python = false;
   bool module = false;
-  std::string local_addr;             // address this node advertises ("" = hostname)
+  std::string local_addr;  // address this node advertises ("" = hostname)
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   std::vector<int> signals_to_handle;  // forwarded to the workers' process groups
   bool virtual_local_rank = false;

@@ -22,21 +22,21 @@ const std::string kErrorPrefix = "error: ";
 namespace {
 
 // Checks that this node runs the same job (run id) with the same node count as the others.
-void check_job(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o,
-               const std::string& ready_key, const std::string& nnodes_text) {
+void check_job(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o, const std::string& ready_key,
+               const std::string& nnodes_text) {
   const std::string other_run = root.compare_set("ddplaunch/run_id", "", o.run_id);
   if (other_run != o.run_id) {
-    const std::string message = "node " + std::to_string(self.node_rank) + " (" + self.host + ") has --rdzv_id=" +
-                                o.run_id + " but the store at " + o.endpoint + " runs job '" + other_run +
-                                "'; use the same --rdzv_id on every node";
+    const std::string message = "node " + std::to_string(self.node_rank) + " (" + self.host +
+                                ") has --rdzv_id=" + o.run_id + " but the store at " + o.endpoint + " runs job '" +
+                                other_run + "'; use the same --rdzv_id on every node";
     root.set("ddplaunch/" + other_run + "/" + ready_key, kErrorPrefix + message);
     throw UsageError(message);
   }
   const std::string agreed = job.compare_set("config/nnodes", "", nnodes_text);
   if (agreed != nnodes_text) {
-    fail_round(job, ready_key, "node " + std::to_string(self.node_rank) + " (" + self.host + ") has --nnodes=" +
-                                   nnodes_text + " but the other nodes have --nnodes=" + agreed +
-                                   "; start every node with the same --nnodes");
+    fail_round(job, ready_key,
+               "node " + std::to_string(self.node_rank) + " (" + self.host + ") has --nnodes=" + nnodes_text +
+                   " but the other nodes have --nnodes=" + agreed + "; start every node with the same --nnodes");
   }
 }
 
@@ -48,7 +48,8 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
   const auto start = std::chrono::steady_clock::now();
   std::string reported;
   for (;;) {
-    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    const auto left =
+        timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
     try {
       job.wait({key}, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)));
       return;
@@ -75,9 +76,10 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
   const std::string holder = job.compare_set(node_key, "", record);
   if (holder != record) {
     const NodeInfo other = NodeInfo::parse(holder);
-    fail_round(job, ready_key, "--node_rank=" + std::to_string(self.node_rank) + " is used twice: by " + other.host +
-                                   " (pid " + std::to_string(other.pid) + ") and by " + self.host + " (pid " +
-                                   std::to_string(self.pid) + "); give every node a distinct --node_rank");
+    fail_round(job, ready_key,
+               "--node_rank=" + std::to_string(self.node_rank) + " is used twice: by " + other.host + " (pid " +
+                   std::to_string(other.pid) + ") and by " + self.host + " (pid " + std::to_string(self.pid) +
+                   "); give every node a distinct --node_rank");
   }
   if (job.add(round + "joined", 1) == o.nnodes) job.set(ready_key, "ok");
 
@@ -102,7 +104,8 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
   const std::string ready = job.get(ready_key, o.timeout);
   if (ready.rfind(kErrorPrefix, 0) == 0) throw UsageError(ready.substr(kErrorPrefix.size()));
   std::vector<NodeInfo> nodes;
-  for (int r = 0; r < o.nnodes; ++r) nodes.push_back(NodeInfo::parse(job.get(round + "node/" + std::to_string(r), o.timeout)));
+  for (int r = 0; r < o.nnodes; ++r)
+    nodes.push_back(NodeInfo::parse(job.get(round + "node/" + std::to_string(r), o.timeout)));
   return RankMap(std::move(nodes));
 }
 
@@ -150,9 +153,8 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
   for (int i = 1; i <= members; ++i) {
     nodes.emplace_back(NodeInfo::parse(job.get(round + "member/" + std::to_string(i), o.timeout)), i);
   }
-  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
-    return (a.first.node_rank == 0) > (b.first.node_rank == 0);
-  });
+  std::stable_sort(nodes.begin(), nodes.end(),
+                   [](const auto& a, const auto& b) { return (a.first.node_rank == 0) > (b.first.node_rank == 0); });
   std::vector<NodeInfo> ranked;
   int mine = -1;
   for (std::size_t g = 0; g < nodes.size(); ++g) {

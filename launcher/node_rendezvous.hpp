@@ -25,9 +25,9 @@ struct RendezvousOptions {
   int round = 0;
   std::string run_id;
   std::chrono::milliseconds timeout{std::chrono::seconds(900)};
-  std::string endpoint;  // for messages
+  std::string endpoint;                            // for messages
   std::function<void(const std::string&)> status;  // one status line, e.g. "waiting for nodes: 1/2 joined"
-  const std::atomic<bool>* cancelled = nullptr;     // checked about once a second
+  const std::atomic<bool>* cancelled = nullptr;    // checked about once a second
 };
 
 // Blocks until all nodes joined round `options.round` (or throws). `root` is the un-prefixed
@@ -52,7 +52,7 @@ class LateArrival : public rendezvous::Error {
 struct ElasticOptions {
   RendezvousOptions base;  // base.nnodes is MAX
   int min_nodes = 1;
-  bool is_host = false;    // this node hosts the store (--node_rank 0) and closes rounds
+  bool is_host = false;  // this node hosts the store (--node_rank 0) and closes rounds
   std::chrono::milliseconds last_call{std::chrono::seconds(3)};
 };
 

@@ -33,9 +33,8 @@ OutputOptions output_for(const OutputPolicy& policy, const WorkerSpec& spec) {
   if (policy.prefix_lines) out.prefix = expand_prefix(c.line_prefix_template, spec, c.role);
   const int redirect = c.redirects.for_rank(spec.local_rank);
   const int tee = c.tee.for_rank(spec.local_rank);
-  const bool shown = c.local_ranks_filter.empty() ||
-                     std::find(c.local_ranks_filter.begin(), c.local_ranks_filter.end(), spec.local_rank) !=
-                         c.local_ranks_filter.end();
+  const bool shown = c.local_ranks_filter.empty() || std::find(c.local_ranks_filter.begin(), c.local_ranks_filter.end(),
+                                                               spec.local_rank) != c.local_ranks_filter.end();
   out.to_console_out = shown && !(redirect & 1);
   out.to_console_err = shown && !(redirect & 2);
   // As in torchrun: a stream goes to its file when redirected or tee'd; a tee keeps it on the

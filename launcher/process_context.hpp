@@ -21,8 +21,8 @@ struct WorkerResult {
   int local_rank = 0;
   int rank = 0;
   int pid = 0;
-  int exit_code = 0;    // the process's code, or 128+N when it died of signal N
-  int term_signal = 0;  // N, or 0
+  int exit_code = 0;                     // the process's code, or 128+N when it died of signal N
+  int term_signal = 0;                   // N, or 0
   std::vector<std::string> stderr_tail;  // its last stderr lines
   std::string error_file;                // TORCHELASTIC_ERROR_FILE, "" if none
 };

@@ -22,7 +22,6 @@ namespace ddp::launcher {
 
 namespace bp = boost::process;
 
-
 WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output)
     : spec_(spec), output_(std::move(output)) {
   DDP_ASSERT(output_.console != nullptr, "worker output needs a console writer");
@@ -41,16 +40,16 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
   const pid_t parent = ::getpid();
   try {
-    bp::child child(bp::exe = exe, bp::args = args, bp::env = env, bp::std_out > *out_.pipe,
-                    bp::std_err > *err_.pipe,
-                    bp::extend::on_exec_setup = [parent](auto&) {
-                      // Between fork and exec: own process group (signals reach the whole
-                      // tree), and death with the launcher. If the launcher already died
-                      // before prctl took effect, give up now instead of running orphaned.
-                      ::setpgid(0, 0);
-                      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-                      if (::getppid() != parent) ::_exit(127);
-                    });
+    bp::child child(
+        bp::exe = exe, bp::args = args, bp::env = env, bp::std_out > *out_.pipe, bp::std_err > *err_.pipe,
+        bp::extend::on_exec_setup = [parent](auto&) {
+          // Between fork and exec: own process group (signals reach the whole
+          // tree), and death with the launcher. If the launcher already died
+          // before prctl took effect, give up now instead of running orphaned.
+          ::setpgid(0, 0);
+          ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+          if (::getppid() != parent) ::_exit(127);
+        });
     pid_ = child.id();
     // The event loop reaps workers itself (SIGCHLD + waitpid), so the handle lets go.
     child.detach();
@@ -76,27 +75,30 @@ void WorkerProcess::set_exited(int status) {
   if (WIFSIGNALED(status)) term_signal_ = WTERMSIG(status);
 }
 
-int WorkerProcess::exit_code() const { return term_signal_ ? 128 + term_signal_ : code_; }
+int WorkerProcess::exit_code() const {
+  return term_signal_ ? 128 + term_signal_ : code_;
+}
 
 void WorkerProcess::read(Stream& s) {
-  s.pipe->async_read_some(boost::asio::buffer(s.buffer), [this, &s](const boost::system::error_code& ec, std::size_t n) {
-    if (n > 0) {
-      s.partial.append(s.buffer.data(), n);
-      std::size_t start = 0;
-      for (auto nl = s.partial.find('\n'); nl != std::string::npos; nl = s.partial.find('\n', start)) {
-        emit(s, s.partial.substr(start, nl - start));
-        start = nl + 1;
-      }
-      s.partial.erase(0, start);
-    }
-    if (ec) {
-      if (!s.partial.empty()) emit(s, s.partial);
-      s.partial.clear();
-      close_stream(s);
-      return;
-    }
-    read(s);
-  });
+  s.pipe->async_read_some(
+      boost::asio::buffer(s.buffer), [this, &s](const boost::system::error_code& ec, std::size_t n) {
+        if (n > 0) {
+          s.partial.append(s.buffer.data(), n);
+          std::size_t start = 0;
+          for (auto nl = s.partial.find('\n'); nl != std::string::npos; nl = s.partial.find('\n', start)) {
+            emit(s, s.partial.substr(start, nl - start));
+            start = nl + 1;
+          }
+          s.partial.erase(0, start);
+        }
+        if (ec) {
+          if (!s.partial.empty()) emit(s, s.partial);
+          s.partial.clear();
+          close_stream(s);
+          return;
+        }
+        read(s);
+      });
 }
 
 void WorkerProcess::emit(Stream& s, const std::string& line) {

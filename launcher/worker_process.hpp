@@ -20,7 +20,7 @@ namespace ddp::launcher {
 
 struct OutputOptions {
   ConsoleWriter* console = nullptr;  // where console lines go (required)
-  std::string prefix;       // e.g. "[3]:"; "" for none
+  std::string prefix;                // e.g. "[3]:"; "" for none
   bool to_console_out = true;
   bool to_console_err = true;
   std::string stdout_file;  // "" = none

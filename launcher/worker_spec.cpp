@@ -32,7 +32,8 @@ std::string resolve_program(const std::string& name) {
       throw UsageError("program '" + name + "' does not exist; check the path");
     }
     if (::access(name.c_str(), X_OK) != 0) {
-      throw UsageError("program '" + name + "' is not executable; chmod +x it, or run a .py script (it runs with python3)");
+      throw UsageError("program '" + name +
+                       "' is not executable; chmod +x it, or run a .py script (it runs with python3)");
     }
     return name;
   }
@@ -64,7 +65,6 @@ std::string substitute_local_rank(std::string arg, int local_rank) {
 }
 
 namespace {
-
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;

@@ -29,8 +29,8 @@ struct WorkerSpecInputs {
   int restart_count;
   std::string master_addr;  // the store's address as workers should dial it
   int master_port;
-  Environment base_env;     // the launcher's environment
-  std::string log_root;     // overrides config.log_dir when set ("" = config.log_dir)
+  Environment base_env;  // the launcher's environment
+  std::string log_root;  // overrides config.log_dir when set ("" = config.log_dir)
 };
 
 // Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.

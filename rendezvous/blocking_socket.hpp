@@ -2,9 +2,9 @@
 // It drives a private Asio io_context only while a call is in progress, so no thread is owned.
 #pragma once
 
-#include <mutex>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include <boost/asio/io_context.hpp>

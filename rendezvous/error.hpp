@@ -48,11 +48,11 @@ class BindError : public Error {
 }  // namespace ddp::rendezvous
 
 // Enforce-style assertion for invariants: prints the condition and message, then aborts.
-#define DDP_ASSERT(cond, msg)                                                             \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "ddplaunch: internal error at %s:%d: %s (%s)\n", __FILE__,     \
-                   __LINE__, #cond, std::string(msg).c_str());                            \
-      std::abort();                                                                       \
-    }                                                                                     \
+#define DDP_ASSERT(cond, msg)                                                                          \
+  do {                                                                                                 \
+    if (!(cond)) {                                                                                     \
+      std::fprintf(stderr, "ddplaunch: internal error at %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, \
+                   std::string(msg).c_str());                                                          \
+      std::abort();                                                                                    \
+    }                                                                                                  \
   } while (0)

@@ -12,7 +12,9 @@ const std::string* KeyValueMap::find(const std::string& key) const {
   return it == map_.end() ? nullptr : &it->second;
 }
 
-void KeyValueMap::set(const std::string& key, std::string value) { map_[key] = std::move(value); }
+void KeyValueMap::set(const std::string& key, std::string value) {
+  map_[key] = std::move(value);
+}
 
 void KeyValueMap::append(const std::string& key, std::string_view bytes) {
   map_[key].append(bytes);
@@ -33,14 +35,13 @@ std::int64_t KeyValueMap::add(const std::string& key, std::int64_t delta) {
     }
   }
   // Wrap like the two's-complement arithmetic of PyTorch's servers instead of overflowing.
-  const auto sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(current) +
-                                             static_cast<std::uint64_t>(delta));
+  const auto sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(current) + static_cast<std::uint64_t>(delta));
   map_[key] = std::to_string(sum);
   return sum;
 }
 
-std::string KeyValueMap::compare_set(const std::string& key, const std::string& expected,
-                                     std::string desired, bool& changed) {
+std::string KeyValueMap::compare_set(const std::string& key, const std::string& expected, std::string desired,
+                                     bool& changed) {
   changed = false;
   auto it = map_.find(key);
   if (it == map_.end()) {
@@ -55,7 +56,9 @@ std::string KeyValueMap::compare_set(const std::string& key, const std::string& 
   return desired;
 }
 
-bool KeyValueMap::erase(const std::string& key) { return map_.erase(key) != 0; }
+bool KeyValueMap::erase(const std::string& key) {
+  return map_.erase(key) != 0;
+}
 
 std::vector<std::string> KeyValueMap::keys() const {
   std::vector<std::string> out;

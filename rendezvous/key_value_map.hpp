@@ -28,8 +28,7 @@ class KeyValueMap {
   //   present,  value == expected → store desired, return desired
   //   present,  value != expected → no change, return the current value
   // `changed` tells whether the map was written.
-  std::string compare_set(const std::string& key, const std::string& expected,
-                          std::string desired, bool& changed);
+  std::string compare_set(const std::string& key, const std::string& expected, std::string desired, bool& changed);
 
   bool erase(const std::string& key);
   std::size_t size() const { return map_.size(); }

@@ -31,8 +31,7 @@ std::int64_t MemoryStore::add(const std::string& key, std::int64_t delta) {
   return result;
 }
 
-std::string MemoryStore::compare_set(const std::string& key, const std::string& expected,
-                                     const std::string& desired) {
+std::string MemoryStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
   bool changed = false;
   std::string result;
   {
@@ -53,8 +52,8 @@ void MemoryStore::wait(const std::vector<std::string>& keys, Duration timeout) {
   wait_locked(lock, keys, timeout);
 }
 
-void MemoryStore::wait_locked(std::unique_lock<std::mutex>& lock,
-                              const std::vector<std::string>& keys, Duration timeout) {
+void MemoryStore::wait_locked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
+                              Duration timeout) {
   const auto all_present = [&] {
     return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return kv_.contains(k); });
   };
@@ -63,8 +62,8 @@ void MemoryStore::wait_locked(std::unique_lock<std::mutex>& lock,
     for (const auto& k : keys) {
       if (!kv_.contains(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
     }
-    throw TimeoutError("timed out after " + std::to_string(timeout.count()) +
-                       " ms waiting for keys " + missing + " in the in-memory store");
+    throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms waiting for keys " + missing +
+                       " in the in-memory store");
   }
 }
 

@@ -17,8 +17,7 @@ class MemoryStore final : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, Duration timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
-  std::string compare_set(const std::string& key, const std::string& expected,
-                          const std::string& desired) override;
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   bool check(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, Duration timeout) override;
   bool delete_key(const std::string& key) override;
@@ -26,8 +25,7 @@ class MemoryStore final : public Store {
 
  private:
   // Waits with mutex_ held (through `lock`) until all keys exist.
-  void wait_locked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
-                   Duration timeout);
+  void wait_locked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys, Duration timeout);
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -17,7 +17,9 @@ std::vector<std::string> PrefixStore::join(const std::vector<std::string>& keys)
   return out;
 }
 
-void PrefixStore::set(const std::string& key, const std::string& value) { store_->set(join(key), value); }
+void PrefixStore::set(const std::string& key, const std::string& value) {
+  store_->set(join(key), value);
+}
 
 std::string PrefixStore::get(const std::string& key, Duration timeout) {
   return store_->get(join(key), timeout);
@@ -27,19 +29,24 @@ std::int64_t PrefixStore::add(const std::string& key, std::int64_t delta) {
   return store_->add(join(key), delta);
 }
 
-std::string PrefixStore::compare_set(const std::string& key, const std::string& expected,
-                                     const std::string& desired) {
+std::string PrefixStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
   return store_->compare_set(join(key), expected, desired);
 }
 
-bool PrefixStore::check(const std::vector<std::string>& keys) { return store_->check(join(keys)); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  return store_->check(join(keys));
+}
 
 void PrefixStore::wait(const std::vector<std::string>& keys, Duration timeout) {
   store_->wait(join(keys), timeout);
 }
 
-bool PrefixStore::delete_key(const std::string& key) { return store_->delete_key(join(key)); }
+bool PrefixStore::delete_key(const std::string& key) {
+  return store_->delete_key(join(key));
+}
 
-std::int64_t PrefixStore::num_keys() { return store_->num_keys(); }
+std::int64_t PrefixStore::num_keys() {
+  return store_->num_keys();
+}
 
 }  // namespace ddp::rendezvous

@@ -7,7 +7,9 @@
 
 namespace ddp::rendezvous {
 
-void put_u8(std::string& out, std::uint8_t v) { out.push_back(static_cast<char>(v)); }
+void put_u8(std::string& out, std::uint8_t v) {
+  out.push_back(static_cast<char>(v));
+}
 
 void put_u32(std::string& out, std::uint32_t v) {
   char b[4];

@@ -91,9 +91,8 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
         if (!fill_fixed(input, 8)) return false;
         count_ = static_cast<std::uint64_t>(get_i64(scratch_));
         if (count_ > kMaxKeyCount) {
-          throw ProtocolError(std::string(query_name(req_.type)) + " announces " +
-                              std::to_string(count_) + " keys, over the limit of " +
-                              std::to_string(kMaxKeyCount));
+          throw ProtocolError(std::string(query_name(req_.type)) + " announces " + std::to_string(count_) +
+                              " keys, over the limit of " + std::to_string(kMaxKeyCount));
         }
         have_count_ = true;
         break;
@@ -105,9 +104,8 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
           const std::size_t limit = field == Field::Key ? kMaxKeyLength : kMaxValueLength;
           if (len > limit) {
             throw ProtocolError(std::string(query_name(req_.type)) + " announces a " +
-                                (field == Field::Key ? "key" : "value") + " of " +
-                                std::to_string(len) + " bytes, over the limit of " +
-                                std::to_string(limit));
+                                (field == Field::Key ? "key" : "value") + " of " + std::to_string(len) +
+                                " bytes, over the limit of " + std::to_string(limit));
           }
           in_string_ = true;
           string_left_ = len;
@@ -115,8 +113,7 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
           // should not cost 8 MiB; larger values grow as their bytes arrive.
           string_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(len, 64 * 1024)));
         }
-        const std::size_t take =
-            static_cast<std::size_t>(std::min<std::uint64_t>(string_left_, input.size()));
+        const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(string_left_, input.size()));
         string_.append(input.data(), take);
         input.remove_prefix(take);
         string_left_ -= take;

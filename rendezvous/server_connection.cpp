@@ -19,7 +19,9 @@ ServerConnection::ServerConnection(TcpStoreServer& server, ClientId id, asio::ip
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);  // latency only; failure is harmless
 }
 
-void ServerConnection::start() { read_some(); }
+void ServerConnection::start() {
+  read_some();
+}
 
 void ServerConnection::read_some() {
   socket_.async_read_some(asio::buffer(buffer_),

@@ -42,8 +42,7 @@ class Store {
 
   // Atomic compare-and-set with PyTorch's semantics (see KeyValueMap::compare_set): returns the
   // value now stored, or `expected` when the key is missing and `expected` is non-empty.
-  virtual std::string compare_set(const std::string& key, const std::string& expected,
-                                  const std::string& desired) = 0;
+  virtual std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) = 0;
 
   // True when every key exists. Does not block.
   virtual bool check(const std::vector<std::string>& keys) = 0;

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   bool quiet = false;
   app.add_option("--host", options.host, "address to listen on (default: every address, IPv6 and IPv4)");
   app.add_option("--port", port, "TCP port (0 picks a free one)")->check(CLI::Range(0, 65535))->capture_default_str();
-  app.add_option("--backlog", options.backlog, "listen backlog (default: net.core.somaxconn)")->check(CLI::NonNegativeNumber);
+  app.add_option("--backlog", options.backlog, "listen backlog (default: net.core.somaxconn)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", quiet, "do not log closed connections");
   try {
     app.parse(argc, argv);

@@ -8,12 +8,15 @@
 namespace ddp::rendezvous {
 namespace {
 
-std::string byte_reply(std::uint8_t b) { return std::string(1, static_cast<char>(b)); }
+std::string byte_reply(std::uint8_t b) {
+  return std::string(1, static_cast<char>(b));
+}
 
-std::string stop_waiting() { return byte_reply(static_cast<std::uint8_t>(WaitResponse::StopWaiting)); }
+std::string stop_waiting() {
+  return byte_reply(static_cast<std::uint8_t>(WaitResponse::StopWaiting));
+}
 
-void erase_id(std::unordered_map<std::string, std::vector<ClientId>>& map, const std::string& key,
-              ClientId id) {
+void erase_id(std::unordered_map<std::string, std::vector<ClientId>>& map, const std::string& key, ClientId id) {
   auto it = map.find(key);
   if (it == map.end()) return;
   auto& ids = it->second;
@@ -35,9 +38,8 @@ StoreState::Client& StoreState::client(ClientId id) {
 }
 
 std::size_t StoreState::num_waiting() const {
-  return static_cast<std::size_t>(std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) {
-    return kv.second.missing > 0 || kv.second.in_barrier;
-  }));
+  return static_cast<std::size_t>(std::count_if(
+      clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.missing > 0 || kv.second.in_barrier; }));
 }
 
 bool StoreState::present(const std::string& key) const {
@@ -83,8 +85,7 @@ void StoreState::wake(const std::string& key, bool only_one, std::vector<Outgoin
   }
 }
 
-void StoreState::start_wait(ClientId id, Client& c, const std::vector<std::string>& keys,
-                            std::vector<Outgoing>& out) {
+void StoreState::start_wait(ClientId id, Client& c, const std::vector<std::string>& keys, std::vector<Outgoing>& out) {
   for (const auto& key : keys) {
     // A key named twice counts once, so one SET of it completes the wait.
     if (present(key) || std::find(c.parked_on.begin(), c.parked_on.end(), key) != c.parked_on.end()) {
@@ -134,8 +135,7 @@ void StoreState::handle(ClientId id, Request r, std::vector<Outgoing>& out) {
   switch (r.type) {
     case QueryType::Validate:
       if (static_cast<std::uint32_t>(r.integer) != kValidationMagic) {
-        throw ProtocolError("VALIDATE with wrong magic " +
-                            std::to_string(static_cast<std::uint32_t>(r.integer)));
+        throw ProtocolError("VALIDATE with wrong magic " + std::to_string(static_cast<std::uint32_t>(r.integer)));
       }
       c.validated = true;
       return;

@@ -70,10 +70,8 @@ class StoreState {
 
   Client& client(ClientId id);
   bool present(const std::string& key) const;
-  void start_wait(ClientId id, Client& c, const std::vector<std::string>& keys,
-                  std::vector<Outgoing>& out);
-  void start_barrier(ClientId id, Client& c, const std::string& key, std::int64_t world,
-                     std::vector<Outgoing>& out);
+  void start_wait(ClientId id, Client& c, const std::vector<std::string>& keys, std::vector<Outgoing>& out);
+  void start_barrier(ClientId id, Client& c, const std::string& key, std::int64_t world, std::vector<Outgoing>& out);
   // Wakes all (or, for a queue push, one) connection(s) parked on `key`.
   void wake(const std::string& key, bool only_one, std::vector<Outgoing>& out);
   void unpark(ClientId id, Client& c);

@@ -76,9 +76,9 @@ void TcpStoreClient::connect_with_retries() {
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-  throw ConnectionError("could not reach the store at " + format_endpoint(options_.host, options_.port) +
-                        " after " + std::to_string(attempts) + " attempts in " +
-                        std::to_string(elapsed.count()) + " ms (last error: " + last_error +
+  throw ConnectionError("could not reach the store at " + format_endpoint(options_.host, options_.port) + " after " +
+                        std::to_string(attempts) + " attempts in " + std::to_string(elapsed.count()) +
+                        " ms (last error: " + last_error +
                         "); check that the store (node 0's launcher) is running and that the "
                         "address and port are right");
 }
@@ -94,14 +94,15 @@ void TcpStoreClient::handshake(Clock::time_point deadline) {
   }
 }
 
-Clock::time_point TcpStoreClient::reply_deadline() const { return deadline_after(options_.timeout); }
+Clock::time_point TcpStoreClient::reply_deadline() const {
+  return deadline_after(options_.timeout);
+}
 
 std::string TcpStoreClient::read_str(Clock::time_point deadline) {
   const std::string len_bytes = socket_->read_exact(8, deadline);
   const auto len = static_cast<std::uint64_t>(get_i64(len_bytes.data()));
   if (len > kMaxReplyLength) {
-    throw ProtocolError("store at " + socket_->peer() + " announced a reply of " + std::to_string(len) +
-                        " bytes");
+    throw ProtocolError("store at " + socket_->peer() + " announced a reply of " + std::to_string(len) + " bytes");
   }
   return socket_->read_exact(static_cast<std::size_t>(len), deadline);
 }
@@ -168,9 +169,8 @@ std::vector<std::string> TcpStoreClient::wire_keys(const std::vector<std::string
 
 TimeoutError TcpStoreClient::wait_timeout(const char* what, const std::vector<std::string>& keys,
                                           Duration timeout) const {
-  return TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms in " + what +
-                      " for keys " + describe_keys(keys) + " at the store " +
-                      format_endpoint(options_.host, options_.port) +
+  return TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms in " + what + " for keys " +
+                      describe_keys(keys) + " at the store " + format_endpoint(options_.host, options_.port) +
                       "; a peer may have failed before writing them, or the timeout is too short");
 }
 
@@ -231,9 +231,8 @@ bool TcpStoreClient::check(const std::vector<std::string>& keys) {
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys, Duration timeout) {
-  const bool ok = locked("WAIT", [&] {
-    return await_stop_waiting(encode_request(make(QueryType::Wait, wire_keys(keys))), timeout);
-  });
+  const bool ok = locked(
+      "WAIT", [&] { return await_stop_waiting(encode_request(make(QueryType::Wait, wire_keys(keys))), timeout); });
   if (!ok) throw wait_timeout("wait", keys, timeout);
 }
 

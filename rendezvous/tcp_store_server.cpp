@@ -44,8 +44,7 @@ std::vector<tcp::endpoint> bind_candidates(asio::io_context& io, const std::stri
 
 }  // namespace
 
-TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
-    : options_(std::move(options)), acceptor_(io_) {
+TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options) : options_(std::move(options)), acceptor_(io_) {
   if (!options_.log) {
     options_.log = [](std::string_view line) { std::cerr << "ddplaunch-store: " << line << std::endl; };
   }
@@ -67,7 +66,8 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
     boost::system::error_code ignored;  // the socket was never usable
     acceptor_.close(ignored);
     if (ec == asio::error::address_in_use) {
-      throw BindError("cannot listen on " + format_endpoint(options_.host.empty() ? "::" : options_.host, options_.port) +
+      throw BindError("cannot listen on " +
+                      format_endpoint(options_.host.empty() ? "::" : options_.host, options_.port) +
                       ": the port is already in use; stop the other process or pick another port "
                       "(--master_port / --port, or 0 for a free one)");
     }
@@ -90,7 +90,9 @@ std::string TcpStoreServer::address() const {
   return format_endpoint(ep.address().to_string(), ep.port());
 }
 
-void TcpStoreServer::run() { io_.run(); }
+void TcpStoreServer::run() {
+  io_.run();
+}
 
 void TcpStoreServer::start() {
   DDP_ASSERT(!thread_.joinable(), "store server started twice");
@@ -143,6 +145,8 @@ void TcpStoreServer::deliver(std::vector<Outgoing>& outgoing) {
   }
 }
 
-void TcpStoreServer::log(const std::string& line) const { options_.log(line); }
+void TcpStoreServer::log(const std::string& line) const {
+  options_.log(line);
+}
 
 }  // namespace ddp::rendezvous

@@ -78,7 +78,8 @@ class FakeProcesses final : public ProcessContext {
   }
 
   std::size_t running() const override {
-    return static_cast<std::size_t>(std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w.done; }));
+    return static_cast<std::size_t>(
+        std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w.done; }));
   }
 
  private:
@@ -138,7 +139,9 @@ AgentDeps fakes(std::shared_ptr<ddp::rendezvous::MemoryStore> store, std::functi
   return d;
 }
 
-int restart_count(const WorkerSpec& w) { return std::stoi(w.env.at("TORCHELASTIC_RESTART_COUNT")); }
+int restart_count(const WorkerSpec& w) {
+  return std::stoi(w.env.at("TORCHELASTIC_RESTART_COUNT"));
+}
 
 bool got_signal(Record& r, int rank, int signo) {
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -151,7 +154,8 @@ TEST_CASE("all workers exiting 0 ends the job with 0") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec;
   const auto c = config(1, 0, 3);
-  CHECK(run_agent(c, fakes(store, [](const WorkerSpec&) { return Script{}; }, rec)) == 0);
+  CHECK(run_agent(c, fakes(
+                         store, [](const WorkerSpec&) { return Script{}; }, rec)) == 0);
   REQUIRE(rec.starts.size() == 1);
   CHECK(rec.starts[0].size() == 3);
   CHECK(rec.signals.empty());
@@ -161,9 +165,12 @@ TEST_CASE("the first failure stops the siblings with SIGTERM and its code is the
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec;
   const auto c = config(1, 0, 2);
-  const int code = run_agent(c, fakes(store, [](const WorkerSpec& w) {
-    return w.rank == 1 ? Script{10ms, 3} : Script{0ms, 0, true};
-  }, rec));
+  const int code = run_agent(c, fakes(
+                                    store,
+                                    [](const WorkerSpec& w) {
+                                      return w.rank == 1 ? Script{10ms, 3} : Script{0ms, 0, true};
+                                    },
+                                    rec));
   CHECK(code == 3);
   CHECK(got_signal(rec, 0, SIGTERM));
   CHECK_FALSE(got_signal(rec, 0, SIGKILL));
@@ -175,9 +182,12 @@ TEST_CASE("a worker ignoring SIGTERM gets SIGKILL after the shutdown timeout") {
   Record rec;
   const auto c = config(1, 0, 2);
   const auto start = std::chrono::steady_clock::now();
-  const int code = run_agent(c, fakes(store, [](const WorkerSpec& w) {
-    return w.rank == 1 ? Script{10ms, 5} : Script{0ms, 0, true, true};
-  }, rec));
+  const int code = run_agent(c, fakes(
+                                    store,
+                                    [](const WorkerSpec& w) {
+                                      return w.rank == 1 ? Script{10ms, 5} : Script{0ms, 0, true, true};
+                                    },
+                                    rec));
   CHECK(code == 5);
   CHECK(got_signal(rec, 0, SIGTERM));
   CHECK(got_signal(rec, 0, SIGKILL));
@@ -212,9 +222,19 @@ TEST_CASE("a failure on one node stops the workers on the other, and both exit w
   const auto c0 = config(2, 0, 2);
   const auto c1 = config(2, 1, 1);
   auto node1 = std::async(std::launch::async, [&] {
-    return run_agent(c1, fakes(store, [](const WorkerSpec&) { return Script{30ms, 7}; }, rec1));
+    return run_agent(c1, fakes(
+                             store,
+                             [](const WorkerSpec&) {
+                               return Script{30ms, 7};
+                             },
+                             rec1));
   });
-  const int code0 = run_agent(c0, fakes(store, [](const WorkerSpec&) { return Script{0ms, 0, true}; }, rec0));
+  const int code0 = run_agent(c0, fakes(
+                                      store,
+                                      [](const WorkerSpec&) {
+                                        return Script{0ms, 0, true};
+                                      },
+                                      rec0));
   CHECK(code0 == 7);
   CHECK(node1.get() == 7);
   CHECK(got_signal(rec0, 0, SIGTERM));
@@ -228,9 +248,19 @@ TEST_CASE("two nodes that both succeed both exit 0") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec0, rec1;
   auto node1 = std::async(std::launch::async, [&] {
-    return run_agent(config(2, 1, 2), fakes(store, [](const WorkerSpec&) { return Script{20ms, 0}; }, rec1));
+    return run_agent(config(2, 1, 2), fakes(
+                                          store,
+                                          [](const WorkerSpec&) {
+                                            return Script{20ms, 0};
+                                          },
+                                          rec1));
   });
-  CHECK(run_agent(config(2, 0, 2), fakes(store, [](const WorkerSpec&) { return Script{5ms, 0}; }, rec0)) == 0);
+  CHECK(run_agent(config(2, 0, 2), fakes(
+                                       store,
+                                       [](const WorkerSpec&) {
+                                         return Script{5ms, 0};
+                                       },
+                                       rec0)) == 0);
   CHECK(node1.get() == 0);
 }
 
@@ -247,7 +277,12 @@ TEST_CASE("a node that stops heartbeating is reported lost within the heartbeat 
     join_round(*store, job, NodeInfo{1, 1, "silent", "silent", 1}, o);
   });
   const auto start = std::chrono::steady_clock::now();
-  const int code = run_agent(config(2, 0, 1), fakes(store, [](const WorkerSpec&) { return Script{0ms, 0, true}; }, rec));
+  const int code = run_agent(config(2, 0, 1), fakes(
+                                                  store,
+                                                  [](const WorkerSpec&) {
+                                                    return Script{0ms, 0, true};
+                                                  },
+                                                  rec));
   silent.get();
   CHECK(code == 1);
   CHECK(got_signal(rec, 0, SIGTERM));
@@ -260,7 +295,12 @@ TEST_CASE("an elastic job starts with MIN nodes once the last call has passed") 
   auto c = config(1, 0, 2);
   c.max_nodes = 3;
   c.rdzv_conf["last_call_timeout"] = "0.2";
-  CHECK(run_agent(c, fakes(store, [](const WorkerSpec&) { return Script{5ms, 0}; }, rec)) == 0);
+  CHECK(run_agent(c, fakes(
+                         store,
+                         [](const WorkerSpec&) {
+                           return Script{5ms, 0};
+                         },
+                         rec)) == 0);
   REQUIRE(rec.starts.size() == 1);
   CHECK(rec.starts[0][0].env.at("WORLD_SIZE") == "2");
   CHECK(rec.starts[0][0].env.at("GROUP_WORLD_SIZE") == "1");

@@ -43,7 +43,9 @@ ParsedCommandLine parse_full(const Args& args, const FakeEnv& env = {}) {
   return parse_command_line(static_cast<int>(argv.size()) - 1, argv.data(), lookup(env));
 }
 
-LaunchConfig parse(const Args& args, const FakeEnv& env = {}) { return parse_full(args, env).config; }
+LaunchConfig parse(const Args& args, const FakeEnv& env = {}) {
+  return parse_full(args, env).config;
+}
 
 // The UsageError message for `args`, or a marker saying what happened instead.
 std::string usage_error(const Args& args, const FakeEnv& env = {}) {
@@ -102,12 +104,14 @@ TEST_CASE("defaults for a bare program", "[cli]") {
 }
 
 TEST_CASE("both spellings of each flag are accepted", "[cli]") {
-  const Args underscores{"--nproc_per_node=3", "--nnodes=2", "--node_rank=1", "--master_addr=10.1.1.1",
-                         "--master_port=1234", "--rdzv_id=j1", "--max_restarts=2", "--log_dir=/tmp/l",
-                         "--local_addr=10.1.1.2", "--monitor_interval=0.5", "--shutdown_timeout=7", "prog"};
-  const Args dashes{"--nproc-per-node", "3", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.1.1",
-                    "--master-port", "1234", "--rdzv-id", "j1", "--max-restarts", "2", "--log-dir", "/tmp/l",
-                    "--local-addr", "10.1.1.2", "--monitor-interval", "0.5", "--shutdown-timeout", "7", "prog"};
+  const Args underscores{"--nproc_per_node=3",     "--nnodes=2",           "--node_rank=1",
+                         "--master_addr=10.1.1.1", "--master_port=1234",   "--rdzv_id=j1",
+                         "--max_restarts=2",       "--log_dir=/tmp/l",     "--local_addr=10.1.1.2",
+                         "--monitor_interval=0.5", "--shutdown_timeout=7", "prog"};
+  const Args dashes{"--nproc-per-node",   "3",        "--nnodes",           "2",      "--node-rank",  "1",
+                    "--master-addr",      "10.1.1.1", "--master-port",      "1234",   "--rdzv-id",    "j1",
+                    "--max-restarts",     "2",        "--log-dir",          "/tmp/l", "--local-addr", "10.1.1.2",
+                    "--monitor-interval", "0.5",      "--shutdown-timeout", "7",      "prog"};
   for (const Args* args : {&underscores, &dashes}) {
     const auto c = parse(*args);
     CHECK(c.nproc_per_node == 3);
@@ -150,9 +154,8 @@ TEST_CASE("PET_* variables supply defaults and explicit flags beat them", "[cli]
     CHECK(c.master_port == 4321);
   }
   SECTION("explicit flags win") {
-    const auto c = parse({"--nproc_per_node=1", "--nnodes=3", "--node_rank=2", "--master_addr=h", "--master_port=99",
-                          "prog"},
-                         pet);
+    const auto c = parse(
+        {"--nproc_per_node=1", "--nnodes=3", "--node_rank=2", "--master_addr=h", "--master_port=99", "prog"}, pet);
     CHECK(c.nproc_per_node == 1);
     CHECK(c.max_nodes == 3);
     CHECK(c.node_rank == 2);
@@ -202,8 +205,7 @@ TEST_CASE("nproc_per_node keywords cpu gpu auto", "[cli]") {
   }
   SECTION("auto") {
     CHECK(parse({"--nproc_per_node=auto", "prog"}, {{"CUDA_VISIBLE_DEVICES", "0,3"}}).nproc_per_node == 2);
-    CHECK(parse({"--nproc_per_node=auto", "prog"}, {{"CUDA_VISIBLE_DEVICES", ""}}).nproc_per_node ==
-          std::max(1, cpus));
+    CHECK(parse({"--nproc_per_node=auto", "prog"}, {{"CUDA_VISIBLE_DEVICES", ""}}).nproc_per_node == std::max(1, cpus));
   }
 }
 
@@ -356,10 +358,8 @@ TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
 }
 
 TEST_CASE("Slurm variables fill in nodes and rank and address and port and run id", "[cli][slurm]") {
-  const FakeEnv slurm{{"SLURM_JOB_ID", "1234"},
-                      {"SLURM_NNODES", "2"},
-                      {"SLURM_NODEID", "1"},
-                      {"SLURM_JOB_NODELIST", "gpu[01-02]"}};
+  const FakeEnv slurm{
+      {"SLURM_JOB_ID", "1234"}, {"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "gpu[01-02]"}};
   SECTION("defaults from Slurm") {
     const auto c = parse({"--nproc_per_node=2", "prog"}, slurm);
     CHECK(c.min_nodes == 2);

@@ -49,8 +49,7 @@ NodeInfo node(int rank, int nproc, const std::string& host = "") {
   return n;
 }
 
-RendezvousOptions options(const std::string& run_id, int nnodes, std::chrono::milliseconds timeout,
-                          int round = 0) {
+RendezvousOptions options(const std::string& run_id, int nnodes, std::chrono::milliseconds timeout, int round = 0) {
   RendezvousOptions o;
   o.nnodes = nnodes;
   o.round = round;

@@ -146,8 +146,7 @@ TEST_CASE("add continues from a value written by set", "[key_value_map]") {
 }
 
 TEST_CASE("add on a non-numeric value throws and leaves it unchanged", "[key_value_map]") {
-  for (const std::string& bad : {"abc"s, ""s, "12abc"s, "1.5"s, "\0"s, "--1"s, "0x10"s,
-                                 "99999999999999999999"s}) {
+  for (const std::string& bad : {"abc"s, ""s, "12abc"s, "1.5"s, "\0"s, "--1"s, "0x10"s, "99999999999999999999"s}) {
     CAPTURE(bad);
     KeyValueMap map;
     map.set("k", bad);

@@ -31,8 +31,8 @@ using ddp::rendezvous::ProtocolError;
 using ddp::rendezvous::put_i64;
 using ddp::rendezvous::put_str;
 using ddp::rendezvous::put_u8;
-using ddp::rendezvous::QueryType;
 using ddp::rendezvous::query_name;
+using ddp::rendezvous::QueryType;
 using ddp::rendezvous::Request;
 using ddp::rendezvous::RequestParser;
 using namespace std::string_literals;
@@ -40,8 +40,8 @@ using namespace std::string_literals;
 // Bytes that are awkward for a codec: NULs, 0xFF, and what looks like a length prefix.
 const std::string kBinary = "\0\xff\x01\0\0\0\0\0\0\0k\0"s;
 
-Request make(QueryType type, std::vector<std::string> keys = {},
-             std::vector<std::string> values = {}, std::int64_t integer = 0) {
+Request make(QueryType type, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
+             std::int64_t integer = 0) {
   Request r;
   r.type = type;
   r.keys = std::move(keys);
@@ -149,17 +149,20 @@ TEST_CASE("every query type round-trips through encode_request and the parser", 
 
 TEST_CASE("the encoding matches the documented field layout", "[request_parser]") {
   // SET "k" = "vv": type 1, u64 1, 'k', u64 2, 'v', 'v'.
-  CHECK(encode_request(make(QueryType::Set, {"k"}, {"vv"})) ==
-        "\x01\x01\0\0\0\0\0\0\0k\x02\0\0\0\0\0\0\0vv"s);
+  CHECK(encode_request(make(QueryType::Set, {"k"}, {"vv"})) == "\x01\x01\0\0\0\0\0\0\0k\x02\0\0\0\0\0\0\0vv"s);
   // ADD "a" -1: the delta is a two's-complement little-endian i64.
   CHECK(encode_request(make(QueryType::Add, {"a"}, {}, -1)) ==
         "\x04\x01\0\0\0\0\0\0\0a\xff\xff\xff\xff\xff\xff\xff\xff"s);
   // CANCEL_WAIT is the type byte alone.
   CHECK(encode_request(make(QueryType::CancelWait)) == "\x0c"s);
   // MULTI_SET interleaves keys and values after the count.
-  CHECK(encode_request(make(QueryType::MultiSet, {"a", "b"}, {"1", "2"})) ==
-        "\x0b\x02\0\0\0\0\0\0\0"s + "\x01\0\0\0\0\0\0\0a"s + "\x01\0\0\0\0\0\0\0" "1"s +
-            "\x01\0\0\0\0\0\0\0b"s + "\x01\0\0\0\0\0\0\0" "2"s);
+  CHECK(encode_request(make(QueryType::MultiSet, {"a", "b"}, {"1", "2"})) == "\x0b\x02\0\0\0\0\0\0\0"s +
+                                                                                 "\x01\0\0\0\0\0\0\0a"s +
+                                                                                 "\x01\0\0\0\0\0\0\0"
+                                                                                 "1"s +
+                                                                                 "\x01\0\0\0\0\0\0\0b"s +
+                                                                                 "\x01\0\0\0\0\0\0\0"
+                                                                                 "2"s);
 }
 
 TEST_CASE("a request split in two at any byte boundary parses the same", "[request_parser]") {
@@ -186,8 +189,7 @@ TEST_CASE("a request fed one byte at a time parses the same", "[request_parser]"
   }
 }
 
-TEST_CASE("all sample requests concatenated parse back in order, whole and byte by byte",
-          "[request_parser]") {
+TEST_CASE("all sample requests concatenated parse back in order, whole and byte by byte", "[request_parser]") {
   const auto requests = sample_requests();
   std::string stream;
   for (const Request& request : requests) stream += encode_request(request);
@@ -282,9 +284,9 @@ TEST_CASE("an unknown query type byte is a protocol error", "[request_parser]") 
 
 TEST_CASE("a key one byte over the limit is rejected from its length prefix", "[request_parser]") {
   // Only the type byte and the length prefix are sent: the parser must not wait for the bytes.
-  for (QueryType type : {QueryType::Set, QueryType::CompareSet, QueryType::Get, QueryType::Add,
-                         QueryType::DeleteKey, QueryType::Append, QueryType::QueuePush,
-                         QueryType::QueuePop, QueryType::QueueLen, QueryType::Barrier}) {
+  for (QueryType type :
+       {QueryType::Set, QueryType::CompareSet, QueryType::Get, QueryType::Add, QueryType::DeleteKey, QueryType::Append,
+        QueryType::QueuePush, QueryType::QueuePop, QueryType::QueueLen, QueryType::Barrier}) {
     CAPTURE(query_name(type));
     require_rejected(length_prefix_only(type, kMaxKeyLength + 1));
   }
@@ -368,17 +370,17 @@ TEST_CASE("a value of exactly the limit parses", "[request_parser]") {
   CHECK(parse_chunks({view.substr(0, 4096), view.substr(4096)}) == std::vector<Request>{set});
 }
 
-TEST_CASE("the torch 2.6 client's handshake bytes parse to VALIDATE, PING and ADD init/",
-          "[request_parser]") {
+TEST_CASE("the torch 2.6 client's handshake bytes parse to VALIDATE, PING and ADD init/", "[request_parser]") {
   // Section 9 of the protocol notes, as sent by a torch 2.6 client (pid 614).
   const std::string transcript =
-      "\x00\xCE\xF7\x85\x3C"s                                                  // VALIDATE
-      "\x0D\x66\x02\x00\x00"s                                                  // PING 0x266
+      "\x00\xCE\xF7\x85\x3C"s                                                       // VALIDATE
+      "\x0D\x66\x02\x00\x00"s                                                       // PING 0x266
       "\x04\x05\x00\x00\x00\x00\x00\x00\x00init/\x01\x00\x00\x00\x00\x00\x00\x00"s  // ADD init/ 1
-      "\x01\x04\x00\x00\x00\x00\x00\x00\x00/foo\x03\x00\x00\x00\x00\x00\x00\x00" "bar"s  // SET
+      "\x01\x04\x00\x00\x00\x00\x00\x00\x00/foo\x03\x00\x00\x00\x00\x00\x00\x00"
+      "bar"s                                                                       // SET
       "\x06\x01\x00\x00\x00\x00\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00/foo"s  // WAIT [/foo]
-      "\x03\x04\x00\x00\x00\x00\x00\x00\x00/foo"s                              // GET /foo
-      "\x0C"s;                                                                 // CANCEL_WAIT
+      "\x03\x04\x00\x00\x00\x00\x00\x00\x00/foo"s                                  // GET /foo
+      "\x0C"s;                                                                     // CANCEL_WAIT
   const std::vector<Request> expected = {
       make(QueryType::Validate, {}, {}, 0x3C85F7CE),
       make(QueryType::Ping, {}, {}, 0x266),

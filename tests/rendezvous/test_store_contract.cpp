@@ -88,9 +88,7 @@ struct PrefixOverTcp {
   RunningServer running;
   std::shared_ptr<Store> base = running.client();
   std::shared_ptr<Store> store = std::make_shared<rdzv::PrefixStore>("contract", base);
-  std::shared_ptr<Store> second_handle() {
-    return std::make_shared<rdzv::PrefixStore>("contract", running.client());
-  }
+  std::shared_ptr<Store> second_handle() { return std::make_shared<rdzv::PrefixStore>("contract", running.client()); }
 };
 
 #define STORE_FIXTURES Memory, PrefixOverMemory, Tcp, PrefixOverTcp
@@ -112,8 +110,8 @@ std::chrono::milliseconds since(Clock::time_point start) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("set and get round-trip binary, empty and large values, and overwrite",
-                   "[contract]", STORE_FIXTURES) {
+TEMPLATE_TEST_CASE("set and get round-trip binary, empty and large values, and overwrite", "[contract]",
+                   STORE_FIXTURES) {
   TestType fx;
   Store& s = *fx.store;
 
@@ -155,8 +153,7 @@ TEMPLATE_TEST_CASE("get blocks until another handle sets the key", "[contract]",
   CHECK(got.get() == "value\0x"s);
 }
 
-TEMPLATE_TEST_CASE("get and wait time out with TimeoutError and the store stays usable",
-                   "[contract]", STORE_FIXTURES) {
+TEMPLATE_TEST_CASE("get and wait time out with TimeoutError and the store stays usable", "[contract]", STORE_FIXTURES) {
   TestType fx;
   Store& s = *fx.store;
 
@@ -283,8 +280,7 @@ TEMPLATE_TEST_CASE("check tells whether every key exists", "[contract]", STORE_F
   CHECK(s.check({"c", "a", "b"}));
 }
 
-TEMPLATE_TEST_CASE("wait on several keys returns only after all are set", "[contract]",
-                   STORE_FIXTURES) {
+TEMPLATE_TEST_CASE("wait on several keys returns only after all are set", "[contract]", STORE_FIXTURES) {
   TestType fx;
   auto other = fx.second_handle();
   fx.store->set("k0", "already");
@@ -392,8 +388,7 @@ TEMPLATE_TEST_CASE("prefix stores over one store are isolated", "[contract]", ST
   if (fx.base != fx.store) CHECK(fx.base->get("contract/a/x/k", kLong) == "nested");
 }
 
-TEMPLATE_TEST_CASE("a waiter on a prefixed key is woken through another prefix store",
-                   "[contract]", STORE_FIXTURES) {
+TEMPLATE_TEST_CASE("a waiter on a prefixed key is woken through another prefix store", "[contract]", STORE_FIXTURES) {
   TestType fx;
   auto other = fx.second_handle();
   auto mine = std::make_shared<rdzv::PrefixStore>("p", fx.store);

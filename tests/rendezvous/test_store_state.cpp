@@ -58,27 +58,57 @@ Request make(QueryType type, Keys keys = {}, Keys values = {}, std::int64_t inte
 Request validate_req(std::uint32_t magic = kValidationMagic) {
   return make(QueryType::Validate, {}, {}, magic);
 }
-Request ping_req(std::uint32_t nonce) { return make(QueryType::Ping, {}, {}, nonce); }
-Request set_req(const std::string& k, const std::string& v) { return make(QueryType::Set, {k}, {v}); }
-Request get_req(const std::string& k) { return make(QueryType::Get, {k}); }
-Request add_req(const std::string& k, std::int64_t delta) { return make(QueryType::Add, {k}, {}, delta); }
+Request ping_req(std::uint32_t nonce) {
+  return make(QueryType::Ping, {}, {}, nonce);
+}
+Request set_req(const std::string& k, const std::string& v) {
+  return make(QueryType::Set, {k}, {v});
+}
+Request get_req(const std::string& k) {
+  return make(QueryType::Get, {k});
+}
+Request add_req(const std::string& k, std::int64_t delta) {
+  return make(QueryType::Add, {k}, {}, delta);
+}
 Request cas_req(const std::string& k, const std::string& expected, const std::string& desired) {
   return make(QueryType::CompareSet, {k}, {expected, desired});
 }
-Request check_req(Keys keys) { return make(QueryType::Check, std::move(keys)); }
-Request wait_req(Keys keys) { return make(QueryType::Wait, std::move(keys)); }
-Request num_keys_req() { return make(QueryType::GetNumKeys); }
-Request delete_req(const std::string& k) { return make(QueryType::DeleteKey, {k}); }
-Request append_req(const std::string& k, const std::string& v) { return make(QueryType::Append, {k}, {v}); }
-Request multi_get_req(Keys keys) { return make(QueryType::MultiGet, std::move(keys)); }
+Request check_req(Keys keys) {
+  return make(QueryType::Check, std::move(keys));
+}
+Request wait_req(Keys keys) {
+  return make(QueryType::Wait, std::move(keys));
+}
+Request num_keys_req() {
+  return make(QueryType::GetNumKeys);
+}
+Request delete_req(const std::string& k) {
+  return make(QueryType::DeleteKey, {k});
+}
+Request append_req(const std::string& k, const std::string& v) {
+  return make(QueryType::Append, {k}, {v});
+}
+Request multi_get_req(Keys keys) {
+  return make(QueryType::MultiGet, std::move(keys));
+}
 Request multi_set_req(Keys keys, Keys values) {
   return make(QueryType::MultiSet, std::move(keys), std::move(values));
 }
-Request cancel_req() { return make(QueryType::CancelWait); }
-Request push_req(const std::string& k, const std::string& v) { return make(QueryType::QueuePush, {k}, {v}); }
-Request pop_req(const std::string& k) { return make(QueryType::QueuePop, {k}); }
-Request queue_len_req(const std::string& k) { return make(QueryType::QueueLen, {k}); }
-Request list_keys_req() { return make(QueryType::ListKeys); }
+Request cancel_req() {
+  return make(QueryType::CancelWait);
+}
+Request push_req(const std::string& k, const std::string& v) {
+  return make(QueryType::QueuePush, {k}, {v});
+}
+Request pop_req(const std::string& k) {
+  return make(QueryType::QueuePop, {k});
+}
+Request queue_len_req(const std::string& k) {
+  return make(QueryType::QueueLen, {k});
+}
+Request list_keys_req() {
+  return make(QueryType::ListKeys);
+}
 Request barrier_req(const std::string& k, std::int64_t world) {
   return make(QueryType::Barrier, {k}, {}, world);
 }
@@ -154,8 +184,8 @@ class Server {
 }  // namespace
 
 TEST_CASE("a first request other than VALIDATE is a protocol error", "[store_state]") {
-  for (const Request& first : {set_req("k", "v"), ping_req(7), get_req("k"), wait_req({"k"}),
-                               cancel_req(), barrier_req("b", 1)}) {
+  for (const Request& first :
+       {set_req("k", "v"), ping_req(7), get_req("k"), wait_req({"k"}), cancel_req(), barrier_req("b", 1)}) {
     CAPTURE(static_cast<int>(first.type));
     StoreState state;
     state.connect(1);
@@ -212,7 +242,9 @@ TEST_CASE("PING echoes the 4 nonce bytes", "[store_state]") {
 TEST_CASE("SET has no reply and GET returns the value", "[store_state]") {
   Server server{1, 2};
   CHECK(server.send(1, set_req("/foo", "bar")).empty());
-  CHECK(server.call(2, get_req("/foo")) == "\x03\0\0\0\0\0\0\0" "bar"s);
+  CHECK(server.call(2, get_req("/foo")) ==
+        "\x03\0\0\0\0\0\0\0"
+        "bar"s);
   CHECK(server.get(1, "/foo") == "bar");
   CHECK(server.send(1, set_req("/foo", "\0\xff"s)).empty());
   CHECK(server.get(2, "/foo") == "\0\xff"s);
@@ -303,9 +335,7 @@ TEST_CASE("WAIT on missing keys completes once every one of them is written", "[
   // Waiter 1 parks on five keys; writer 2 creates them with five different kinds of write.
   Server server{1, 2};
   server.send(2, set_req("present", "x"));
-  CHECK(server.send(1, wait_req({"by_set", "by_add", "present", "by_append", "by_multi_set",
-                                 "by_cas"}))
-            .empty());
+  CHECK(server.send(1, wait_req({"by_set", "by_add", "present", "by_append", "by_multi_set", "by_cas"})).empty());
   CHECK(server.state.num_waiting() == 1);
 
   CHECK(server.send(2, set_req("by_set", "v")).empty());
@@ -318,7 +348,10 @@ TEST_CASE("WAIT on missing keys completes once every one of them is written", "[
 
   // The last missing key, created by COMPARE_SET: the writer gets its reply, the waiter wakes.
   const Replies replies = server.send(2, cas_req("by_cas", "", "created"));
-  CHECK(replies == Replies{{1, kStopWaiting}, {2, "\x07\0\0\0\0\0\0\0" "created"s}});
+  CHECK(replies == Replies{{1, kStopWaiting},
+                           {2,
+                            "\x07\0\0\0\0\0\0\0"
+                            "created"s}});
   CHECK(server.state.num_waiting() == 0);
 
   // Later writes send nothing more to the former waiter.
@@ -492,16 +525,14 @@ TEST_CASE("MULTI_GET replies the values back to back in request order", "[store_
 TEST_CASE("MULTI_SET sets every pair in order and wakes their waiters", "[store_state]") {
   Server server{1, 2};
   CHECK(server.send(1, wait_req({"a", "b"})).empty());
-  CHECK(server.send(2, multi_set_req({"a", "b", "a"}, {"1", "2", "3"})) ==
-        Replies{{1, kStopWaiting}});
+  CHECK(server.send(2, multi_set_req({"a", "b", "a"}, {"1", "2", "3"})) == Replies{{1, kStopWaiting}});
   CHECK(server.get(2, "a") == "3");
   CHECK(server.get(2, "b") == "2");
   CHECK(server.send(2, multi_set_req({}, {})).empty());
   CHECK(server.state.num_keys() == 2);
 }
 
-TEST_CASE("queues are FIFO: QUEUE_POP replies the length before the pop, then the value",
-          "[store_state]") {
+TEST_CASE("queues are FIFO: QUEUE_POP replies the length before the pop, then the value", "[store_state]") {
   Server server;
   CHECK(as_i64(server.call(1, queue_len_req("/q"))) == 0);
   CHECK(server.send(1, push_req("/q", "first")).empty());

@@ -295,7 +295,7 @@ TEST_CASE("64 client threads x 1000 mixed operations lose nothing", "[loopback][
   constexpr int kThreads = 64;
   constexpr int kOps = 1000;
   constexpr int kOwnKeys = 10;
-  constexpr int kKinds = 8;  // operation kinds, cycled through by i % kKinds
+  constexpr int kKinds = 8;                        // operation kinds, cycled through by i % kKinds
   constexpr std::int64_t kSharedPerCycle = 1 + 2;  // kinds 2 and 7 add 1 and 2 to "shared"
   const std::string kAppendPiece = "xyz";
 
@@ -750,8 +750,7 @@ TEST_CASE("interrupt() fails a blocked call promptly and only that client", "[lo
 // ---------------------------------------------------------------------------------------------
 // Connecting.
 
-TEST_CASE("connecting where nothing listens fails after connect_timeout naming the endpoint",
-          "[loopback][connect]") {
+TEST_CASE("connecting where nothing listens fails after connect_timeout naming the endpoint", "[loopback][connect]") {
   const std::uint16_t port = released_port();
   auto opts = client_options(port);
   opts.connect_timeout = 300ms;
@@ -792,8 +791,7 @@ TEST_CASE("an unresolvable host fails with ConnectionError", "[loopback][connect
 // ---------------------------------------------------------------------------------------------
 // Hostile peers.
 
-TEST_CASE("hostile peers are disconnected with a logged reason; others keep working",
-          "[loopback][hostile]") {
+TEST_CASE("hostile peers are disconnected with a logged reason; others keep working", "[loopback][hostile]") {
   Loopback lb;
   auto before = connect(lb.port());
   check_usable(*before, "before");
@@ -808,7 +806,8 @@ TEST_CASE("hostile peers are disconnected with a logged reason; others keep work
   rdzv::put_i64(huge_key, std::int64_t{1} << 40);  // a 1 TiB key
   huge_key += "some bytes";
 
-  std::string long_key = validate_bytes() + keyed_bytes(rdzv::QueryType::Get, std::string(rdzv::kMaxKeyLength + 1, 'k'));
+  std::string long_key =
+      validate_bytes() + keyed_bytes(rdzv::QueryType::Get, std::string(rdzv::kMaxKeyLength + 1, 'k'));
 
   std::string huge_count = validate_bytes();
   rdzv::put_u8(huge_count, static_cast<std::uint8_t>(rdzv::QueryType::MultiGet));

@@ -44,9 +44,8 @@ class TorchServer {
     if (!line || line->rfind("port=", 0) != 0) {
       child_.close_stdin();
       child_.wait_for(5s);
-      FAIL("torch_master_store.py did not announce a port (line: '"
-           << line.value_or("<none>") << "'); stderr:\n"
-           << child_.stderr_text());
+      FAIL("torch_master_store.py did not announce a port (line: '" << line.value_or("<none>") << "'); stderr:\n"
+                                                                    << child_.stderr_text());
     }
     port_ = static_cast<std::uint16_t>(std::stoi(line->substr(5)));
   }

@@ -187,7 +187,9 @@ std::optional<std::string> ChildProcess::read_stdout_line(Duration timeout) {
   return line;
 }
 
-void ChildProcess::close_stdin() { close_fd(stdin_); }
+void ChildProcess::close_stdin() {
+  close_fd(stdin_);
+}
 
 void ChildProcess::send_signal(int signo) {
   if (pid_ > 0 && !exit_) ::kill(pid_, signo);
