@@ -12,8 +12,6 @@
 #include <boost/asio/read.hpp>
 #include <boost/process/args.hpp>
 #include <boost/process/child.hpp>
-#include <boost/process/env.hpp>
-#include <boost/process/environment.hpp>
 #include <boost/process/exe.hpp>
 #include <boost/process/extend.hpp>
 #include <boost/process/io.hpp>
@@ -35,14 +33,20 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   if (!output_.stdout_file.empty()) out_.file.open(output_.stdout_file, std::ios::trunc);
   if (!output_.stderr_file.empty()) err_.file.open(output_.stderr_file, std::ios::trunc);
 
-  bp::environment env;
-  for (const auto& [k, v] : spec.env) env[k] = v;
+  // The child's environment as execve wants it, built here before the fork. (Boost 1.74's
+  // bp::environment reads past the end of its strings in find(), which ASan reports.)
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
   const pid_t parent = ::getpid();
   try {
     bp::child child(
-        bp::exe = exe, bp::args = args, bp::env = env, bp::std_out > *out_.pipe, bp::std_err > *err_.pipe,
-        bp::extend::on_exec_setup = [parent](auto&) {
+        bp::exe = exe, bp::args = args, bp::std_out > *out_.pipe, bp::std_err > *err_.pipe,
+        bp::extend::on_exec_setup = [parent, &envp](auto& exec) {
+          exec.env = envp.data();
           // Between fork and exec: own process group (signals reach the whole
           // tree), and death with the launcher. If the launcher already died
           // before prctl took effect, give up now instead of running orphaned.
