@@ -305,6 +305,36 @@ class Faults(Base):
             self.assertIn("restarting the job (restart 1 of 1)", err)
         self.assert_no_survivors()
 
+    def _two_launchers(self):
+        prog = self.script("w.sh", WORKER + "sleep 30\n")
+        port = str(free_port())
+        common = ["--nnodes", "2", "--master_port", port, "--nproc_per_node", "2", "--heartbeat_timeout", "2",
+                  "--shutdown_timeout", "2", "--no_python", prog]
+        p0 = self.start(["--node_rank", "0"] + common)
+        p1 = self.start(["--node_rank", "1"] + common)
+        self.wait_pids(4)
+        return p0, p1
+
+    def test_non_master_launcher_killed(self):
+        p0, p1 = self._two_launchers()
+        os.kill(p1.pid, signal.SIGKILL)
+        t0 = time.time()
+        out, err = p0.communicate(timeout=TIMEOUT)
+        self.assertEqual(p0.returncode, 1, err)
+        self.assertIn("lost node 1", err)
+        self.assertLess(time.time() - t0, 20)
+        p1.communicate(timeout=TIMEOUT)
+        self.assert_no_survivors()
+
+    def test_master_launcher_killed(self):
+        p0, p1 = self._two_launchers()
+        os.kill(p0.pid, signal.SIGKILL)
+        out, err = p1.communicate(timeout=TIMEOUT)
+        self.assertEqual(p1.returncode, 1, err)
+        self.assertIn("node 0", err)
+        p0.communicate(timeout=TIMEOUT)
+        self.assert_no_survivors()
+
     def test_failure_without_restarts(self):
         body = '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 4; exit 0'
         prog = self.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then ' + body + '; fi\nexit 0\n')
