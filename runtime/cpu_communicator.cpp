@@ -1,0 +1,291 @@
+// The CPU communicator (see cpu_communicator.hpp): ring set-up through the store, the ring
+// plans of each collective for ring_transfer(), reductions with torch's own kernels on chunk
+// views, and failure propagation through the store.
+#include "ddplaunch/cpu_communicator.hpp"
+
+#include <sys/socket.h>
+
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "runtime/ring_transfer.hpp"
+#include "runtime/socket_fd.hpp"
+
+namespace ddp::runtime {
+namespace {
+
+using rendezvous::Error;
+
+constexpr std::uint32_t kMagic = 0x44445052;  // "DDPR"
+
+// The handshake a rank sends over its connection to rank+1.
+struct Hello {
+  std::uint32_t magic;
+  std::int32_t rank;
+  std::int32_t world_size;
+};
+
+std::string who(int rank) {
+  return "rank " + std::to_string(rank);
+}
+
+// Splits "host:port" / "[v6]:port".
+std::pair<std::string, std::uint16_t> split_address(const std::string& addr, int rank) {
+  const std::size_t colon = addr.rfind(':');
+  unsigned port = 0;
+  const char* end = addr.data() + addr.size();
+  const bool ok = colon != std::string::npos &&
+                  std::from_chars(addr.data() + colon + 1, end, port) == std::from_chars_result{end, std::errc()} &&
+                  port > 0 && port < 65536;
+  if (!ok) throw CommunicatorError("rank " + std::to_string(rank) + " published a bad address '" + addr + "'");
+  std::string host = addr.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, static_cast<std::uint16_t>(port)};
+}
+
+// Element ranges [begin, end) of an n-element tensor split into `parts` near-equal segments.
+std::pair<std::int64_t, std::int64_t> segment(std::int64_t n, int parts, int index) {
+  const std::int64_t base = n / parts, extra = n % parts;
+  const std::int64_t begin = index * base + std::min<std::int64_t>(index, extra);
+  return {begin, begin + base + (index < extra ? 1 : 0)};
+}
+
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
+
+}  // namespace
+
+struct CpuCommunicator::Links {
+  SocketFd to_next;
+  SocketFd from_prev;
+  RingLinks ring;
+};
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Average:
+      return "average";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Max:
+      return "max";
+  }
+  return "unknown";
+}
+
+CpuCommunicator::CpuCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+                                 CpuCommunicatorOptions options)
+    : store_(std::move(store)), rank_(rank), world_size_(world_size), options_(std::move(options)) {
+  if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_)
+    throw CommunicatorError("bad rank " + std::to_string(rank_) + " for world size " + std::to_string(world_size_));
+  links_ = std::make_unique<Links>();
+  if (world_size_ == 1) return;
+  const auto deadline = rendezvous::deadline_after(options_.timeout());
+  const int next = (rank_ + 1) % world_size_, prev = mod(rank_ - 1, world_size_);
+
+  std::uint16_t port = 0;
+  SocketFd listener = listen_ephemeral(options_.bind_host(), port);
+  std::string host = options_.advertise_host().empty() ? guess_local_address() : options_.advertise_host();
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  const std::string key_base = options_.prefix() + "/addr/";
+  store_->set(key_base + std::to_string(rank_), host + ":" + std::to_string(port));
+
+  // The kernel completes our connect from its backlog before rank+1 calls accept, so connecting
+  // first and accepting second cannot deadlock around the ring.
+  const auto [next_host, next_port] =
+      split_address(store_->get(key_base + std::to_string(next), options_.timeout()), next);
+  links_->to_next = connect_until(next_host, next_port, deadline, who(next));
+  const Hello hello{kMagic, rank_, world_size_};
+  write_exact(links_->to_next.get(), &hello, sizeof hello, deadline, who(next));
+
+  links_->from_prev = accept_until(listener.get(), deadline, who(prev));
+  Hello theirs{};
+  read_exact(links_->from_prev.get(), &theirs, sizeof theirs, deadline, who(prev));
+  if (theirs.magic != kMagic || theirs.rank != prev || theirs.world_size != world_size_)
+    throw CommunicatorError("rank " + std::to_string(rank_) + " expected rank " + std::to_string(prev) +
+                            " of world size " + std::to_string(world_size_) + " to connect, got rank " +
+                            std::to_string(theirs.rank) + " of world size " + std::to_string(theirs.world_size) +
+                            "; is another job using the store prefix '" + options_.prefix() + "'?");
+  links_->ring = {links_->to_next.get(), links_->from_prev.get(), next, prev};
+}
+
+CpuCommunicator::~CpuCommunicator() {
+  close();
+}
+
+void CpuCommunicator::close() {
+  closed_ = true;
+  // shutdown() (not close()) so that a collective running in another thread fails at once
+  // instead of using a descriptor number the OS could reuse; the descriptors close with links_.
+  if (links_ && links_->to_next.valid()) ::shutdown(links_->to_next.get(), SHUT_RDWR);
+  if (links_ && links_->from_prev.valid()) ::shutdown(links_->from_prev.get(), SHUT_RDWR);
+}
+
+void CpuCommunicator::check_tensor(const torch::Tensor& t, const char* what) const {
+  if (!t.defined()) throw CommunicatorError(std::string(what) + ": undefined tensor");
+  if (!t.device().is_cpu()) throw CommunicatorError(std::string(what) + ": tensor is not on the CPU");
+  if (!t.is_contiguous()) throw CommunicatorError(std::string(what) + ": tensor is not contiguous; call .contiguous()");
+  switch (t.scalar_type()) {
+    case torch::kFloat32:
+    case torch::kFloat64:
+    case torch::kBFloat16:
+    case torch::kFloat16:
+    case torch::kInt32:
+    case torch::kInt64:
+      return;
+    default:
+      throw CommunicatorError(std::string(what) + ": unsupported dtype " + std::string(c10::toString(t.scalar_type())) +
+                              " (float32, float64, bfloat16, float16, int32, int64)");
+  }
+}
+
+std::string CpuCommunicator::begin(const char* what) {
+  if (closed_) throw CommunicatorError(std::string(what) + " on a closed communicator");
+  if (!broken_.empty()) throw CommunicatorError(std::string(what) + " on a failed communicator: " + broken_);
+  return what;
+}
+
+void CpuCommunicator::fail(const std::string& what, const Error& e) {
+  if (closed_) {
+    // Our own close() broke the links: not a peer's failure, so nothing goes to the store.
+    broken_ = "the communicator was closed";
+    throw CommunicatorError(what + " failed: the communicator was closed during the collective");
+  }
+  const std::string mine = "rank " + std::to_string(rank_) + ": " + e.what();
+  std::string first = mine;
+  try {
+    first = store_->compare_set(options_.prefix() + "/failed", "", mine);
+  } catch (const Error&) {
+    // The store may be gone too; our own error is still the best message we have.
+  }
+  close();
+  broken_ = first == mine ? mine : mine + " (first failure, on " + first + ")";
+  const std::string msg = what + " failed on " + broken_;
+  if (const auto* peer = dynamic_cast<const PeerError*>(&e)) throw PeerError(peer->rank(), msg);
+  if (dynamic_cast<const rendezvous::TimeoutError*>(&e)) throw rendezvous::TimeoutError(msg);
+  throw CommunicatorError(msg);
+}
+
+void CpuCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "allreduce");
+  std::lock_guard lock(mutex_);
+  const std::string what = begin("allreduce");
+  const std::int64_t n = tensor.numel();
+  torch::Tensor flat = tensor.view({-1});
+  if (world_size_ > 1 && n > 0) {
+    const std::size_t es = tensor.element_size();
+    TransferPlan plan;
+    plan.base = static_cast<char*>(flat.data_ptr());
+    plan.element_size = es;
+    auto range = [&](int seg, bool reduce) {
+      const auto [b, e] = segment(n, world_size_, mod(seg, world_size_));
+      return ByteRange{static_cast<std::size_t>(b) * es, static_cast<std::size_t>(e - b) * es, reduce};
+    };
+    // Step s of reduce-scatter sends segment r-s and reduces segment r-s-1 into place; after
+    // N-1 steps segment r+1 is complete here, and the allgather steps send r+1-s and receive r-s.
+    for (int s = 0; s < world_size_ - 1; ++s) {
+      plan.sends.push_back(range(rank_ - s, false));
+      plan.recvs.push_back(range(rank_ - s - 1, true));
+    }
+    for (int s = 0; s < world_size_ - 1; ++s) {
+      plan.sends.push_back(range(rank_ + 1 - s, false));
+      plan.recvs.push_back(range(rank_ - s, false));
+    }
+    plan.send_allowance = plan.sends.front().length;
+    const auto options = flat.options();
+    plan.reduce = [&](std::size_t offset, std::size_t length, const char* src) {
+      const auto count = static_cast<std::int64_t>(length / es);
+      torch::Tensor dst = flat.narrow(0, static_cast<std::int64_t>(offset / es), count);
+      const torch::Tensor in = torch::from_blob(const_cast<char*>(src), {count}, options);
+      switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Average:
+          dst.add_(in);
+          break;
+        case ReduceOp::Min:
+          at::minimum_out(dst, dst, in);
+          break;
+        case ReduceOp::Max:
+          at::maximum_out(dst, dst, in);
+          break;
+      }
+    };
+    try {
+      ring_transfer(plan, links_->ring, rendezvous::deadline_after(options_.timeout()), what);
+    } catch (const Error& e) {
+      fail(what, e);
+    }
+  }
+  if (op == ReduceOp::Average && world_size_ > 1) {
+    if (tensor.is_floating_point())
+      flat.div_(world_size_);
+    else
+      flat.div_(world_size_, "trunc");
+  }
+}
+
+void CpuCommunicator::broadcast(const torch::Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast");
+  if (root < 0 || root >= world_size_)
+    throw CommunicatorError("broadcast: root " + std::to_string(root) + " is not a rank of world size " +
+                            std::to_string(world_size_));
+  std::lock_guard lock(mutex_);
+  const std::string what = begin("broadcast") + " from root " + std::to_string(root);
+  const std::size_t bytes = tensor.numel() * tensor.element_size();
+  if (world_size_ == 1 || bytes == 0) return;
+  // A chain root -> root+1 -> ... -> root-1; each rank forwards chunks as they arrive.
+  TransferPlan plan;
+  plan.base = static_cast<char*>(tensor.data_ptr());
+  plan.element_size = tensor.element_size();
+  const ByteRange all{0, bytes, false};
+  if (rank_ != root) plan.recvs.push_back(all);
+  if ((rank_ + 1) % world_size_ != root) plan.sends.push_back(all);
+  plan.send_allowance = rank_ == root ? bytes : 0;
+  try {
+    ring_transfer(plan, links_->ring, rendezvous::deadline_after(options_.timeout()), what);
+  } catch (const Error& e) {
+    fail(what, e);
+  }
+}
+
+torch::Tensor CpuCommunicator::allgather(const torch::Tensor& input) {
+  check_tensor(input, "allgather");
+  std::vector<std::int64_t> shape{world_size_};
+  for (std::int64_t d : input.sizes()) shape.push_back(d);
+  torch::Tensor out = torch::empty(shape, input.options());
+  out[rank_].copy_(input);
+  std::lock_guard lock(mutex_);
+  const std::string what = begin("allgather");
+  const std::size_t row = input.numel() * input.element_size();
+  if (world_size_ == 1 || row == 0) return out;
+  // Step s sends row r-s (ours first) and receives row r-s-1, which step s+1 forwards.
+  TransferPlan plan;
+  plan.base = static_cast<char*>(out.data_ptr());
+  plan.element_size = input.element_size();
+  for (int s = 0; s < world_size_ - 1; ++s) {
+    plan.sends.push_back({mod(rank_ - s, world_size_) * row, row, false});
+    plan.recvs.push_back({mod(rank_ - s - 1, world_size_) * row, row, false});
+  }
+  plan.send_allowance = row;
+  try {
+    ring_transfer(plan, links_->ring, rendezvous::deadline_after(options_.timeout()), what);
+  } catch (const Error& e) {
+    fail(what, e);
+  }
+  return out;
+}
+
+void CpuCommunicator::barrier() {
+  // An allreduce with one element per rank moves data at every step of both phases, so no rank
+  // can leave before every rank has entered.
+  allreduce(torch::zeros({world_size_}, torch::kInt32), ReduceOp::Sum);
+}
+
+}  // namespace ddp::runtime
