@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the peers from .venv and writes bench/RESULTS.md.
 #   bench/run.sh [--quick]
-# Present so far: launch overhead and failure teardown (bench_launcher.py). The store, rendezvous,
-# allreduce, DDP, footprint and log-forwarding benchmarks are still to come.
+# Present so far: launch overhead and failure teardown (bench_launcher.py), store throughput and
+# latency (bench_store.py). Rendezvous at scale, allreduce, DDP, footprint and log forwarding are
+# still to come.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$PWD/.venv/bin/python" >/dev/null
-cmake --build build --target ddplaunch spawn_floor >/dev/null
+cmake --build build --target ddplaunch ddplaunch-store spawn_floor store_load >/dev/null
 {
   echo "# Benchmark results"
   echo
@@ -16,6 +17,8 @@ cmake --build build --target ddplaunch spawn_floor >/dev/null
   echo "Medians of repeated runs, min–max in brackets; ratios from the same run."
   echo
   .venv/bin/python bench/bench_launcher.py build/bin "$@"
+  echo
+  .venv/bin/python bench/bench_store.py build/bin "$@"
 } > bench/RESULTS.md.tmp
 mv bench/RESULTS.md.tmp bench/RESULTS.md
 cat bench/RESULTS.md
