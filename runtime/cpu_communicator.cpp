@@ -66,20 +66,6 @@ struct CpuCommunicator::Links {
   RingLinks ring;
 };
 
-const char* to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "sum";
-    case ReduceOp::Average:
-      return "average";
-    case ReduceOp::Min:
-      return "min";
-    case ReduceOp::Max:
-      return "max";
-  }
-  return "unknown";
-}
-
 CpuCommunicator::CpuCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
                                  CpuCommunicatorOptions options)
     : store_(std::move(store)), rank_(rank), world_size_(world_size), options_(std::move(options)) {

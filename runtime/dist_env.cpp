@@ -236,6 +236,22 @@ const char* to_string(EnvSource source) {
   return "unknown";
 }
 
+bool has_launch_env(const EnvLookup& env, const std::vector<std::string>& argv) {
+  const auto set = [&](const char* name) {
+    const auto v = env(name);
+    return v && !v->empty();
+  };
+  return set("LOCAL_RANK") || set("SLURM_PROCID") || local_rank_arg(argv).has_value();
+}
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
 DistEnv resolve_dist_env(const EnvLookup& env, const std::vector<std::string>& argv) {
   if (auto v = env("LOCAL_RANK"); v && !v->empty()) return from_torchrun(env, argv);
   if (auto arg = local_rank_arg(argv)) return from_legacy(env, *arg);
@@ -247,14 +263,7 @@ DistEnv resolve_dist_env(const EnvLookup& env, const std::vector<std::string>& a
 }
 
 DistEnv dist_env_from_process(int argc, const char* const* argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  return resolve_dist_env(
-      [](const std::string& name) -> std::optional<std::string> {
-        const char* v = std::getenv(name.c_str());
-        if (v == nullptr) return std::nullopt;
-        return std::string(v);
-      },
-      args);
+  return resolve_dist_env(process_env(), std::vector<std::string>(argv, argv + argc));
 }
 
 }  // namespace ddp::runtime

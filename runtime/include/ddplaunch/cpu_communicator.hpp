@@ -15,29 +15,10 @@
 #include <torch/arg.h>
 #include <torch/types.h>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/communicator.hpp"
 #include "rendezvous/store.hpp"
 
 namespace ddp::runtime {
-
-// A peer rank closed or reset its connection (it exited, crashed or closed its communicator).
-class PeerError : public ddp::rendezvous::ConnectionError {
- public:
-  PeerError(int rank, const std::string& what) : ConnectionError(what), rank_(rank) {}
-  int rank() const { return rank_; }
-
- private:
-  int rank_;
-};
-
-// Bad use of the communicator (a tensor that is not a contiguous CPU tensor of a supported dtype,
-// a root out of range) or use after close() or after a failed collective.
-class CommunicatorError : public ddp::rendezvous::Error {
- public:
-  using Error::Error;
-};
-
-enum class ReduceOp { Sum, Average, Min, Max };
 
 struct CpuCommunicatorOptions {
   // Store keys live under "<prefix>/": "<prefix>/addr/<rank>" and "<prefix>/failed".
@@ -64,7 +45,7 @@ struct CpuCommunicatorOptions {
 //
 // Thread-safety: collectives are serialised by a mutex (one at a time); close() may be called from
 // another thread but then collectives in flight fail with PeerError/CommunicatorError.
-class CpuCommunicator {
+class CpuCommunicator : public Communicator {
  public:
   // Listens on an ephemeral port, publishes "<prefix>/addr/<rank>" = host:port, connects to
   // rank+1 and accepts rank-1. Blocks until the ring is connected; throws TimeoutError after
@@ -72,26 +53,27 @@ class CpuCommunicator {
   // or a stray connection. The store must outlive the communicator.
   CpuCommunicator(std::shared_ptr<ddp::rendezvous::Store> store, int rank, int world_size,
                   CpuCommunicatorOptions options = {});
-  ~CpuCommunicator();
+  ~CpuCommunicator() override;
   CpuCommunicator(const CpuCommunicator&) = delete;
   CpuCommunicator& operator=(const CpuCommunicator&) = delete;
 
-  int rank() const { return rank_; }
-  int world_size() const { return world_size_; }
+  Backend backend() const override { return Backend::Cpu; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
   const CpuCommunicatorOptions& options() const { return options_; }
 
   // Reduces `tensor` in place across ranks; every rank ends with the result.
-  void allreduce(const torch::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  void allreduce(const torch::Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
   // Copies `root`'s `tensor` into every other rank's `tensor`.
-  void broadcast(const torch::Tensor& tensor, int root);
+  void broadcast(const torch::Tensor& tensor, int root) override;
   // Returns a new tensor of shape [world_size, *input.shape()] whose row i is rank i's input.
-  torch::Tensor allgather(const torch::Tensor& input);
+  torch::Tensor allgather(const torch::Tensor& input) override;
   // Returns once every rank has entered barrier().
-  void barrier();
+  void barrier() override;
 
   // Closes the connections (peers in a collective see PeerError naming this rank). Idempotent.
   // Does not touch the store.
-  void close();
+  void close() override;
 
  private:
   struct Links;
@@ -108,7 +90,5 @@ class CpuCommunicator {
   std::string broken_;  // why the communicator is unusable; empty while healthy
   std::atomic<bool> closed_{false};
 };
-
-const char* to_string(ReduceOp op);
 
 }  // namespace ddp::runtime

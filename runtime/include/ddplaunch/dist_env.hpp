@@ -54,6 +54,13 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 // missing or not a number, or the values contradict each other (rank >= world size, ...).
 DistEnv resolve_dist_env(const EnvLookup& env, const std::vector<std::string>& argv);
 
+// Whether any launcher's marker is present (LOCAL_RANK, SLURM_PROCID or a --local_rank argument),
+// i.e. whether resolve_dist_env has a path to try. Does not validate; does not throw.
+bool has_launch_env(const EnvLookup& env, const std::vector<std::string>& argv);
+
+// This process's environment (getenv). Reads only; safe while no thread calls setenv.
+EnvLookup process_env();
+
 // resolve_dist_env over this process's environment (getenv) and argv.
 DistEnv dist_env_from_process(int argc, const char* const* argv);
 

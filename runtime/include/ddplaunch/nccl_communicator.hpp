@@ -1,0 +1,110 @@
+// The NCCL communicator: collectives on CUDA tensors through NVIDIA's NCCL, for builds with CUDA
+// (the build defines DDP_WITH_NCCL=1 when it is available; #ifdef it before using this class).
+// Rank 0 creates the NCCL unique id and publishes it through the rendezvous store; every rank then
+// joins one non-blocking NCCL communicator bound to one CUDA device. NCCL's own types stay inside
+// nccl_communicator.cpp, so including this header does not need nccl.h.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <torch/arg.h>
+#include <torch/types.h>
+
+#include "ddplaunch/communicator.hpp"
+#include "rendezvous/store.hpp"
+
+namespace ddp::runtime {
+
+struct NcclCommunicatorOptions {
+  // Store keys live under "<prefix>/": "<prefix>/nccl_id" (rank 0's 128-byte NCCL unique id) and
+  // "<prefix>/failed" (the first failure, as in CpuCommunicator).
+  TORCH_ARG(std::string, prefix) = "ddp_nccl";
+  // Bound on joining at construction, on enqueueing each collective, and on barrier().
+  TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::minutes(5);
+  // CUDA device index of this rank; -1 takes the current device at construction
+  // (c10::cuda::current_device(), usually set from LOCAL_RANK by the caller).
+  TORCH_ARG(int, device) = -1;
+};
+
+// Tensors: contiguous CUDA tensors on this communicator's device, of float32, float64, bfloat16,
+// float16, int32, int64, uint8 or int8, with the same dtype and number of elements on every rank
+// (not checked: a mismatch ends in a timeout, or in a hang of the GPU stream until close()).
+// Average is NCCL's ncclAvg (sum divided by world_size; truncating for integer dtypes).
+//
+// Blocking: allreduce, broadcast and allgather return once the collective is enqueued on
+// LibTorch's current CUDA stream of the tensor's device, like PyTorch's collectives: work on that
+// stream afterwards sees the result, the host does not. barrier() blocks the host until the
+// barrier's collective has completed on the GPU. Enqueueing may wait for NCCL (a non-blocking
+// communicator can report "in progress" while it connects lazily); that wait and barrier() throw
+// rendezvous::TimeoutError after options.timeout. NCCL errors throw CommunicatorError carrying
+// NCCL's error string and last error; an error NCCL blames on a peer throws PeerError with rank -1
+// (NCCL does not say which rank). On any failure the communicator records it in the store
+// ("<prefix>/failed", first failure wins), aborts its NCCL communicator so that peers blocked in a
+// collective with us fail too, and is unusable afterwards (CommunicatorError).
+//
+// Thread-safety: collectives are serialised by a mutex (one at a time); close() may be called from
+// another thread: a collective waiting on the host (to enqueue, or in barrier()) then fails with
+// CommunicatorError within milliseconds, and close() aborts the NCCL communicator.
+class NcclCommunicator : public Communicator {
+ public:
+  // Rank 0 publishes a fresh NCCL unique id at "<prefix>/nccl_id"; the others get() it. Then every
+  // rank creates its NCCL communicator on options.device and waits for all ranks to join.
+  // Blocks until joined; throws rendezvous::TimeoutError naming the rank and prefix after
+  // options.timeout (the NCCL communicator is aborted), CommunicatorError on a bad rank/world_size,
+  // a bad device, a malformed id in the store or an NCCL error. The store must outlive the
+  // communicator.
+  NcclCommunicator(std::shared_ptr<ddp::rendezvous::Store> store, int rank, int world_size,
+                   NcclCommunicatorOptions options = {});
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  Backend backend() const override { return Backend::Nccl; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  // The CUDA device index the communicator is bound to (options.device resolved).
+  int device() const { return device_; }
+  const NcclCommunicatorOptions& options() const { return options_; }
+
+  // Enqueues an in-place reduction of `tensor` across ranks; every rank ends with the result.
+  void allreduce(const torch::Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
+  // Enqueues a copy of `root`'s `tensor` into every other rank's `tensor`.
+  void broadcast(const torch::Tensor& tensor, int root) override;
+  // Returns a new tensor of shape [world_size, *input.shape()] on this device whose row i will be
+  // rank i's input once the enqueued collective runs.
+  torch::Tensor allgather(const torch::Tensor& input) override;
+  // Returns once every rank has entered barrier() and the work this rank enqueued before it on
+  // the current stream of this device has completed.
+  void barrier() override;
+
+  // Frees the NCCL communicator. Healthy: flushes the collectives still queued on the GPU
+  // (ncclCommFinalize, blocking up to options.timeout), then ncclCommDestroy. After a failure, an
+  // interrupted collective or a flush that fails or times out: ncclCommAbort, which ends whatever
+  // the GPU is stuck in. Idempotent; never throws; does not touch the store.
+  void close() override;
+
+ private:
+  struct Nccl;
+  void check_tensor(const torch::Tensor& t, const char* what) const;
+  std::string begin(const char* what);
+  std::string timeout_message(const std::string& what) const;
+  [[noreturn]] void fail(const std::string& what, const ddp::rendezvous::Error& e);
+  // Frees the NCCL communicator as close() describes; the caller holds mutex_.
+  void release_locked();
+
+  std::shared_ptr<ddp::rendezvous::Store> store_;
+  int rank_;
+  int world_size_;
+  NcclCommunicatorOptions options_;
+  int device_ = -1;
+  std::mutex mutex_;
+  std::unique_ptr<Nccl> nccl_;  // the ncclComm_t and its state; null after close()
+  std::string broken_;          // why the communicator is unusable; empty while healthy
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace ddp::runtime

@@ -1,0 +1,396 @@
+// The NCCL communicator (see nccl_communicator.hpp): the unique id exchange through the store, a
+// non-blocking NCCL communicator whose "in progress" states we wait out with a deadline, the
+// collectives on LibTorch's current stream, and failure propagation through the store.
+#include "ddplaunch/nccl_communicator.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+namespace ddp::runtime {
+namespace {
+
+using rendezvous::Error;
+using Clock = std::chrono::steady_clock;
+
+std::string ms(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
+
+// NCCL's name for `result` plus its last error message, which usually says what went wrong.
+std::string nccl_message(ncclResult_t result, ncclComm_t comm) {
+  std::string message = ncclGetErrorString(result);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') message += " (" + std::string(last) + ")";
+  return message;
+}
+
+// Throws the error type matching an NCCL failure.
+[[noreturn]] void throw_nccl(const std::string& what, ncclResult_t result, ncclComm_t comm) {
+  const std::string message = what + ": " + nccl_message(result, comm);
+  if (result == ncclRemoteError)
+    throw PeerError(-1,
+                    message + "; a peer failed or exited (NCCL does not say which rank), see the logs of the others");
+  if (result == ncclTimeout) throw rendezvous::TimeoutError(message);
+  throw CommunicatorError(message + "; set NCCL_DEBUG=WARN for NCCL's own log");
+}
+
+void check_cuda(cudaError_t result, const std::string& what) {
+  if (result != cudaSuccess) throw CommunicatorError(what + ": CUDA error: " + cudaGetErrorString(result));
+}
+
+// Calls done() until it returns true. Sleep-and-poll because neither NCCL (a non-blocking
+// communicator leaving ncclInProgress) nor the CUDA runtime (an event completing, with a
+// deadline) offers a host-side event to wait on. Throws TimeoutError with `timeout_message` at
+// `deadline`, and CommunicatorError once `*closed` is set (close() from another thread).
+void poll_until(const std::function<bool()>& done, Clock::time_point deadline, const std::atomic<bool>* closed,
+                const std::string& timeout_message) {
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    if (done()) return;
+    if (closed != nullptr && *closed) throw CommunicatorError("the communicator was closed while waiting");
+    if (Clock::now() >= deadline) throw rendezvous::TimeoutError(timeout_message);
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+  }
+}
+
+// One poll of a non-blocking communicator: false while in progress, true once done; throws on
+// an asynchronous error (a peer gone, a network failure).
+bool comm_ready(ncclComm_t comm, const std::string& what) {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t query = ncclCommGetAsyncError(comm, &state);
+  if (query != ncclSuccess) throw_nccl(what, query, comm);
+  if (state == ncclInProgress) return false;
+  if (state != ncclSuccess) throw_nccl(what, state, comm);
+  return true;
+}
+
+// Completes an NCCL call on a non-blocking communicator: any call may return ncclInProgress
+// (a collective then is not enqueued yet, e.g. while NCCL connects lazily to its peers), and the
+// next NCCL call must wait until the communicator leaves that state.
+void complete(ncclResult_t result, ncclComm_t comm, const std::string& what, Clock::time_point deadline,
+              const std::atomic<bool>* closed, const std::string& timeout_message) {
+  if (result == ncclSuccess) return;
+  if (result != ncclInProgress) throw_nccl(what, result, comm);
+  poll_until([&] { return comm_ready(comm, what); }, deadline, closed, timeout_message);
+}
+
+ncclDataType_t nccl_type(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat32:
+      return ncclFloat32;
+    case torch::kFloat64:
+      return ncclFloat64;
+    case torch::kBFloat16:
+      return ncclBfloat16;
+    case torch::kFloat16:
+      return ncclFloat16;
+    case torch::kInt32:
+      return ncclInt32;
+    case torch::kInt64:
+      return ncclInt64;
+    case torch::kUInt8:
+      return ncclUint8;
+    case torch::kInt8:
+      return ncclInt8;
+    default:
+      DDP_ASSERT(false, "nccl_type: dtype passed check_tensor but has no NCCL type");
+      return ncclNumTypes;
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Average:
+      return ncclAvg;
+    case ReduceOp::Min:
+      return ncclMin;
+    case ReduceOp::Max:
+      return ncclMax;
+  }
+  DDP_ASSERT(false, "nccl_op: unknown ReduceOp " + std::to_string(static_cast<int>(op)));
+  return ncclSum;
+}
+
+// A CUDA event without timing, destroyed with its owner.
+struct Event {
+  cudaEvent_t event = nullptr;
+  ~Event() {
+    // Nothing useful to do if destroying the event fails at this point.
+    if (event != nullptr) (void)cudaEventDestroy(event);
+  }
+};
+
+}  // namespace
+
+struct NcclCommunicator::Nccl {
+  ncclComm_t comm = nullptr;
+};
+
+NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+                                   NcclCommunicatorOptions options)
+    : store_(std::move(store)), rank_(rank), world_size_(world_size), options_(std::move(options)) {
+  if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_)
+    throw CommunicatorError("bad rank " + std::to_string(rank_) + " for world size " + std::to_string(world_size_));
+  const int count = c10::cuda::device_count();
+  device_ = options_.device() < 0 ? (count > 0 ? c10::cuda::current_device() : -1) : options_.device();
+  if (device_ < 0 || device_ >= count)
+    throw CommunicatorError("rank " + std::to_string(rank_) + ": CUDA device " + std::to_string(device_) +
+                            " does not exist (this host has " + std::to_string(count) +
+                            "); set NcclCommunicatorOptions::device to 0.." + std::to_string(count - 1) +
+                            ", usually the local rank, or use the CPU backend");
+  const auto deadline = rendezvous::deadline_after(options_.timeout());
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+
+  // 1. Rank 0 creates the id and publishes its bytes; the others wait for them.
+  const std::string key = options_.prefix() + "/nccl_id";
+  ncclUniqueId id;
+  if (rank_ == 0) {
+    const ncclResult_t result = ncclGetUniqueId(&id);
+    if (result != ncclSuccess) throw_nccl("rank 0: ncclGetUniqueId", result, nullptr);
+    store_->set(key, std::string(id.internal, sizeof id.internal));
+  } else {
+    std::string bytes;
+    try {
+      bytes = store_->get(key, options_.timeout());
+    } catch (const rendezvous::TimeoutError&) {
+      throw rendezvous::TimeoutError("rank " + std::to_string(rank_) + " timed out after " + ms(options_.timeout()) +
+                                     " waiting for rank 0 to publish the NCCL id at '" + key +
+                                     "'; check that rank 0 started and that every rank uses prefix '" +
+                                     options_.prefix() + "'");
+    }
+    if (bytes.size() != sizeof id.internal)
+      throw CommunicatorError("rank " + std::to_string(rank_) + ": '" + key + "' holds " +
+                              std::to_string(bytes.size()) + " bytes, expected an NCCL id of " +
+                              std::to_string(sizeof id.internal) + "; is another job using prefix '" +
+                              options_.prefix() + "'?");
+    std::memcpy(id.internal, bytes.data(), sizeof id.internal);
+  }
+
+  // 2. Every rank joins a non-blocking communicator, so that the join can time out.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const std::string what = "rank " + std::to_string(rank_) + ": joining the NCCL communicator '" + options_.prefix() +
+                           "' of world size " + std::to_string(world_size_) + " on CUDA device " +
+                           std::to_string(device_);
+  const ncclResult_t result = ncclCommInitRankConfig(&comm, world_size_, id, rank_, &config);
+  try {
+    complete(result, comm, what, deadline, nullptr,
+             "rank " + std::to_string(rank_) + " timed out after " + ms(options_.timeout()) +
+                 " joining the NCCL communicator '" + options_.prefix() + "' of world size " +
+                 std::to_string(world_size_) + "; check that every rank started and uses this prefix");
+  } catch (const Error&) {
+    // Abort's own result does not matter: the communicator is being thrown away either way.
+    if (comm != nullptr) (void)ncclCommAbort(comm);
+    throw;
+  }
+  nccl_ = std::make_unique<Nccl>();
+  nccl_->comm = comm;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  close();
+}
+
+void NcclCommunicator::close() {
+  // Set before taking the mutex: a collective waiting in poll_until() sees it, fails and
+  // releases the mutex, so close() cannot be held up by a stuck peer for a whole timeout.
+  closed_ = true;
+  std::lock_guard lock(mutex_);
+  release_locked();
+}
+
+void NcclCommunicator::release_locked() {
+  if (!nccl_) return;
+  const ncclComm_t comm = nccl_->comm;
+  nccl_.reset();
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  if (broken_.empty()) {
+    // A healthy communicator: finalize flushes the collectives still queued on the GPU, with
+    // the usual bound; destroy then frees without blocking. If the flush fails or times out
+    // (a peer never joined the last collective) we abort instead of hanging in a destructor.
+    bool flushed = false;
+    try {
+      complete(ncclCommFinalize(comm), comm, "close", rendezvous::deadline_after(options_.timeout()), nullptr,
+               "close: timed out flushing the NCCL communicator");
+      flushed = true;
+    } catch (const Error&) {
+      // Falls through to abort: close() does not throw, and a failed flush leaves nothing to save.
+    }
+    if (flushed) {
+      // The communicator is quiescent; a failing destroy would only leak its memory.
+      (void)ncclCommDestroy(comm);
+      return;
+    }
+  }
+  // After a failure the GPU may be stuck in a collective that only abort ends; its result is
+  // ignored because there is nothing left to do with a communicator that cannot be aborted.
+  (void)ncclCommAbort(comm);
+}
+
+void NcclCommunicator::check_tensor(const torch::Tensor& t, const char* what) const {
+  if (!t.defined()) throw CommunicatorError(std::string(what) + ": undefined tensor");
+  if (!t.device().is_cuda())
+    throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() + ", not on CUDA device " +
+                            std::to_string(device_) + "; move it with .to(torch::Device(torch::kCUDA, " +
+                            std::to_string(device_) + "))");
+  if (t.device().index() != device_)
+    throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() +
+                            " but this communicator is bound to cuda:" + std::to_string(device_) +
+                            "; move the tensor or create the communicator with .device(" +
+                            std::to_string(t.device().index()) + ")");
+  if (!t.is_contiguous()) throw CommunicatorError(std::string(what) + ": tensor is not contiguous; call .contiguous()");
+  switch (t.scalar_type()) {
+    case torch::kFloat32:
+    case torch::kFloat64:
+    case torch::kBFloat16:
+    case torch::kFloat16:
+    case torch::kInt32:
+    case torch::kInt64:
+    case torch::kUInt8:
+    case torch::kInt8:
+      return;
+    default:
+      throw CommunicatorError(std::string(what) + ": unsupported dtype " + std::string(c10::toString(t.scalar_type())) +
+                              " (float32, float64, bfloat16, float16, int32, int64, uint8, int8)");
+  }
+}
+
+std::string NcclCommunicator::begin(const char* what) {
+  if (closed_) throw CommunicatorError(std::string(what) + " on a closed communicator");
+  if (!broken_.empty()) throw CommunicatorError(std::string(what) + " on a failed communicator: " + broken_);
+  return what;
+}
+
+std::string NcclCommunicator::timeout_message(const std::string& what) const {
+  return what + " on rank " + std::to_string(rank_) + " timed out after " + ms(options_.timeout()) +
+         " (NCCL communicator '" + options_.prefix() +
+         "'); a rank has not called the same collective, or its GPU is "
+         "stuck";
+}
+
+void NcclCommunicator::fail(const std::string& what, const Error& e) {
+  if (closed_) {
+    // Our own close() interrupted the wait: not a peer's failure, so nothing goes to the store.
+    broken_ = "the communicator was closed";
+    throw CommunicatorError(what + " failed: the communicator was closed during the collective");
+  }
+  const std::string mine = "rank " + std::to_string(rank_) + ": " + e.what();
+  std::string first = mine;
+  try {
+    first = store_->compare_set(options_.prefix() + "/failed", "", mine);
+  } catch (const Error&) {
+    // The store may be gone too; our own error is still the best message we have.
+  }
+  broken_ = first == mine ? mine : mine + " (first failure, on " + first + ")";
+  // Aborting ends our side of every collective, so peers blocked with us fail instead of hanging.
+  release_locked();
+  const std::string msg = what + " failed on " + broken_;
+  if (const auto* peer = dynamic_cast<const PeerError*>(&e)) throw PeerError(peer->rank(), msg);
+  if (dynamic_cast<const rendezvous::TimeoutError*>(&e)) throw rendezvous::TimeoutError(msg);
+  throw CommunicatorError(msg);
+}
+
+void NcclCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "allreduce");
+  std::lock_guard lock(mutex_);
+  const std::string what = begin("allreduce");
+  if (tensor.numel() == 0) return;
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  try {
+    complete(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
+                           nccl_op(op), nccl_->comm, stream),
+             nccl_->comm, what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what));
+  } catch (const Error& e) {
+    fail(what, e);
+  }
+}
+
+void NcclCommunicator::broadcast(const torch::Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast");
+  if (root < 0 || root >= world_size_)
+    throw CommunicatorError("broadcast: root " + std::to_string(root) + " is not a rank of world size " +
+                            std::to_string(world_size_));
+  std::lock_guard lock(mutex_);
+  const std::string what = begin("broadcast") + " from root " + std::to_string(root);
+  if (tensor.numel() == 0) return;
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  try {
+    complete(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()), root,
+                           nccl_->comm, stream),
+             nccl_->comm, what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what));
+  } catch (const Error& e) {
+    fail(what, e);
+  }
+}
+
+torch::Tensor NcclCommunicator::allgather(const torch::Tensor& input) {
+  check_tensor(input, "allgather");
+  std::vector<std::int64_t> shape{world_size_};
+  for (std::int64_t d : input.sizes()) shape.push_back(d);
+  std::lock_guard lock(mutex_);
+  const std::string what = begin("allgather");
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  // Allocated on the current stream, the one NCCL writes it on, so the caching allocator needs
+  // no recordStream().
+  torch::Tensor out = torch::empty(shape, input.options());
+  if (input.numel() == 0) return out;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  try {
+    complete(ncclAllGather(input.data_ptr(), out.data_ptr(), input.numel(), nccl_type(input.scalar_type()), nccl_->comm,
+                           stream),
+             nccl_->comm, what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what));
+  } catch (const Error& e) {
+    fail(what, e);
+  }
+  return out;
+}
+
+void NcclCommunicator::barrier() {
+  std::lock_guard lock(mutex_);
+  const std::string what = begin("barrier");
+  const auto device = static_cast<c10::DeviceIndex>(device_);
+  c10::cuda::CUDAGuard guard(device);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  const auto deadline = rendezvous::deadline_after(options_.timeout());
+  // A one-element allreduce cannot complete on any rank before every rank has enqueued it.
+  const torch::Tensor token =
+      torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt32).device(torch::kCUDA, device));
+  Event done;
+  try {
+    complete(ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclInt32, ncclSum, nccl_->comm, stream), nccl_->comm,
+             what, deadline, &closed_, timeout_message(what));
+    check_cuda(cudaEventCreateWithFlags(&done.event, cudaEventDisableTiming), what);
+    check_cuda(cudaEventRecord(done.event, stream), what);
+    // Each poll also asks NCCL for asynchronous errors, so a dead peer fails the barrier at once
+    // rather than at the deadline.
+    poll_until(
+        [&] {
+          const cudaError_t state = cudaEventQuery(done.event);
+          if (state == cudaSuccess) return true;
+          if (state != cudaErrorNotReady) check_cuda(state, what);
+          comm_ready(nccl_->comm, what);
+          return false;
+        },
+        deadline, &closed_, timeout_message(what));
+  } catch (const Error& e) {
+    fail(what, e);
+  }
+}
+
+}  // namespace ddp::runtime

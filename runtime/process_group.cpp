@@ -1,0 +1,161 @@
+// The process group (see process_group.hpp): environment → store → backend and device →
+// communicator, and the default group behind init()/get_rank()/destroy().
+#include "ddplaunch/process_group.hpp"
+
+#include <cstdlib>
+#include <mutex>
+
+#include <torch/cuda.h>
+
+#include "ddplaunch/cpu_communicator.hpp"
+#include "rendezvous/prefix_store.hpp"
+#include "rendezvous/tcp_store_client.hpp"
+#include "runtime/local_address.hpp"
+#include "runtime/socket_fd.hpp"
+#ifdef DDP_WITH_NCCL
+#include "ddplaunch/nccl_communicator.hpp"
+#endif
+
+namespace ddp::runtime {
+namespace {
+
+Backend choose_backend(const InitOptions& options, const EnvLookup& env) {
+  if (options.backend()) return *options.backend();
+  if (const auto forced = env("DDPLAUNCH_BACKEND")) {
+    if (*forced == "cpu") return Backend::Cpu;
+    if (*forced == "nccl") return Backend::Nccl;
+    throw EnvError("DDPLAUNCH_BACKEND='" + *forced + "' is not a backend; use cpu or nccl, or unset it");
+  }
+  return torch::cuda::device_count() > 0 ? Backend::Nccl : Backend::Cpu;
+}
+
+std::shared_ptr<rendezvous::Store> connect_store(const DistEnv& env, std::chrono::milliseconds timeout) {
+  rendezvous::TcpStoreClientOptions client;
+  client.host = env.master_addr;
+  client.port = env.master_port;
+  client.connect_timeout = timeout;
+  client.timeout = timeout;
+  return std::make_shared<rendezvous::TcpStoreClient>(client);
+}
+
+std::shared_ptr<Communicator> make_cpu(const std::shared_ptr<rendezvous::Store>& store, const DistEnv& env,
+                                       const InitOptions& options) {
+  std::string host;
+  if (!env.master_addr.empty()) host = local_address_towards(env.master_addr, env.master_port);
+  if (host.empty()) host = guess_local_address();
+  return std::make_shared<CpuCommunicator>(
+      store, env.rank, env.world_size,
+      CpuCommunicatorOptions().prefix("cpu").timeout(options.timeout()).bind_host(host).advertise_host(host));
+}
+
+std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>& store, const DistEnv& env,
+                                        const InitOptions& options, torch::Device& device) {
+  const auto count = static_cast<int>(torch::cuda::device_count());
+  if (count == 0)
+    throw CommunicatorError(
+        "backend nccl was requested but no CUDA device is visible (CUDA_VISIBLE_DEVICES=" +
+        std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "<unset>") +
+        "); use the cpu backend (DDPLAUNCH_BACKEND=cpu)");
+  if (env.local_rank >= count)
+    throw CommunicatorError("LOCAL_RANK " + std::to_string(env.local_rank) + " has no GPU: only " +
+                            std::to_string(count) +
+                            " CUDA device(s) are visible; start at most that many workers per node "
+                            "(--nproc_per_node) or widen CUDA_VISIBLE_DEVICES");
+  device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+#ifdef DDP_WITH_NCCL
+  return std::make_shared<NcclCommunicator>(
+      store, env.rank, env.world_size,
+      NcclCommunicatorOptions().prefix("nccl").timeout(options.timeout()).device(env.local_rank));
+#else
+  (void)store;
+  (void)options;
+  throw CommunicatorError(
+      "backend nccl was requested but this build of the ddplaunch runtime has no NCCL (it was built "
+      "without the CUDA toolkit); rebuild with CUDA or use the cpu backend");
+#endif
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(InitOptions options) {
+  const EnvLookup env = options.env() ? options.env() : process_env();
+  env_ = options.dist_env() ? *options.dist_env() : resolve_dist_env(env, options.argv());
+  const Backend backend = choose_backend(options, env);
+  std::shared_ptr<rendezvous::Store> base = options.store() ? options.store() : connect_store(env_, options.timeout());
+  // A restarted job reuses the launcher's store: each round gets fresh keys.
+  const std::string round = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  store_ = std::make_shared<rendezvous::PrefixStore>(options.prefix() + "/" + round, std::move(base));
+  communicator_ = backend == Backend::Cpu ? make_cpu(store_, env_, options) : make_nccl(store_, env_, options, device_);
+}
+
+ProcessGroup::~ProcessGroup() {
+  close();
+}
+
+void ProcessGroup::close() {
+  if (communicator_) communicator_->close();
+}
+
+namespace {
+
+std::mutex g_mutex;
+std::unique_ptr<ProcessGroup> g_default;
+
+ProcessGroup& require(const char* what) {
+  std::lock_guard lock(g_mutex);
+  if (!g_default) throw CommunicatorError(std::string(what) + " called before init(); call ddp::runtime::init() first");
+  return *g_default;
+}
+
+}  // namespace
+
+void init(InitOptions options) {
+  std::unique_lock lock(g_mutex);
+  if (g_default) throw CommunicatorError("init() called twice; call destroy() before initialising again");
+  lock.unlock();
+  auto group = std::make_unique<ProcessGroup>(std::move(options));
+  lock.lock();
+  g_default = std::move(group);
+}
+
+void init(int argc, const char* const* argv, InitOptions options) {
+  options.argv(std::vector<std::string>(argv, argv + argc));
+  init(std::move(options));
+}
+
+bool is_initialized() {
+  std::lock_guard lock(g_mutex);
+  return g_default != nullptr;
+}
+
+ProcessGroup& default_group() {
+  return require("default_group()");
+}
+int get_rank() {
+  return require("get_rank()").rank();
+}
+int get_world_size() {
+  return require("get_world_size()").world_size();
+}
+int get_local_rank() {
+  return require("get_local_rank()").local_rank();
+}
+int get_local_world_size() {
+  return require("get_local_world_size()").local_world_size();
+}
+torch::Device get_device() {
+  return require("get_device()").device();
+}
+void barrier() {
+  require("barrier()").barrier();
+}
+
+void destroy() {
+  std::unique_ptr<ProcessGroup> group;
+  {
+    std::lock_guard lock(g_mutex);
+    group = std::move(g_default);
+  }
+}
+
+}  // namespace ddp::runtime
