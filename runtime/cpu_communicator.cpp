@@ -29,6 +29,38 @@ struct Hello {
   std::int32_t world_size;
 };
 
+// What a collective says about itself to rank+1 before moving data: ranks that disagree (another
+// collective, dtype, size, root or op, or a different count of collectives so far) fail with a
+// message naming both sides instead of exchanging garbage or hanging.
+struct CollectiveHeader {
+  std::uint32_t magic;
+  std::int32_t kind;  // 1 allreduce, 2 broadcast, 3 allgather
+  std::int32_t dtype;
+  std::int32_t arg;  // reduce op or root
+  std::int64_t numel;
+  std::uint64_t seq;
+};
+
+const char* kind_name(std::int32_t kind) {
+  switch (kind) {
+    case 1:
+      return "allreduce";
+    case 2:
+      return "broadcast";
+    case 3:
+      return "allgather";
+  }
+  return "an unknown collective";
+}
+
+std::string describe(const CollectiveHeader& h) {
+  std::string out = std::string(kind_name(h.kind)) + " #" + std::to_string(h.seq) + " of " + std::to_string(h.numel) +
+                    " " + std::string(c10::toString(static_cast<c10::ScalarType>(h.dtype))) + " elements";
+  if (h.kind == 1) out += " (" + std::string(to_string(static_cast<ReduceOp>(h.arg))) + ")";
+  if (h.kind == 2) out += " from root " + std::to_string(h.arg);
+  return out;
+}
+
 std::string who(int rank) {
   return "rank " + std::to_string(rank);
 }
@@ -132,9 +164,28 @@ void CpuCommunicator::check_tensor(const torch::Tensor& t, const char* what) con
   }
 }
 
-std::string CpuCommunicator::begin(const char* what) {
+std::string CpuCommunicator::begin(const char* what, int kind, const torch::Tensor& t, int arg) {
   if (closed_) throw CommunicatorError(std::string(what) + " on a closed communicator");
   if (!broken_.empty()) throw CommunicatorError(std::string(what) + " on a failed communicator: " + broken_);
+  const CollectiveHeader mine{kMagic, kind, static_cast<std::int32_t>(t.scalar_type()), arg, t.numel(), seq_++};
+  if (world_size_ == 1) return what;
+  const int prev = links_->ring.prev_rank;
+  CollectiveHeader theirs{};
+  try {
+    const auto deadline = rendezvous::deadline_after(options_.timeout());
+    write_exact(links_->to_next.get(), &mine, sizeof mine, deadline, who(links_->ring.next_rank));
+    read_exact(links_->from_prev.get(), &theirs, sizeof theirs, deadline, who(prev));
+  } catch (const rendezvous::TimeoutError& e) {
+    fail(what, e);
+  } catch (const Error& e) {
+    fail(what, PeerError(prev, e.what()));
+  }
+  if (theirs.magic != mine.magic || theirs.kind != mine.kind || theirs.dtype != mine.dtype || theirs.arg != mine.arg ||
+      theirs.numel != mine.numel || theirs.seq != mine.seq)
+    fail(what, CommunicatorError("rank " + std::to_string(rank_) + " called " + describe(mine) + " but rank " +
+                                 std::to_string(prev) + " called " + describe(theirs) +
+                                 "; every rank must call the same collectives in the same order with tensors of "
+                                 "the same dtype and size"));
   return what;
 }
 
@@ -162,7 +213,7 @@ void CpuCommunicator::fail(const std::string& what, const Error& e) {
 void CpuCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "allreduce");
   std::lock_guard lock(mutex_);
-  const std::string what = begin("allreduce");
+  const std::string what = begin("allreduce", 1, tensor, static_cast<int>(op));
   const std::int64_t n = tensor.numel();
   torch::Tensor flat = tensor.view({-1});
   if (world_size_ > 1 && n > 0) {
@@ -223,7 +274,7 @@ void CpuCommunicator::broadcast(const torch::Tensor& tensor, int root) {
     throw CommunicatorError("broadcast: root " + std::to_string(root) + " is not a rank of world size " +
                             std::to_string(world_size_));
   std::lock_guard lock(mutex_);
-  const std::string what = begin("broadcast") + " from root " + std::to_string(root);
+  const std::string what = begin("broadcast", 2, tensor, root) + " from root " + std::to_string(root);
   const std::size_t bytes = tensor.numel() * tensor.element_size();
   if (world_size_ == 1 || bytes == 0) return;
   // A chain root -> root+1 -> ... -> root-1; each rank forwards chunks as they arrive.
@@ -248,7 +299,7 @@ torch::Tensor CpuCommunicator::allgather(const torch::Tensor& input) {
   torch::Tensor out = torch::empty(shape, input.options());
   out[rank_].copy_(input);
   std::lock_guard lock(mutex_);
-  const std::string what = begin("allgather");
+  const std::string what = begin("allgather", 3, input, 0);
   const std::size_t row = input.numel() * input.element_size();
   if (world_size_ == 1 || row == 0) return out;
   // Step s sends row r-s (ours first) and receives row r-s-1, which step s+1 forwards.

@@ -310,3 +310,47 @@ TEST_CASE("allreduce throughput", "[.perf]") {
   });
   WARN("world " << world << " float32 x " << n << ": " << seconds[0] * 1e3 << " ms per allreduce");
 }
+
+TEST_CASE("ranks that disagree on a collective fail with both calls named") {
+  Server server;
+  const auto opts = options(20s);
+  struct Case {
+    const char* name;
+    std::function<void(CpuCommunicator&)> body;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"size", [](CpuCommunicator& c) { c.allreduce(torch::ones({c.rank() == 0 ? 100 : 120})); }, "elements (sum)"},
+      {"dtype",
+       [](CpuCommunicator& c) { c.allreduce(torch::ones({8}, c.rank() == 0 ? torch::kFloat : torch::kDouble)); },
+       "every rank must call the same collectives"},
+      {"kind",
+       [](CpuCommunicator& c) {
+         if (c.rank() == 0)
+           c.allreduce(torch::ones({8}));
+         else
+           c.broadcast(torch::ones({8}), 0);
+       },
+       "broadcast #0 of 8 Float elements from root 0"},
+  };
+  for (const auto& test : cases) {
+    INFO(test.name);
+    std::vector<std::string> messages(2);
+    std::vector<std::thread> threads;
+    auto o = opts;
+    o.prefix(o.prefix() + test.name);
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        CpuCommunicator comm(server.client(), r, 2, o);
+        try {
+          test.body(comm);
+        } catch (const ddp::rendezvous::Error& e) {
+          messages[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    CHECK_THAT(messages[0] + messages[1], Contains(test.expected));
+    CHECK_FALSE(messages[0].empty());
+    CHECK_FALSE(messages[1].empty());
+  }
+}

@@ -33,8 +33,10 @@ struct CpuCommunicatorOptions {
 };
 
 // Tensors: contiguous CPU tensors of float32, float64, bfloat16, float16, int32 or int64, with the
-// same dtype and number of elements on every rank (not checked on the wire: a mismatch ends in a
-// timeout or a peer error). Average divides the sum by world_size (truncating for integers).
+// same dtype and number of elements on every rank. Each collective first sends a 32-byte header
+// (collective, dtype, element count, op or root, sequence number) to rank+1, which compares it
+// with its own: a rank that disagrees fails with CommunicatorError naming both ranks' calls, and
+// the others then see PeerError. Average divides the sum by world_size (truncating for integers).
 //
 // Blocking: every collective blocks until done on this rank; it throws rendezvous::TimeoutError
 // after options.timeout naming the rank it waited for, and PeerError naming the rank whose
@@ -78,7 +80,9 @@ class CpuCommunicator : public Communicator {
  private:
   struct Links;
   void check_tensor(const torch::Tensor& t, const char* what) const;
-  std::string begin(const char* what);
+  // Checks the communicator is usable and that rank-1 runs the same collective (kind, dtype,
+  // element count, op/root, sequence number); fails the communicator otherwise.
+  std::string begin(const char* what, int kind, const torch::Tensor& t, int arg);
   [[noreturn]] void fail(const std::string& what, const ddp::rendezvous::Error& e);
 
   std::shared_ptr<ddp::rendezvous::Store> store_;
@@ -87,7 +91,8 @@ class CpuCommunicator : public Communicator {
   CpuCommunicatorOptions options_;
   std::mutex mutex_;
   std::unique_ptr<Links> links_;
-  std::string broken_;  // why the communicator is unusable; empty while healthy
+  std::uint64_t seq_ = 0;  // collectives started, for the cross-rank check
+  std::string broken_;     // why the communicator is unusable; empty while healthy
   std::atomic<bool> closed_{false};
 };
 
