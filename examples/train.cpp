@@ -124,26 +124,27 @@ void train(const Args& args, int argc, char** argv) {
 int main(int argc, char** argv) {
   Args args;
   CLI::App app{"Trains an MLP on the three-arm spiral with the ddplaunch runtime (see examples/train.cpp)."};
-  app.add_option("--epochs", args.epochs, "epochs to train (default 3)")->check(CLI::NonNegativeNumber);
+  app.add_option("--epochs", args.epochs, "epochs to train (default 3)")->check(CLI::Range(0, 1000000000));
   app.add_option("--batch-size", args.batch_size, "samples per step on each rank (default 64)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", args.lr, "SGD learning rate, momentum 0.9 (default 0.1)")->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000000));
+  app.add_option("--lr", args.lr, "SGD learning rate, momentum 0.9 (default 0.1)")->check(CLI::Range(1e-9, 1e3));
   app.add_option("--seed", args.seed, "weight initialisation and shuffle seed (default 0)");
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "save after every epoch; resume from it if present");
   app.add_option("--nprocs", args.nprocs, "start this many ranks of this program with a private store")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000000));
   app.add_option("--backend", args.backend, "auto (NCCL with GPUs, else CPU), cpu or nccl")
       ->check(CLI::IsMember({"auto", "cpu", "nccl"}));
   app.add_option("--comm-hook", args.comm_hook, "gradient reduction: allreduce, bf16 or fp16 compression")
       ->check(CLI::IsMember({"allreduce", "bf16", "fp16"}));
   app.add_flag("--bf16", args.bf16, "run forward under bfloat16 autocast");
   app.add_option("--bucket-cap-mb", args.bucket_cap_mb, "DDP bucket size in MiB (default 25)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1e-6, 1e6));
   app.add_flag("--no-overlap", args.no_overlap, "reduce gradients after backward instead of during it");
-  app.add_option("--samples", args.samples, "training points per class (default 2000)")->check(CLI::PositiveNumber);
-  app.add_option("--hidden", args.hidden, "hidden layer width (default 128)")->check(CLI::PositiveNumber);
+  app.add_option("--samples", args.samples, "training points per class (default 2000)")
+      ->check(CLI::Range(1, 1000000000));
+  app.add_option("--hidden", args.hidden, "hidden layer width (default 128)")->check(CLI::Range(1, 1000000000));
   app.add_option("--log-every", args.log_every, "progress line every N steps on rank 0 (default 20; 0: per epoch only)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1000000000));
   app.add_option("--crash-at-step", args.crash_at_step, "fault injection: --crash-rank kills itself at this step");
   app.add_option("--crash-rank", args.crash_rank, "the rank --crash-at-step kills (default 1)");
   // torch.distributed.launch's legacy argument; init() reads it from argv.
@@ -171,6 +172,9 @@ int main(int argc, char** argv) {
   } catch (const rt::EnvError& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return 2;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "train: %s\n", e.what_without_backtrace());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return 1;

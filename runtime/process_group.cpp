@@ -55,7 +55,9 @@ std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>
     throw CommunicatorError(
         "backend nccl was requested but no CUDA device is visible (CUDA_VISIBLE_DEVICES=" +
         std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "<unset>") +
-        "); use the cpu backend (DDPLAUNCH_BACKEND=cpu)");
+        "); choose the cpu backend (InitOptions().backend(Backend::Cpu), `train --backend cpu`, or "
+        "DDPLAUNCH_BACKEND=cpu when "
+        "the program leaves the choice to the runtime)");
   if (env.local_rank >= count)
     throw CommunicatorError("LOCAL_RANK " + std::to_string(env.local_rank) + " has no GPU: only " +
                             std::to_string(count) +

@@ -49,6 +49,23 @@ class AutocastScope {
   torch::ScalarType previous_dtype_ = torch::kBFloat16;
 };
 
+// Module::save nests submodules as archives: parameter "0.weight" is tensor "weight" of
+// archive "0". Throws c10::Error when a level is missing.
+torch::Tensor read_nested(torch::serialize::InputArchive& root, const std::string& dotted) {
+  torch::serialize::InputArchive level;
+  torch::serialize::InputArchive* current = &root;
+  std::size_t begin = 0;
+  for (std::size_t dot; (dot = dotted.find('.', begin)) != std::string::npos; begin = dot + 1) {
+    torch::serialize::InputArchive next;
+    current->read(dotted.substr(begin, dot - begin), next);
+    level = std::move(next);
+    current = &level;
+  }
+  torch::Tensor out;
+  current->read(dotted.substr(begin), out);
+  return out;
+}
+
 std::string fixed(double v, int digits) {
   std::ostringstream s;
   s.setf(std::ios::fixed);
@@ -70,7 +87,7 @@ Trainer::Trainer(torch::nn::Module& module, Forward forward, torch::optim::Optim
         return torch::nn::functional::cross_entropy(out, target);
       })) {
   if (options_.batch_size() < 1 || options_.epochs() < 0)
-    throw CommunicatorError("trainer: batch_size " + std::to_string(options_.batch_size()) + " and epochs " +
+    throw rendezvous::Error("trainer: batch_size " + std::to_string(options_.batch_size()) + " and epochs " +
                             std::to_string(options_.epochs()) + " must be at least 1 and 0");
 }
 
@@ -95,14 +112,28 @@ int Trainer::resume() {
   const fs::path path = fs::path(options_.checkpoint_dir()) / "checkpoint.pt";
   if (!fs::exists(path)) return 0;
   torch::serialize::InputArchive archive, model, optimizer;
-  archive.load_from(path.string(), group_.device());
-  archive.read("model", model);
-  archive.read("optimizer", optimizer);
   torch::Tensor done, step;
-  archive.read("epochs_done", done);
-  archive.read("step", step);
-  module_.load(model);
-  optimizer_.load(optimizer);
+  try {
+    archive.load_from(path.string(), group_.device());
+    archive.read("model", model);
+    archive.read("optimizer", optimizer);
+    archive.read("epochs_done", done);
+    archive.read("step", step);
+    // Shapes first: Module::load would fail deep inside a copy with sizes of flattened storage.
+    for (const auto& item : module_.named_parameters()) {
+      const torch::Tensor saved = read_nested(model, item.key());
+      if (!saved.sizes().equals(item.value().sizes()))
+        throw rendezvous::Error("parameter " + item.key() + " is " + c10::str(saved.sizes()) +
+                                " in the checkpoint but " + c10::str(item.value().sizes()) + " in this model");
+    }
+    module_.load(model);
+    optimizer_.load(optimizer);
+  } catch (const std::exception& e) {
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+    throw rendezvous::Error("checkpoint " + path.string() + " does not fit this model and optimizer: " +
+                            (torch_error ? torch_error->what_without_backtrace() : e.what()) +
+                            "; resume with the settings that wrote it, or use another --checkpoint-dir");
+  }
   epochs_done_ = static_cast<int>(done.item<std::int64_t>());
   step_ = step.item<std::int64_t>();
   log("resumed from " + path.string() + " after epoch " + std::to_string(epochs_done_));
