@@ -14,6 +14,7 @@
 
 #include "runtime/ring_transfer.hpp"
 #include "runtime/socket_fd.hpp"
+#include "runtime/tensor_checks.hpp"
 
 namespace ddp::runtime {
 namespace {
@@ -147,21 +148,10 @@ void CpuCommunicator::close() {
 }
 
 void CpuCommunicator::check_tensor(const torch::Tensor& t, const char* what) const {
-  if (!t.defined()) throw CommunicatorError(std::string(what) + ": undefined tensor");
-  if (!t.device().is_cpu()) throw CommunicatorError(std::string(what) + ": tensor is not on the CPU");
-  if (!t.is_contiguous()) throw CommunicatorError(std::string(what) + ": tensor is not contiguous; call .contiguous()");
-  switch (t.scalar_type()) {
-    case torch::kFloat32:
-    case torch::kFloat64:
-    case torch::kBFloat16:
-    case torch::kFloat16:
-    case torch::kInt32:
-    case torch::kInt64:
-      return;
-    default:
-      throw CommunicatorError(std::string(what) + ": unsupported dtype " + std::string(c10::toString(t.scalar_type())) +
-                              " (float32, float64, bfloat16, float16, int32, int64)");
-  }
+  if (t.defined() && !t.device().is_cpu())
+    throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() + ", not on the CPU");
+  check_collective_tensor(
+      t, what, {torch::kFloat32, torch::kFloat64, torch::kBFloat16, torch::kFloat16, torch::kInt32, torch::kInt64});
 }
 
 std::string CpuCommunicator::begin(const char* what, int kind, const torch::Tensor& t, int arg) {

@@ -16,6 +16,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "runtime/tensor_checks.hpp"
+
 namespace ddp::runtime {
 namespace {
 
@@ -242,31 +244,18 @@ void NcclCommunicator::release_locked() {
 }
 
 void NcclCommunicator::check_tensor(const torch::Tensor& t, const char* what) const {
-  if (!t.defined()) throw CommunicatorError(std::string(what) + ": undefined tensor");
-  if (!t.device().is_cuda())
+  if (t.defined() && !t.device().is_cuda())
     throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() + ", not on CUDA device " +
                             std::to_string(device_) + "; move it with .to(torch::Device(torch::kCUDA, " +
                             std::to_string(device_) + "))");
-  if (t.device().index() != device_)
+  if (t.defined() && t.device().index() != device_)
     throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() +
                             " but this communicator is bound to cuda:" + std::to_string(device_) +
                             "; move the tensor or create the communicator with .device(" +
                             std::to_string(t.device().index()) + ")");
-  if (!t.is_contiguous()) throw CommunicatorError(std::string(what) + ": tensor is not contiguous; call .contiguous()");
-  switch (t.scalar_type()) {
-    case torch::kFloat32:
-    case torch::kFloat64:
-    case torch::kBFloat16:
-    case torch::kFloat16:
-    case torch::kInt32:
-    case torch::kInt64:
-    case torch::kUInt8:
-    case torch::kInt8:
-      return;
-    default:
-      throw CommunicatorError(std::string(what) + ": unsupported dtype " + std::string(c10::toString(t.scalar_type())) +
-                              " (float32, float64, bfloat16, float16, int32, int64, uint8, int8)");
-  }
+  check_collective_tensor(t, what,
+                          {torch::kFloat32, torch::kFloat64, torch::kBFloat16, torch::kFloat16, torch::kInt32,
+                           torch::kInt64, torch::kUInt8, torch::kInt8});
 }
 
 std::string NcclCommunicator::begin(const char* what) {
