@@ -1,7 +1,8 @@
 // [gpu] tests of the NCCL communicator with ranks as threads sharing one MemoryStore: allreduce
 // (every op, float32 and bfloat16), broadcast from every root, allgather, barrier, argument
-// checks and close(). One rank per CUDA device, as NCCL requires: two ranks on a host with two
-// GPUs or more, a single rank with one GPU. Without a CUDA device the binary exits 77 (skipped).
+// checks and close(), and DistributedDataParallel on CUDA tensors. One rank per CUDA device, as NCCL requires: two
+// ranks on a host with two GPUs or more, a single rank with one GPU. Without a CUDA device the binary exits 77
+// (skipped).
 #include "ddplaunch/nccl_communicator.hpp"
 
 #include <atomic>
@@ -16,6 +17,10 @@
 #include <torch/cuda.h>
 #include <catch2/catch.hpp>
 
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/torch.h>
+
+#include "ddplaunch/distributed_data_parallel.hpp"
 #include "rendezvous/memory_store.hpp"
 
 namespace rdzv = ddp::rendezvous;
@@ -199,4 +204,37 @@ int main(int argc, char* argv[]) {
     return 77;
   }
   return Catch::Session().run(argc, argv);
+}
+
+TEST_CASE("DistributedDataParallel on CUDA averages gradients over NCCL", "[gpu]") {
+  const int world = world_size();
+  auto store = std::make_shared<rdzv::MemoryStore>();
+  const std::string prefix = "ddp" + std::to_string(prefix_counter++);
+  std::vector<torch::Tensor> grads(world);
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        c10::cuda::CUDAGuard guard(device_of(r));
+        auto comm = std::make_shared<NcclCommunicator>(store, r, world,
+                                                       NcclCommunicatorOptions().prefix(prefix).timeout(60s).device(r));
+        torch::nn::Linear model(4, 3);
+        model->to(device_of(r));
+        ddp::runtime::DistributedDataParallel ddp(model, ddp::runtime::DistributedDataParallelOptions(), comm);
+        const torch::Tensor x = torch::full({2, 4}, static_cast<double>(r + 1), torch::TensorOptions(device_of(r)));
+        ddp(x).sum().backward();
+        torch::cuda::synchronize(r);
+        grads[r] = model->weight.grad().cpu();
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  // d(sum)/dW = column sums of x = 2 (r + 1) per element; the average over ranks.
+  double expected = 0;
+  for (int r = 0; r < world; ++r) expected += 2.0 * (r + 1) / world;
+  for (const auto& g : grads) CHECK(torch::allclose(g, torch::full({3, 4}, expected)));
 }
