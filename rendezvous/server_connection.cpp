@@ -11,15 +11,22 @@ namespace ddp::rendezvous {
 
 namespace asio = boost::asio;
 
-ServerConnection::ServerConnection(TcpStoreServer& server, ClientId id, asio::ip::tcp::socket socket)
-    : server_(server), id_(id), socket_(std::move(socket)) {
+ServerConnection::ServerConnection(TcpStoreServer& server, ClientId id, asio::ip::tcp::socket socket,
+                                   const asio::ip::tcp::endpoint& peer)
+    : server_(server), id_(id), socket_(std::move(socket)), peer_(peer) {
   boost::system::error_code ec;
-  const auto ep = socket_.remote_endpoint(ec);
-  peer_ = ec ? "unknown peer" : format_endpoint(ep.address().to_string(), ep.port());
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);  // latency only; failure is harmless
+  // Writes go straight to the socket (flush); Asio would set this for its own operations anyway.
+  socket_.non_blocking(true, ec);
+  if (ec) closed_ = true;  // not usable; start() hands it back to the server to forget
+}
+
+std::string ServerConnection::peer() const {
+  return format_endpoint(peer_.address().to_string(), peer_.port());
 }
 
 void ServerConnection::start() {
+  if (closed_) return server_.on_close(id_, "cannot make the socket non-blocking");
   read_some();
 }
 
@@ -27,17 +34,17 @@ void ServerConnection::read_some() {
   socket_.async_read_some(asio::buffer(buffer_),
                           [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
                             if (self->closed_) return;
-                            if (ec) {
-                              self->server_.on_close(self->id_, ec == asio::error::eof ? "" : ec.message());
-                              return;
-                            }
+                            if (ec == asio::error::eof) return self->server_.on_close(self->id_, "", true);
+                            if (ec) return self->server_.on_close(self->id_, ec.message());
                             self->on_read(n);
                           });
 }
 
 void ServerConnection::on_read(std::size_t n) {
+  auto self = shared_from_this();  // on_close below may drop the server's reference
   std::string_view input(buffer_.data(), n);
   std::vector<Outgoing> outgoing;
+  batching_ = true;
   try {
     Request request;
     while (parser_.parse(input, request)) {
@@ -48,36 +55,53 @@ void ServerConnection::on_read(std::size_t n) {
     }
   } catch (const Error& e) {
     server_.deliver(outgoing);
+    batching_ = false;
+    flush();  // the replies before the bad request still go out, as they did one by one
     server_.on_close(id_, e.what());
     return;
   }
-  read_some();
+  batching_ = false;
+  flush();
+  if (!closed_) read_some();
 }
 
-void ServerConnection::send(std::string bytes) {
+void ServerConnection::send(std::string_view bytes) {
   if (closed_) return;
-  write_queue_.push_back(std::move(bytes));
-  if (write_queue_.size() == 1) write_next();
+  pending_.append(bytes);
+  if (!batching_) flush();
 }
 
-void ServerConnection::write_next() {
-  asio::async_write(socket_, asio::buffer(write_queue_.front()),
-                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+void ServerConnection::flush() {
+  if (closed_ || writing_ || pending_.empty()) return;
+  boost::system::error_code ec;
+  const std::size_t n = socket_.write_some(asio::buffer(pending_), ec);
+  if (ec && ec != asio::error::would_block) {
+    auto self = shared_from_this();  // on_close drops the server's reference
+    server_.on_close(id_, "write failed: " + ec.message());
+    return;
+  }
+  pending_.erase(0, ec ? 0 : n);
+  if (pending_.empty()) return;
+  // The kernel's send buffer is full (a slow reader, a large value): finish asynchronously;
+  // whatever is sent meanwhile collects in pending_ and follows.
+  writing_ = true;
+  in_flight_.swap(pending_);
+  asio::async_write(socket_, asio::buffer(in_flight_),
+                    [self = shared_from_this()](const boost::system::error_code& wec, std::size_t) {
                       if (self->closed_) return;
-                      if (ec) {
-                        self->server_.on_close(self->id_, "write failed: " + ec.message());
-                        return;
-                      }
-                      self->write_queue_.pop_front();
-                      if (!self->write_queue_.empty()) self->write_next();
+                      if (wec) return self->server_.on_close(self->id_, "write failed: " + wec.message());
+                      self->writing_ = false;
+                      self->in_flight_.clear();
+                      self->flush();
                     });
 }
 
-void ServerConnection::close() {
+void ServerConnection::close(bool peer_closed) {
   if (closed_) return;
   closed_ = true;
   boost::system::error_code ignored;  // the peer may already be gone; nothing left to report
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  // After the peer's EOF close() alone sends our FIN; shutdown() would be one more system call.
+  if (!peer_closed) socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
 }
 

@@ -1,13 +1,23 @@
 // One accepted connection of the TcpStoreServer: reads into a 4 KiB buffer, parses requests
-// incrementally, hands each to the server's StoreState and writes replies through a queue.
+// incrementally, hands each to the server's StoreState and writes the replies.
 // Lives on the server's event loop only; its lifetime is held by shared_from_this in pending
 // handlers and by the server's connection table.
+//
+// Writing, step by step (each store request costs the server a read() and a write() in the
+// kernel's TCP path, so the connection avoids every call beyond those):
+//   1. Replies to this connection's own requests are collected while one read's worth of
+//      requests is handled and written once afterwards (a pipelining client gets one write for
+//      the batch).
+//   2. Bytes for a connection with nothing in flight (a woken waiter, the batch of step 1) go
+//      straight to the non-blocking socket: one write() and no trip through the event loop.
+//   3. Only what the kernel does not take at once waits for an async write, and bytes sent
+//      meanwhile queue behind it, in order.
 #pragma once
 
 #include <array>
-#include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/ip/tcp.hpp>
 
@@ -20,29 +30,38 @@ class TcpStoreServer;
 
 class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
  public:
-  ServerConnection(TcpStoreServer& server, ClientId id, boost::asio::ip::tcp::socket socket);
+  // `peer` is the remote endpoint as accept() reported it.
+  ServerConnection(TcpStoreServer& server, ClientId id, boost::asio::ip::tcp::socket socket,
+                   const boost::asio::ip::tcp::endpoint& peer);
 
   // Starts reading. Handlers never throw: a protocol error closes this connection only.
   void start();
-  // Queues bytes for sending (in order).
-  void send(std::string bytes);
+  // Sends bytes after everything sent before (see the steps above). A failed write closes the
+  // connection through the server.
+  void send(std::string_view bytes);
   // Closes the socket; pending handlers finish with operation_aborted. Idempotent.
-  void close();
+  // `peer_closed`: the peer has closed its side (EOF), so no shutdown() is needed before close.
+  void close(bool peer_closed = false);
 
-  const std::string& peer() const { return peer_; }
+  // "host:port" of the peer, for log lines.
+  std::string peer() const;
 
  private:
   void read_some();
   void on_read(std::size_t n);
-  void write_next();
+  // Hands pending_ to the kernel (step 2) or to an async write (step 3).
+  void flush();
 
   TcpStoreServer& server_;
   ClientId id_;
   boost::asio::ip::tcp::socket socket_;
-  std::string peer_;
+  boost::asio::ip::tcp::endpoint peer_;
   std::array<char, 4096> buffer_{};
   RequestParser parser_;
-  std::deque<std::string> write_queue_;
+  std::string pending_;    // bytes not yet handed to the kernel or to an async write
+  std::string in_flight_;  // bytes an async write is sending
+  bool writing_ = false;   // an async write is in flight
+  bool batching_ = false;  // handling this connection's requests: collect its replies
   bool closed_ = false;
 };
 

@@ -1,6 +1,10 @@
 // ddplaunch-store: runs the TCPStore server alone in the foreground, for debugging, benchmarks
 // and users who host the store on a separate machine. Prints the bound address, stops cleanly
 // on SIGINT/SIGTERM (exit 0), exits 2 with a one-line message on bad flags or a taken port.
+// Every rank holds a connection, so it raises its soft descriptor limit to the hard one at start
+// (a common soft limit of 1024 would otherwise stop it near 1000 ranks).
+#include <sys/resource.h>
+
 #include <csignal>
 #include <iostream>
 
@@ -32,6 +36,11 @@ int main(int argc, char** argv) {
     return ddp::kExitUsage;
   }
   options.port = static_cast<std::uint16_t>(port);
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);  // best effort: the server also runs with the lower limit
+  }
   if (quiet) options.log = [](std::string_view) {};
   try {
     rdzv::TcpStoreServer server(options);

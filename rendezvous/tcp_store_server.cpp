@@ -44,7 +44,8 @@ std::vector<tcp::endpoint> bind_candidates(asio::io_context& io, const std::stri
 
 }  // namespace
 
-TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options) : options_(std::move(options)), acceptor_(io_) {
+TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
+    : options_(std::move(options)), acceptor_(io_), accept_retry_(io_) {
   if (!options_.log) {
     options_.log = [](std::string_view line) { std::cerr << "ddplaunch-store: " << line << std::endl; };
   }
@@ -105,6 +106,7 @@ void TcpStoreServer::stop() {
     stopped_ = true;
     boost::system::error_code ignored;  // closing a listening socket only fails if it is closed
     acceptor_.close(ignored);
+    accept_retry_.cancel();
     for (auto& [id, conn] : connections_) conn->close();
     connections_.clear();
     io_.stop();
@@ -113,14 +115,30 @@ void TcpStoreServer::stop() {
 }
 
 void TcpStoreServer::accept_next() {
-  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+  acceptor_.async_accept(accepted_peer_, [this](const boost::system::error_code& ec, tcp::socket socket) {
     if (stopped_ || ec == asio::error::operation_aborted) return;
+    namespace errc = boost::system::errc;
+    if (ec == errc::too_many_files_open || ec == errc::too_many_files_open_in_system || ec == errc::no_buffer_space ||
+        ec == errc::not_enough_memory) {
+      if (!accept_starved_) {
+        log("accept failed: " + ec.message() + " with " + std::to_string(connections_.size()) +
+            " connections open; new connections wait until some close (raise the limit with ulimit -n)");
+      }
+      accept_starved_ = true;
+      accept_retry_.expires_after(std::chrono::milliseconds(50));
+      accept_retry_.async_wait([this](const boost::system::error_code& tec) {
+        if (!tec && !stopped_) accept_next();
+      });
+      return;
+    }
     if (ec) {
-      // Running out of descriptors or a connection reset before accept: log and keep serving.
+      // A connection reset before accept and the like: log and keep serving.
       log("accept failed: " + ec.message());
     } else {
+      if (accept_starved_) log("accepting connections again");
+      accept_starved_ = false;
       const ClientId id = next_id_++;
-      auto conn = std::make_shared<ServerConnection>(*this, id, std::move(socket));
+      auto conn = std::make_shared<ServerConnection>(*this, id, std::move(socket), accepted_peer_);
       connections_.emplace(id, conn);
       state_.connect(id);
       conn->start();
@@ -129,12 +147,12 @@ void TcpStoreServer::accept_next() {
   });
 }
 
-void TcpStoreServer::on_close(ClientId id, std::string_view reason) {
+void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_closed) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   if (!reason.empty()) log("closed connection from " + it->second->peer() + ": " + std::string(reason));
   state_.disconnect(id);
-  it->second->close();
+  it->second->close(peer_closed);
   connections_.erase(it);
 }
 

@@ -12,6 +12,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "rendezvous/store_state.hpp"
 
@@ -58,13 +59,20 @@ class TcpStoreServer {
  private:
   friend class ServerConnection;
   void accept_next();
-  void on_close(ClientId id, std::string_view reason);
+  // Forgets a connection and closes it; logs `reason` unless empty. `peer_closed`: after EOF.
+  void on_close(ClientId id, std::string_view reason, bool peer_closed = false);
   void deliver(std::vector<Outgoing>& outgoing);
   void log(const std::string& line) const;
 
   TcpStoreServerOptions options_;
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::ip::tcp::endpoint accepted_peer_;  // filled by accept(): no getpeername() later
+  // Out of descriptors, the pending connection stays queued and accept() fails again at once:
+  // accepting pauses on this timer instead of spinning (there is no event for "a descriptor
+  // was freed"), and the condition is logged once per episode.
+  boost::asio::steady_timer accept_retry_;
+  bool accept_starved_ = false;
   std::uint16_t port_ = 0;
   StoreState state_;
   ClientId next_id_ = 1;
