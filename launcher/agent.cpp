@@ -89,7 +89,8 @@ class Agent {
   void on_lost(const std::string& message, bool store_lost);
   void begin_stop(int signo);
   void end_round_if_done();
-  void publish_outcome(const std::string& value);
+  // Compare-sets the round's outcome; returns the outcome now in the store ("" if unreachable).
+  std::string publish_outcome(const std::string& value);
   void finish(int code);
 
   const LaunchConfig& c_;
@@ -306,6 +307,10 @@ void Agent::on_joined(const RankMap& ranks) {
     stopping_ = true;
     return end_round_if_done();
   }
+  // A static single-node job needs no watcher: every outcome is this agent's own (it publishes
+  // failures and success itself) and the store lives in this process. Skipping it saves a thread
+  // and a store connection per launch.
+  if (c_.max_nodes == 1) return;
   JobMonitorOptions mo;
   mo.outcome_key = key("outcome");
   mo.heartbeat_prefix = key("hb/");
@@ -322,13 +327,14 @@ void Agent::on_joined(const RankMap& ranks) {
       });
 }
 
-void Agent::publish_outcome(const std::string& value) {
-  if (!job_) return;
+std::string Agent::publish_outcome(const std::string& value) {
+  if (!job_) return "";
   try {
-    job_->compare_set(key("outcome"), "", value);
+    return job_->compare_set(key("outcome"), "", value);
   } catch (const rendezvous::Error& e) {
     // The store may be gone with node 0; the local teardown goes on regardless.
     say("could not tell the other nodes: " + std::string(e.what()));
+    return "";
   }
 }
 
@@ -389,7 +395,10 @@ void Agent::end_round_if_done() {
     if (all_succeeded_reported_) return;
     all_succeeded_reported_ = true;
     try {
-      if (job_->add(key("succeeded"), 1) == nnodes_) publish_outcome("success");
+      // The last node declares success; when that is us, act on it now rather than after the
+      // outcome watcher has read it back (a round trip and a thread hop per launch).
+      if (job_->add(key("succeeded"), 1) == nnodes_ && publish_outcome("success") == "success")
+        return on_outcome("success");
     } catch (const rendezvous::Error& e) {
       on_lost("the store became unreachable: " + std::string(e.what()), true);
     }

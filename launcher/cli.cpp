@@ -4,12 +4,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
-#include <regex>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -18,6 +20,20 @@
 
 namespace ddp::launcher {
 namespace {
+
+// Hand-written matchers instead of std::regex: compiling a std::regex costs tens of
+// microseconds, and parsing the command line sits on every launch's critical path.
+
+// Whether `s` is min_digits..max_digits decimal digits and nothing else.
+bool is_digits(std::string_view s, std::size_t min_digits, std::size_t max_digits) {
+  return s.size() >= min_digits && s.size() <= max_digits &&
+         std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+// "0".."3", the stream bits of --redirects/--tee.
+bool is_stream_bits(std::string_view s) {
+  return s.size() == 1 && s[0] >= '0' && s[0] <= '3';
+}
 
 const char* kExamples = R"(
 Examples:
@@ -45,7 +61,7 @@ int count_gpus(const EnvLookup& env) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
     const std::string name = e.path().filename().string();
-    if (std::regex_match(name, std::regex("nvidia[0-9]+"))) ++n;
+    if (name.rfind("nvidia", 0) == 0 && is_digits(std::string_view(name).substr(6), 1, name.size())) ++n;
   }
   return n;
 }
@@ -66,17 +82,17 @@ int parse_nproc(const std::string& v, const EnvLookup& env) {
     const int gpus = count_gpus(env);
     return gpus > 0 ? gpus : cpus;
   }
-  if (std::regex_match(v, std::regex("[0-9]{1,6}"))) return std::stoi(v);
+  if (is_digits(v, 1, 6)) return std::stoi(v);
   throw UsageError("--nproc_per_node=" + v + " is not a number, gpu, cpu or auto");
 }
 
 void parse_nnodes(const std::string& v, LaunchConfig& c) {
-  std::smatch m;
-  if (std::regex_match(v, m, std::regex("([0-9]{1,6})"))) {
-    c.min_nodes = c.max_nodes = std::stoi(m[1]);
-  } else if (std::regex_match(v, m, std::regex("([0-9]{1,6}):([0-9]{1,6})"))) {
-    c.min_nodes = std::stoi(m[1]);
-    c.max_nodes = std::stoi(m[2]);
+  const auto colon = v.find(':');
+  const std::string min_text = v.substr(0, colon);
+  const std::string max_text = colon == std::string::npos ? min_text : v.substr(colon + 1);
+  if (is_digits(min_text, 1, 6) && is_digits(max_text, 1, 6)) {
+    c.min_nodes = std::stoi(min_text);
+    c.max_nodes = std::stoi(max_text);
   } else {
     throw UsageError("--nnodes=" + v + " is not N or MIN:MAX (e.g. --nnodes=2 or --nnodes=1:4)");
   }
@@ -87,20 +103,24 @@ void parse_nnodes(const std::string& v, LaunchConfig& c) {
 
 StreamSelection parse_streams(const std::string& flag, const std::string& v) {
   StreamSelection s;
-  if (std::regex_match(v, std::regex("[0-3]"))) {
+  if (is_stream_bits(v)) {
     s.all = std::stoi(v);
     return s;
   }
-  if (!std::regex_match(v, std::regex("([0-9]+:[0-3],)*[0-9]+:[0-3]"))) {
-    throw UsageError(flag + "=" + v + " is not 0-3 or a map like 0:1,1:3 (1 stdout, 2 stderr, 3 both)");
-  }
-  std::stringstream in(v);
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  // A map "RANK:BITS,RANK:BITS,...".
+  std::size_t start = 0;
+  for (;;) {
+    const auto comma = std::min(v.find(',', start), v.size());
+    const std::string_view item = std::string_view(v).substr(start, comma - start);
     const auto colon = item.find(':');
-    s.per_rank[std::stoi(item.substr(0, colon))] = std::stoi(item.substr(colon + 1));
+    if (colon == std::string_view::npos || !is_digits(item.substr(0, colon), 1, 9) ||
+        !is_stream_bits(item.substr(colon + 1))) {
+      throw UsageError(flag + "=" + v + " is not 0-3 or a map like 0:1,1:3 (1 stdout, 2 stderr, 3 both)");
+    }
+    s.per_rank[std::stoi(std::string(item.substr(0, colon)))] = item[colon + 1] - '0';
+    if (comma == v.size()) return s;
+    start = comma + 1;
   }
-  return s;
 }
 
 std::chrono::milliseconds seconds_to_ms(const std::string& flag, double seconds) {
@@ -117,13 +137,38 @@ std::string random_run_id() {
   return out.str();
 }
 
+// Splits "[v6]" or a name/IPv4 of [A-Za-z0-9_.-], then optionally ":PORT" (1-5 digits).
+bool split_endpoint(std::string_view v, std::string_view& name, std::string_view& port_text) {
+  const auto all_of = [](std::string_view text, auto pred) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [&](char ch) { return pred(ch); });
+  };
+  std::size_t name_end = 0;
+  if (!v.empty() && v.front() == '[') {
+    const auto close = v.find(']');
+    if (close == std::string_view::npos) return false;
+    name = v.substr(1, close - 1);
+    name_end = close + 1;
+    if (!all_of(name, [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) || ch == ':' || ch == '.'; }))
+      return false;
+  } else {
+    name_end = std::min(v.find(':'), v.size());
+    name = v.substr(0, name_end);
+    if (!all_of(name, [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == '-';
+        }))
+      return false;
+  }
+  const std::string_view rest = v.substr(name_end);
+  port_text = rest.empty() ? rest : rest.substr(1);
+  return rest.empty() || (rest.front() == ':' && is_digits(port_text, 1, 5));
+}
+
 // "host[:port]" with optional brackets for IPv6.
 void parse_endpoint(const std::string& v, std::string& host, int& port) {
-  std::smatch m;
-  if (std::regex_match(v, m, std::regex(R"(\[([0-9a-fA-F:.]+)\](?::([0-9]{1,5}))?)")) ||
-      std::regex_match(v, m, std::regex(R"(([\w.-]+)(?::([0-9]{1,5}))?)"))) {
-    host = m[1];
-    if (m[2].matched) port = std::stoi(m[2]);
+  std::string_view name, port_text;
+  if (split_endpoint(v, name, port_text)) {
+    host = std::string(name);
+    if (!port_text.empty()) port = std::stoi(std::string(port_text));
     return;
   }
   throw UsageError("--rdzv_endpoint=" + v + " is not host[:port] (IPv6 in brackets: [::1]:29500)");
@@ -253,7 +298,8 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   parse_nnodes(nnodes, c);
   c.nproc_per_node = parse_nproc(nproc, env);
   const auto parse_int = [](const std::string& flag, const std::string& v) {
-    if (!std::regex_match(v, std::regex("-?[0-9]{1,9}"))) throw UsageError(flag + "=" + v + " is not a whole number");
+    if (!is_digits(std::string_view(v).substr(!v.empty() && v[0] == '-' ? 1 : 0), 1, 9))
+      throw UsageError(flag + "=" + v + " is not a whole number");
     return std::stoi(v);
   };
   if (node_rank_text) c.node_rank = parse_int("--node_rank", *node_rank_text);
@@ -292,7 +338,10 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
         throw UsageError("--rdzv_conf key '" + k +
                          "' is unknown; use timeout, join_timeout, last_call_timeout or heartbeat_timeout");
       }
-      if (k.find("timeout") != std::string::npos && !std::regex_match(v, std::regex("[0-9]{1,7}(\\.[0-9]+)?"))) {
+      const auto dot = std::min(v.find('.'), v.size());
+      const bool seconds = is_digits(std::string_view(v).substr(0, dot), 1, 7) &&
+                           (dot == v.size() || is_digits(std::string_view(v).substr(dot + 1), 1, v.size()));
+      if (k.find("timeout") != std::string::npos && !seconds) {
         throw UsageError("--rdzv_conf " + k + "=" + v + " is not a number of seconds");
       }
       c.rdzv_conf[k] = v;

@@ -1,9 +1,11 @@
-// One running worker: spawned with Boost.Process in its own process group, set to die with the
+// One running worker: spawned (spawn_process.hpp) in its own process group, set to die with the
 // launcher (PR_SET_PDEATHSIG), its stdout/stderr read by the launcher's event loop and passed on
-// as whole lines with a prefix. Lives on the agent's event loop thread only.
+// as whole lines with a prefix. Each read becomes one block of prefixed whole lines for the
+// console writer, so the cost per line is a scan and a copy, not a queue entry. Reads go through
+// one buffer shared by every worker (the loop reads one pipe at a time), so a worker that prints
+// nothing costs no buffer memory. Lives on the agent's event loop thread only.
 #pragma once
 
-#include <array>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -11,7 +13,7 @@
 #include <string>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/process/async_pipe.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "launcher/console_writer.hpp"
 #include "launcher/worker_spec.hpp"
@@ -51,15 +53,19 @@ class WorkerProcess {
 
  private:
   struct Stream {
-    std::unique_ptr<boost::process::async_pipe> pipe;
-    std::array<char, 65536> buffer{};
-    std::string partial;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;  // our (read) end
+    std::string partial;                                          // a line not yet ended by '\n'
     std::ofstream file;
     bool console = true;
     bool is_err = false;
   };
+  // Waits for the pipe to be readable, then reads what is there; ends the stream at EOF.
   void read(Stream& s);
-  void emit(Stream& s, const std::string& line);
+  // Takes `n` bytes just read: splits them into whole lines, keeps the rest for later.
+  void consume(Stream& s, const char* p, std::size_t n);
+  void end_stream(Stream& s);
+  // Passes on `n` bytes of whole lines (ending in '\n') that start at `data`.
+  void emit_lines(Stream& s, const char* data, std::size_t n);
   void close_stream(Stream& s);
 
   WorkerSpec spec_;

@@ -1,11 +1,11 @@
 // Worker argv and environment (torchrun's contract); see worker_spec.hpp.
 #include "launcher/worker_spec.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <sstream>
-
-#include <boost/process/search_path.hpp>
 
 extern char** environ;
 
@@ -37,11 +37,17 @@ std::string resolve_program(const std::string& name) {
     }
     return name;
   }
-  const auto found = boost::process::search_path(name);
-  if (found.empty()) {
-    throw UsageError("program '" + name + "' was not found on PATH; give a path such as ./" + name);
+  // The first regular, executable file DIR/name for DIR in the launcher's PATH (an empty entry
+  // is the current directory), as execvp would pick it.
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = dir.empty() ? name : dir + "/" + name;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
   }
-  return found.string();
+  throw UsageError("program '" + name + "' was not found on PATH; give a path such as ./" + name);
 }
 
 void check_program(const LaunchConfig& c, const Environment& env) {
