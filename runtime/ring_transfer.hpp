@@ -45,7 +45,7 @@ struct RingLinks {
   int prev_rank = -1;
 };
 
-inline constexpr std::size_t kChunkBytes = 256 * 1024;
+inline constexpr std::size_t kChunkBytes = 1024 * 1024;
 
 // Runs the plan to completion. Blocks until done or `deadline`. Not thread-safe (one transfer
 // per RingLinks at a time). Throws PeerError (naming the peer's rank) when a peer closed or reset
