@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the peers from .venv and writes bench/RESULTS.md.
-#   bench/run.sh [--quick]
+#   bench/run.sh [--quick]        (BENCH_BUILD_DIR=dir to build in another tree than build/)
 # Present so far: launch overhead and failure teardown (bench_launcher.py), store throughput and
-# latency (bench_store.py). Rendezvous at scale, allreduce, DDP, footprint and log forwarding are
-# still to come.
+# latency (bench_store.py, plot store_throughput.png), CPU allreduce against Gloo
+# (bench_allreduce.py, plot allreduce.png), launcher footprint (bench_footprint.py), log
+# forwarding (bench_logs.py), rendezvous at scale (bench_rendezvous.py, plot
+# rendezvous_scaling.png) and DDP step time (bench_ddp.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$PWD/.venv/bin/python" >/dev/null
-cmake --build build --target ddplaunch ddplaunch-store spawn_floor store_load >/dev/null
+BUILD="${BENCH_BUILD_DIR:-build}"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$PWD/.venv/bin/python" >/dev/null
+cmake --build "$BUILD" --target ddplaunch ddplaunch-store spawn_floor store_load rendezvous_scale log_spam allreduce_bench ddp_bench >/dev/null
+# The scaling plots need matplotlib in the venv.
+.venv/bin/python -c "import matplotlib" 2>/dev/null || .venv/bin/pip install -q matplotlib >/dev/null
 {
   echo "# Benchmark results"
   echo
@@ -16,9 +21,19 @@ cmake --build build --target ddplaunch ddplaunch-store spawn_floor store_load >/
   echo "date $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')."
   echo "Medians of repeated runs, min–max in brackets; ratios from the same run."
   echo
-  .venv/bin/python bench/bench_launcher.py build/bin "$@"
+  .venv/bin/python bench/bench_launcher.py "$BUILD/bin" "$@"
   echo
-  .venv/bin/python bench/bench_store.py build/bin "$@"
+  .venv/bin/python bench/bench_store.py "$BUILD/bin" "$@"
+  echo
+  .venv/bin/python bench/bench_rendezvous.py "$BUILD/bin" "$@"
+  echo
+  .venv/bin/python bench/bench_allreduce.py "$BUILD/bin" "$@"
+  echo
+  .venv/bin/python bench/bench_ddp.py "$BUILD/bin" "$@"
+  echo
+  .venv/bin/python bench/bench_footprint.py "$BUILD/bin" "$@"
+  echo
+  .venv/bin/python bench/bench_logs.py "$BUILD/bin" "$@"
 } > bench/RESULTS.md.tmp
 mv bench/RESULTS.md.tmp bench/RESULTS.md
 cat bench/RESULTS.md

@@ -1,0 +1,120 @@
+// The load generators' connection; see load_session.hpp.
+#include "bench/load_session.hpp"
+
+#include <cstring>
+
+#include <boost/asio/write.hpp>
+
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/request.hpp"
+
+namespace ddp::bench {
+
+namespace asio = boost::asio;
+namespace rdzv = ddp::rendezvous;
+
+void LoadSession::connected() {
+  socket_.set_option(asio::ip::tcp::no_delay(true));
+  socket_.non_blocking(true);
+}
+
+void LoadSession::exchange(std::string_view bytes, ReplyShape shape) {
+  shape_ = shape;
+  // Write directly: the message is small and the socket buffer almost always has room, so this
+  // is one syscall and no trip through the event loop. Only a short write waits for the loop.
+  boost::system::error_code ec;
+  const std::size_t n = socket_.write_some(asio::buffer(bytes.data(), bytes.size()), ec);
+  if (ec && ec != asio::error::would_block) return on_failure(ec);
+  const std::size_t sent = ec ? 0 : n;
+  if (sent < bytes.size()) {
+    asio::async_write(socket_, asio::buffer(bytes.data() + sent, bytes.size() - sent),
+                      [this](const boost::system::error_code& wec, std::size_t) {
+                        if (wec) return on_failure(wec);
+                        if (shape_.kind == ReplyShape::Kind::None) return on_reply(0);
+                        read_reply();
+                      });
+    return;
+  }
+  if (shape_.kind == ReplyShape::Kind::None) return on_reply(0);
+  read_reply();
+}
+
+std::size_t LoadSession::complete_reply() const {
+  if (shape_.kind == ReplyShape::Kind::Fixed) return have_ >= shape_.bytes ? shape_.bytes : 0;
+  if (have_ < 8) return 0;
+  const auto len = static_cast<std::size_t>(rdzv::get_i64(in_.data()));
+  return have_ >= 8 + len ? 8 + len : 0;
+}
+
+void LoadSession::read_reply() {
+  if (const std::size_t used = complete_reply()) {
+    std::int64_t value = 0;
+    if (shape_.kind == ReplyShape::Kind::String) {
+      value = rdzv::get_i64(in_.data());
+    } else {
+      for (std::size_t i = std::min<std::size_t>(used, 8); i-- > 0;) {
+        value = (value << 8) | static_cast<unsigned char>(in_[i]);
+      }
+    }
+    // Without pipelining nothing follows the reply; keep whatever does for the next one.
+    std::memmove(in_.data(), in_.data() + used, have_ - used);
+    have_ -= used;
+    return on_reply(value);
+  }
+  if (have_ == in_.size()) in_.resize(in_.size() * 2);  // a long string reply
+  socket_.async_read_some(asio::buffer(in_.data() + have_, in_.size() - have_),
+                          [this](const boost::system::error_code& ec, std::size_t n) {
+                            if (ec) return on_failure(ec);
+                            have_ += n;
+                            read_reply();
+                          });
+}
+
+void append_set(std::string& out, std::string_view key, std::string_view value) {
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Set));
+  rdzv::put_str(out, key);
+  rdzv::put_str(out, value);
+}
+
+void append_get(std::string& out, std::string_view key) {
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Get));
+  rdzv::put_str(out, key);
+}
+
+void append_add(std::string& out, std::string_view key, std::int64_t delta) {
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Add));
+  rdzv::put_str(out, key);
+  rdzv::put_i64(out, delta);
+}
+
+void append_check(std::string& out, std::string_view key) {
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Check));
+  rdzv::put_i64(out, 1);
+  rdzv::put_str(out, key);
+}
+
+void append_wait(std::string& out, std::string_view key) {
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Wait));
+  rdzv::put_i64(out, 1);
+  rdzv::put_str(out, key);
+}
+
+void append_barrier(std::string& out, std::string_view key, std::int64_t world_size) {
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Barrier));
+  rdzv::put_str(out, key);
+  rdzv::put_i64(out, world_size);
+}
+
+void append_delete(std::string& out, std::string_view key) {
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::DeleteKey));
+  rdzv::put_str(out, key);
+}
+
+void append_handshake(std::string& out, std::uint32_t nonce) {
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Validate));
+  rdzv::put_u32(out, rdzv::kValidationMagic);
+  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Ping));
+  rdzv::put_u32(out, nonce);
+}
+
+}  // namespace ddp::bench
