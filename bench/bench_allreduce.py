@@ -18,7 +18,7 @@ import sys
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
-REPS = 3 if QUICK else 5
+REPS = 2 if QUICK else 5
 PY = sys.executable
 HERE = os.path.dirname(os.path.abspath(__file__))
 OURS = os.path.join(BIN, "allreduce_bench")
@@ -26,7 +26,7 @@ PEER = os.path.join(HERE, "gloo_allreduce.py")
 SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 WORLDS = (2, 4)
 # Bytes moved per timed loop, which sets the iteration count per size (within 3..MAX_ITERS).
-BUDGET = (48 << 20) if QUICK else (256 << 20)
+BUDGET = (24 << 20) if QUICK else (256 << 20)
 MAX_ITERS = 50 if QUICK else 1000
 STREAM_BYTES = (256 << 20) if QUICK else (1 << 30)
 

@@ -15,7 +15,7 @@ import sys
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
 REPS = 2 if QUICK else 5
-STEPS = {"small": 30 if QUICK else 100, "large": 6 if QUICK else 30}
+STEPS = {"small": 30 if QUICK else 100, "large": 4 if QUICK else 30}
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
 

@@ -15,7 +15,7 @@ import time
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
-SECONDS = 3 if QUICK else 10
+SECONDS = 2 if QUICK else 10
 REPS = 2 if QUICK else 3
 WORKERS = 8
 PY = sys.executable

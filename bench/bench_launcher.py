@@ -21,10 +21,12 @@ import time
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
 REPS = 3 if QUICK else 7
+# torchrun takes ~1.7 s a run whatever it starts: fewer repetitions of it.
+PEER_REPS = 2 if QUICK else 3
 # The millisecond-scale commands repeat more; they run interleaved (ddplaunch, floor, floor as a
 # command, in turn) so a burst of load on the shared machine hits all of them alike, and the
 # ratios to the floor are taken within each repetition.
-FAST_REPS = 15 if QUICK else 31
+FAST_REPS = 11 if QUICK else 31
 PY = sys.executable
 DDPLAUNCH = os.path.join(BIN, "ddplaunch")
 FLOOR = os.path.join(BIN, "spawn_floor")
@@ -65,7 +67,7 @@ def launch_overhead():
             floor.append(float(subprocess.check_output([FLOOR, str(n), "/bin/true"])))
             floor_cmd.append(wall([FLOOR, str(n), "/bin/true"]))
         peer = stats([wall([PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
-                            "--no-python", "/bin/true"]) for _ in range(max(3, REPS // 2))])
+                            "--no-python", "/bin/true"]) for _ in range(PEER_REPS)])
         vs_floor = statistics.median(o / f for o, f in zip(ours, floor))
         vs_floor_cmd = statistics.median(o / f for o, f in zip(ours, floor_cmd))
         rows.append((n, stats(ours), peer, stats(floor), stats(floor_cmd), vs_floor, vs_floor_cmd))
@@ -113,7 +115,7 @@ def teardown():
         ours = stats([wall([DDPLAUNCH, "--standalone", "--nproc_per_node", "4", "--no_python", prog])
                       for _ in range(REPS)])
         peer = stats([wall([PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
-                            "--no-python", prog]) for _ in range(max(3, REPS // 2))])
+                            "--no-python", prog]) for _ in range(PEER_REPS)])
     return ["## 2. Failure teardown (4 workers, local rank 0 exits 1 at once, siblings sleep)", "",
             "| | ddplaunch | torchrun | torchrun / ddplaunch |", "|---|---|---|---|",
             f"| launcher exit, all reaped | {fmt(ours)} | {fmt(peer)} | {peer[0] / ours[0]:.0f}× |"]
