@@ -20,6 +20,7 @@
 #include "rendezvous/exit_codes.hpp"
 #include "rendezvous/prefix_store.hpp"
 #include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/open_file_limit.hpp"
 #include "rendezvous/tcp_store_server.hpp"
 
 namespace ddp::launcher {
@@ -102,6 +103,7 @@ class Agent {
   std::string host_;
   std::string log_root_;  // --log_dir, or a fresh temporary directory when streams go to files
   int port_ = 0;
+  long long open_files_limit_ = -1;  // before hosting the store raised it; workers get it back
   std::unique_ptr<rendezvous::TcpStoreServer> server_;
   std::shared_ptr<Store> root_;
   std::shared_ptr<Store> job_;
@@ -156,6 +158,8 @@ bool Agent::prepare() {
     say("worker logs go to " + log_root_ + " (pass --log_dir to choose)");
   }
   if (deps_.host_store && c_.node_rank == 0) {
+    // Every worker of the job (all nodes) holds a connection to this store.
+    open_files_limit_ = rendezvous::raise_open_file_limit();
     rendezvous::TcpStoreServerOptions so;
     so.port = static_cast<std::uint16_t>(c_.master_port);
     so.log = [](std::string_view line) { std::cerr << "ddplaunch: store: " << line << std::endl; };
@@ -290,7 +294,8 @@ void Agent::join_in_thread(std::optional<RankMap>& ranks, std::exception_ptr& er
 void Agent::on_joined(const RankMap& ranks) {
   nnodes_ = ranks.num_nodes();
   if (group_rank_ == 0) std::cerr << "ddplaunch: " << ranks.describe() << std::flush;
-  WorkerSpecInputs in{c_, ranks, group_rank_, restart_count_, c_.master_addr, port_, current_environment(), log_root_};
+  WorkerSpecInputs in{c_, ranks, group_rank_, restart_count_, c_.master_addr, port_, current_environment(), log_root_,
+                      open_files_limit_};
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     say("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +54,13 @@ pid_t spawn_process(const SpawnRequest& r) {
       ::_exit(127);
     }
     if (::getppid() != parent) ::_exit(127);
+    // The launcher may have raised its own limit for the store (open_file_limit.hpp); the worker
+    // gets the one it would have had. Best effort, like the raise.
+    if (rlimit files{}; r.open_files_limit >= 0 && ::getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+                        static_cast<rlim_t>(r.open_files_limit) < files.rlim_cur) {
+      files.rlim_cur = static_cast<rlim_t>(r.open_files_limit);
+      ::setrlimit(RLIMIT_NOFILE, &files);
+    }
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     ::execve(r.exe, r.argv, r.envp);
     child_errno = errno;

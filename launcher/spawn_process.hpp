@@ -17,6 +17,7 @@ struct SpawnRequest {
   char* const* envp = nullptr;  // null-terminated "K=V" strings: the child's whole environment
   int stdout_fd = -1;           // becomes the child's fd 1 (-1: inherit the launcher's)
   int stderr_fd = -1;           // becomes the child's fd 2
+  long long open_files_limit = -1;  // >= 0: the child's soft RLIMIT_NOFILE (-1: inherited)
 };
 
 // Starts the child and returns its pid once it has exec'd. The child runs in its own process

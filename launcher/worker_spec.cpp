@@ -141,6 +141,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     } else {
       e["TORCHELASTIC_ERROR_FILE"] = "";
     }
+    w.open_files_limit = in.open_files_limit;
     specs.push_back(std::move(w));
   }
   return specs;

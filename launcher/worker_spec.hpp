@@ -20,6 +20,7 @@ struct WorkerSpec {
   std::vector<std::string> argv;  // argv[0] is the executable (looked up on PATH when bare)
   Environment env;
   std::string log_dir;  // <log_dir>/<run_id>/attempt_<n>/<local_rank>, "" when no log dir
+  long long open_files_limit = -1;  // the worker's soft RLIMIT_NOFILE; -1: the launcher's
 };
 
 struct WorkerSpecInputs {
@@ -31,6 +32,7 @@ struct WorkerSpecInputs {
   int master_port;
   Environment base_env;  // the launcher's environment
   std::string log_root;  // overrides config.log_dir when set ("" = config.log_dir)
+  long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
 };
 
 // Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.

@@ -3,8 +3,6 @@
 // on SIGINT/SIGTERM (exit 0), exits 2 with a one-line message on bad flags or a taken port.
 // Every rank holds a connection, so it raises its soft descriptor limit to the hard one at start
 // (a common soft limit of 1024 would otherwise stop it near 1000 ranks).
-#include <sys/resource.h>
-
 #include <csignal>
 #include <iostream>
 
@@ -13,6 +11,7 @@
 
 #include "rendezvous/error.hpp"
 #include "rendezvous/exit_codes.hpp"
+#include "rendezvous/open_file_limit.hpp"
 #include "rendezvous/tcp_store_server.hpp"
 
 int main(int argc, char** argv) {
@@ -36,11 +35,7 @@ int main(int argc, char** argv) {
     return ddp::kExitUsage;
   }
   options.port = static_cast<std::uint16_t>(port);
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);  // best effort: the server also runs with the lower limit
-  }
+  rdzv::raise_open_file_limit();
   if (quiet) options.log = [](std::string_view) {};
   try {
     rdzv::TcpStoreServer server(options);

@@ -146,6 +146,30 @@ class EnvContract(Base):
             self.assertTrue(int(e["MASTER_PORT"]) > 0)
             self.assertEqual(e["OMP_NUM_THREADS"], "1")
 
+    def test_store_host_raises_its_descriptor_limit_but_not_the_workers(self):
+        # Every rank holds a connection to node 0's store: the launcher hosting it raises its
+        # soft RLIMIT_NOFILE to the hard limit; workers get the limit the launcher started with.
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard <= 512:
+            self.skipTest(f"hard descriptor limit {hard} leaves nothing to raise")
+        prog = self.script("limits.sh", '#!/bin/sh\nulimit -Sn > "$PIDDIR/mine.$RANK"\n'
+                                        'grep "Max open files" /proc/$PPID/limits > "$PIDDIR/launcher.$RANK"\n')
+        lowered = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        p = subprocess.Popen([LAUNCHER, "--master_port", "0", "--nproc_per_node", "2", "--no_python", prog],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.dir,
+                             env=dict(os.environ, PIDDIR=self.dir), preexec_fn=lowered, start_new_session=True)
+        self.procs.append(p)
+        out, err = p.communicate(timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 0, err)
+        for r in range(2):
+            with open(os.path.join(self.dir, f"mine.{r}")) as f:
+                self.assertEqual(f.read().strip(), "256")
+            with open(os.path.join(self.dir, f"launcher.{r}")) as f:
+                launcher_soft = f.read().split()[3]
+            expected = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+            self.assertEqual(launcher_soft, expected)
+
     def _two_nodes(self, n0, n1):
         prog = self.script("dump.sh", ENV_DUMP)
         port = str(free_port())
