@@ -23,9 +23,10 @@ constexpr std::size_t kHeaderBytes = 4096;
 constexpr int kBuffers = 3;
 // Chunk size. A chunk costs one ring barrier (N-1 hops of a few tens of µs), so smaller chunks
 // pay more barriers, while bigger ones fall out of the caches between copy-in, reduction and
-// copy-out. Measured with bench/allreduce_bench, 64 MiB float32 on 2 cores (shared with a
-// compiler, so noisy), ms per allreduce: 2 ranks 11-12 / 7-11 / 12-24 / 15-28 and 4 ranks
-// 35-38 / 20-36 / 24-45 / 25-43 for 512 KiB / 1 MiB / 2 MiB / 4 MiB slots.
+// copy-out. Measured with bench/allreduce_bench, 64 MiB float32 on 2 cores shared with other
+// jobs, ms per allreduce for 512 KiB / 1 MiB / 2 MiB / 4 MiB slots: 2 ranks 11-12 / 7-11 /
+// 12-24 / 15-28, 4 ranks 35-38 / 20-36 / 24-45 / 25-43 under heavy load and - / 19-22 / 21-24 /
+// 27-29 under light load (4 MiB slots for 4 ranks outgrow the 32 MiB L3: 50% more CPU).
 constexpr std::size_t kSlotBytes = 1 << 20;
 // Bound on the whole segment, for many ranks on one host: slots shrink to fit it (not below
 // kMinSlotBytes).

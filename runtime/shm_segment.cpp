@@ -42,7 +42,7 @@ char* map(int fd, std::size_t bytes, const std::string& name) {
 
 ShmSegment ShmSegment::create(std::size_t bytes) {
   std::string name;
-  SocketFd fd;
+  SocketFd fd;  // owns any descriptor, here the segment's until it is mapped
   // A clash of 64 random bits is all but impossible; O_EXCL makes it harmless, and one retry
   // makes it invisible.
   for (int attempt = 0; attempt < 2 && !fd.valid(); ++attempt) {
