@@ -5,6 +5,8 @@
 //   MODE=crash: loops allreduce; rank VICTIM SIGKILLs itself 200 ms in; the others print
 //               "error: <message>" ("PeerError: <message>" for a PeerError) and exit 1 once the
 //               collective fails.
+//   MODE=stall: as crash, but rank VICTIM stops itself (SIGSTOP) instead, and the collective
+//               timeout is 2 s, so the others fail with a TimeoutError naming it.
 //   A "-tcp" suffix (check-tcp, crash-tcp) turns shared memory off.
 #include <signal.h>
 
@@ -35,9 +37,12 @@ int main(int argc, char** argv) {
     so.connect_timeout = 10s;
     auto store = std::make_shared<rdzv::TcpStoreClient>(so);
     const bool tcp = mode.ends_with("-tcp");
-    CpuCommunicator comm(
-        store, rank, world,
-        CpuCommunicatorOptions().prefix(mode).timeout(60s).advertise_host("127.0.0.1").shared_memory(!tcp));
+    CpuCommunicator comm(store, rank, world,
+                         CpuCommunicatorOptions()
+                             .prefix(mode)
+                             .timeout(mode.starts_with("stall") ? 2s : 60s)
+                             .advertise_host("127.0.0.1")
+                             .shared_memory(!tcp));
     if (mode.starts_with("check")) {
       torch::Tensor t = torch::full({1000003}, rank + 1, torch::kFloat64);
       comm.allreduce(t, ReduceOp::Sum);
@@ -63,9 +68,9 @@ int main(int argc, char** argv) {
     }
     const int victim = argc > 5 ? std::stoi(argv[5]) : world - 1;
     if (rank == victim)
-      std::thread([] {
+      std::thread([signal = mode.starts_with("stall") ? SIGSTOP : SIGKILL] {
         std::this_thread::sleep_for(200ms);
-        ::raise(SIGKILL);
+        ::raise(signal);
       }).detach();
     torch::Tensor t = torch::ones({1 << 20});
     for (;;) comm.allreduce(t, ReduceOp::Average);

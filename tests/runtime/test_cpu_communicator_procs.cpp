@@ -1,7 +1,8 @@
 // The CPU communicator across real processes: comm_worker ranks spawned against a store server in
 // this process, with shared memory and over the TCP ring only; every rank agrees on the results,
-// and a rank killed with SIGKILL mid-allreduce makes the others exit with a PeerError naming it,
-// well within the collective timeout, leaving no shared memory segment behind.
+// a rank killed with SIGKILL mid-allreduce makes the others exit with a PeerError naming it,
+// well within the collective timeout, leaving no shared memory segment behind; and a rank
+// stopped with SIGSTOP makes them time out naming it.
 #include "ddplaunch/cpu_communicator.hpp"
 
 #include <signal.h>
@@ -94,4 +95,26 @@ TEST_CASE("processes: a rank killed mid-allreduce is named by every other rank")
   // The collective timeout is 60 s; detection must come from the closed connection, not it.
   CHECK(std::chrono::steady_clock::now() - start < 30s);
   CHECK(segments_of(children[0]->pid()) == 0);
+}
+
+TEST_CASE("processes: a rank frozen mid-allreduce times out the others, naming it") {
+  const int world = 3;
+  const std::string mode = GENERATE("stall", "stall-tcp");
+  auto server = start_server();
+  const auto start = std::chrono::steady_clock::now();
+  auto children = spawn(server->port(), world, mode, 2);
+  for (int r = 0; r < world - 1; ++r) {
+    auto exit = children[r]->wait_for(60s);
+    REQUIRE(exit);
+    INFO(mode << " rank " << r << " stdout: " << children[r]->stdout_text()
+              << " stderr: " << children[r]->stderr_text());
+    CHECK(exit->code == 1);
+    // Rank 0 waits for rank 2 itself; rank 1 may time out first waiting for rank 0, which waits
+    // for rank 2, so its message names whichever failure reached the store first.
+    CHECK_THAT(children[r]->stdout_text(), Contains("timed out"));
+    if (r == 0) CHECK_THAT(children[r]->stdout_text(), Contains("rank 2"));
+  }
+  // The collective timeout is 2 s.
+  CHECK(std::chrono::steady_clock::now() - start < 20s);
+  // Rank 2 is still stopped; its ChildProcess kills and reaps it.
 }
