@@ -2,7 +2,8 @@
 // to exchange allreduce data without going through TCP. One rank creates it under a random name,
 // the others open it by that name, and the creator unlinks the name as soon as every rank has
 // mapped it, so nothing is left in /dev/shm once the communicator is set up, even if a process is
-// killed afterwards.
+// killed afterwards. (A creator killed with SIGKILL during the set-up, between create() and
+// unlink(), leaves the name behind: POSIX shared memory has no way to close that window.)
 #pragma once
 
 #include <cstddef>
