@@ -9,6 +9,8 @@
 //       each loop between barriers and timed as the slowest rank's. Rank 0 prints one line per
 //       size: "SIZE ITERS T1 .. Tn C1 .. Cn": per loop, the seconds per allreduce, then the CPU
 //       seconds (user + system, all threads, summed over the ranks) per allreduce.
+//       BENCH_SHM=0 in the environment turns shared memory off (TCP ring for every size);
+//       BENCH_SHM_MIN_BYTES=N sets the size from which allreduce goes through shared memory.
 //   allreduce_bench stream BYTES BUFFER REPS
 //       One TCP connection over 127.0.0.1 between two threads, default socket options: moves
 //       BYTES from a BUFFER-byte source to a BUFFER-byte destination (wrapping around) in send()
@@ -80,7 +82,10 @@ int run_ring(int reps, const std::vector<std::pair<std::int64_t, int>>& sizes) {
   co.port = port;
   co.connect_timeout = std::chrono::seconds(60);
   auto store = std::make_shared<rdzv::TcpStoreClient>(co);
-  CpuCommunicator comm(store, rank, world, CpuCommunicatorOptions().prefix("bench").advertise_host("127.0.0.1"));
+  auto options = CpuCommunicatorOptions().prefix("bench").advertise_host("127.0.0.1");
+  if (const char* shm = std::getenv("BENCH_SHM")) options.shared_memory(std::string(shm) != "0");
+  if (const char* min = std::getenv("BENCH_SHM_MIN_BYTES")) options.shared_memory_min_bytes(std::stoull(min));
+  CpuCommunicator comm(store, rank, world, options);
 
   for (const auto& [bytes, iters] : sizes) {
     const std::int64_t n = bytes / 4;

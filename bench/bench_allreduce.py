@@ -1,5 +1,6 @@
-"""CPU allreduce: our CpuCommunicator (pipelined TCP ring, allreduce_bench) against PyTorch's Gloo
-(gloo_allreduce.py), measured side by side.
+"""CPU allreduce: our CpuCommunicator (allreduce_bench; shared memory between same-host ranks, and
+with it turned off, the pipelined TCP ring) against PyTorch's Gloo (gloo_allreduce.py), measured
+side by side.
 
 2 and 4 ranks as separate processes on this machine, float32 sums of 4 KiB to 64 MiB. Both sides
 run the same loop: a correctness check, a warm-up, then REPS timed loops (between barriers,
@@ -41,11 +42,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ranks(cmd, world):
+def run_ranks(cmd, world, extra_env=None):
     """Runs `world` ranks of `cmd`; returns {size: ([seconds per allreduce], [CPU seconds per
     allreduce, all ranks]), one entry per loop}."""
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(world),
-               OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+               OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", **(extra_env or {}))
     procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for r in range(world)]
     outs = [p.communicate(timeout=900) for p in procs]
@@ -91,9 +92,11 @@ def plot(results, stream_bw):
         return "(matplotlib missing: no plot)"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for world, style in zip(WORLDS, ("-", "--")):
-        ours, peer = results[world]
+        ours, tcp, peer = results[world]
         ax.plot([s for s in SIZES], [busbw(world, s, stats(ours[s][0])[0]) / 1e9 for s in SIZES], "o" + style,
                 color="tab:blue", label=f"ddplaunch CpuCommunicator, {world} ranks")
+        ax.plot([s for s in SIZES], [busbw(world, s, stats(tcp[s][0])[0]) / 1e9 for s in SIZES], "^" + style,
+                color="tab:green", label=f"ddplaunch, TCP ring only, {world} ranks")
         ax.plot([s for s in SIZES], [busbw(world, s, stats(peer[s][0])[0]) / 1e9 for s in SIZES], "s" + style,
                 color="tab:orange", label=f"PyTorch Gloo, {world} ranks")
     ax.axhline(stream_bw / 1e9, color="gray", linestyle=":", label=f"one loopback TCP stream ({human(SIZES[-1])} buffers)")
@@ -102,7 +105,7 @@ def plot(results, stream_bw):
     ax.set_xticklabels([human(s) for s in SIZES], rotation=45)
     ax.set_xlabel("allreduce size (float32)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(f"CPU allreduce on {os.cpu_count()} cores, loopback TCP")
+    ax.set_title(f"CPU allreduce on {os.cpu_count()} cores, one host")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -126,23 +129,28 @@ def main():
     results = {}
     for world in WORLDS:
         ours = run_ranks([OURS, "ring", str(REPS)] + spec, world)
+        tcp = run_ranks([OURS, "ring", str(REPS)] + spec, world, {"BENCH_SHM": "0"})
         peer = run_ranks([PY, PEER, str(REPS)] + spec, world)
-        results[world] = (ours, peer)
+        results[world] = (ours, tcp, peer)
     cores = os.cpu_count()
-    out = ["## 5. CPU allreduce (float32 sum, ranks as processes on this machine, loopback TCP)", "",
+    out = ["## 5. CPU allreduce (float32 sum, ranks as processes on this machine)", "",
            f"Latency per allreduce and bus bandwidth 2(n-1)/n·bytes/time in GB/s; {REPS} timed loops per size "
-           f"(3–{MAX_ITERS} allreduces each), medians (min–max). Ratio = Gloo time / our time. CPU = user + system "
-           "time of all ranks' threads per allreduce (median loop).", ""]
+           f"(3–{MAX_ITERS} allreduces each), medians (min–max). Ours: the default CpuCommunicator, which "
+           "allreduces through shared memory between ranks of one host; TCP ring: the same with shared memory "
+           "off (BENCH_SHM=0). Ratio = Gloo time / our time. CPU = user + system time of all ranks' threads per "
+           "allreduce (median loop).", ""]
     for world in WORLDS:
-        ours, peer = results[world]
+        ours, tcp, peer = results[world]
         out += [f"**{world} ranks**", "",
-                "| size | ours latency | Gloo latency | ours GB/s | Gloo GB/s | ours / Gloo | CPU ours / Gloo |",
-                "|---|---|---|---|---|---|---|"]
+                "| size | ours latency | TCP ring latency | Gloo latency | ours GB/s | TCP ring GB/s | Gloo GB/s | "
+                "ours / Gloo | CPU ours / TCP ring / Gloo |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for s in SIZES:
-            o, p = stats(ours[s][0]), stats(peer[s][0])
-            oc, pc = statistics.median(ours[s][1]), statistics.median(peer[s][1])
-            out.append(f"| {human(s)} | {fmt_lat(o)} | {fmt_lat(p)} | {fmt_bw(world, s, o)} | {fmt_bw(world, s, p)} | "
-                       f"{p[0] / o[0]:.2f}× | {fmt_cpu(oc)} / {fmt_cpu(pc)} |")
+            o, t, p = stats(ours[s][0]), stats(tcp[s][0]), stats(peer[s][0])
+            oc, tc, pc = (statistics.median(x[s][1]) for x in (ours, tcp, peer))
+            out.append(f"| {human(s)} | {fmt_lat(o)} | {fmt_lat(t)} | {fmt_lat(p)} | {fmt_bw(world, s, o)} | "
+                       f"{fmt_bw(world, s, t)} | {fmt_bw(world, s, p)} | {p[0] / o[0]:.2f}× | "
+                       f"{fmt_cpu(oc)} / {fmt_cpu(tc)} / {fmt_cpu(pc)} |")
         out.append("")
     big = SIZES[-1]
     stream_bw = statistics.median(bw for bw, _ in stream_big)
@@ -158,31 +166,26 @@ def main():
             f"tensor), using {stream_cpu * big * 1000:.1f} ms of CPU per {human(big)} "
             f"({stream_cpu * stream_bw:.1f} cores busy); {gbs(stream_hot)} from a 1 MiB buffer that stays in cache.",
             "",
-            f"| ranks | ours GB/s | ours / stream ({human(big)} buffers) | ours / stream (cached) | Gloo / stream "
-            f"({human(big)} buffers) | bytes through TCP per allreduce | CPU per allreduce: ours / Gloo / stream "
-            f"for those bytes | ours if CPU-bound on {cores} cores |", "|---|---|---|---|---|---|---|---|"]
+            f"| ranks | ours GB/s | ours / stream ({human(big)} buffers) | ours / stream (cached) | TCP ring / stream "
+            f"({human(big)} buffers) | Gloo / stream ({human(big)} buffers) | CPU per allreduce: ours / TCP ring / Gloo "
+            f"| TCP ring if CPU-bound on {cores} cores |", "|---|---|---|---|---|---|---|---|"]
     ceilings = {}
     for world in WORLDS:
-        ours, peer = results[world]
-        o = busbw(world, big, stats(ours[big][0])[0])
-        p = busbw(world, big, stats(peer[big][0])[0])
-        oc, pc = statistics.median(ours[big][1]), statistics.median(peer[big][1])
-        traffic = 2 * (world - 1) * big  # every rank sends 2(n-1)/n of the tensor
-        bound = busbw(world, big, oc / cores)
+        ours, tcp, peer = results[world]
+        o, t, p = (busbw(world, big, stats(x[big][0])[0]) for x in (ours, tcp, peer))
+        oc, tc, pc = (statistics.median(x[big][1]) for x in (ours, tcp, peer))
+        bound = busbw(world, big, tc / cores)
         ceilings[world] = bound / stream_bw
-        out.append(f"| {world} | {o / 1e9:.2f} | {o / stream_bw:.0%} | {o / hot_bw:.0%} | {p / stream_bw:.0%} | "
-                   f"{traffic >> 20} MiB | {fmt_cpu(oc)} / {fmt_cpu(pc)} / {fmt_cpu(stream_cpu * traffic)} | "
+        out.append(f"| {world} | {o / 1e9:.2f} | {o / stream_bw:.0%} | {o / hot_bw:.0%} | {t / stream_bw:.0%} | "
+                   f"{p / stream_bw:.0%} | {fmt_cpu(oc)} / {fmt_cpu(tc)} / {fmt_cpu(pc)} | "
                    f"{bound / 1e9:.2f} GB/s ({bound / stream_bw:.0%}) |")
-    out += ["", f"Reading it: a ring allreduce sends 2(n-1)/n of the tensor from every rank, 2(n-1)× the tensor "
-            "through loopback TCP in all, while the stream moves it once; at n = 2 that is already twice the "
-            "stream's work per byte of bus bandwidth, before any reduction, and all ranks share the machine's "
-            f"{cores} cores. The last column is the bus bandwidth our ranks would reach if every core did nothing "
-            "but their measured CPU work: the ceiling of any schedule on this machine. That ceiling is "
-            + ", ".join(f"{c:.0%} of the stream at n = {w}" for w, c in ceilings.items())
-            + ": short of the target of 80% of the stream even with every core doing nothing else. Our "
-            "ranks already spend less CPU per allreduce than the plain stream would for the same bytes, "
-            "reductions included, so what is left to gain is in moving fewer bytes through TCP (same-host "
-            "ranks through shared memory, a CpuCommunicator change), not in the transfer loop.", "",
+    out += ["", "Reading it: a TCP ring allreduce sends 2(n-1)/n of the tensor from every rank, 2(n-1)× the tensor "
+            "through loopback TCP in all, while the stream moves it once, and all ranks share the machine's "
+            f"{cores} cores; the last column is the bus bandwidth the ring would reach if every core did nothing "
+            "but its measured CPU work (" + ", ".join(f"{c:.0%} of the stream at n = {w}" for w, c in ceilings.items())
+            + "). Through shared memory each rank copies its tensor in once, reduces 1/n of it and copies the "
+            "result out: memory bandwidth instead of the TCP stack, with the ring's TCP links carrying only a "
+            "few bytes per 1 MiB chunk for synchronisation.", "",
             plot(results, stream_bw)]
     print("\n".join(out))
 

@@ -1,6 +1,7 @@
 // The CPU communicator (see cpu_communicator.hpp): ring set-up through the store, the ring
 // plans of each collective for ring_transfer(), reductions with torch's own kernels on chunk
-// views, and failure propagation through the store.
+// views, the choice between the TCP ring and shared memory (shm_allreduce.cpp) for allreduce,
+// and failure propagation through the store.
 #include "ddplaunch/cpu_communicator.hpp"
 
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <ATen/ATen.h>
 
 #include "runtime/ring_transfer.hpp"
+#include "runtime/shm_allreduce.hpp"
 #include "runtime/socket_fd.hpp"
 #include "runtime/tensor_checks.hpp"
 
@@ -80,15 +82,40 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& addr, int
   return {host, static_cast<std::uint16_t>(port)};
 }
 
-// Element ranges [begin, end) of an n-element tensor split into `parts` near-equal segments.
-std::pair<std::int64_t, std::int64_t> segment(std::int64_t n, int parts, int index) {
-  const std::int64_t base = n / parts, extra = n % parts;
-  const std::int64_t begin = index * base + std::min<std::int64_t>(index, extra);
-  return {begin, begin + base + (index < extra ? 1 : 0)};
-}
-
 int mod(int a, int n) {
   return ((a % n) + n) % n;
+}
+
+// The TCP ring allreduce of `flat` (Average adds; the caller divides).
+void ring_allreduce(const torch::Tensor& flat, ReduceOp op, const RingLinks& ring, int rank, int world_size,
+                    Clock::time_point deadline, const std::string& what) {
+  const std::int64_t n = flat.numel();
+  const std::size_t es = flat.element_size();
+  TransferPlan plan;
+  plan.base = static_cast<char*>(flat.data_ptr());
+  plan.element_size = es;
+  auto range = [&](int seg, bool reduce) {
+    const auto [b, e] = ring_segment(n, world_size, mod(seg, world_size));
+    return ByteRange{static_cast<std::size_t>(b) * es, static_cast<std::size_t>(e - b) * es, reduce};
+  };
+  // Step s of reduce-scatter sends segment r-s and reduces segment r-s-1 into place; after
+  // N-1 steps segment r+1 is complete here, and the allgather steps send r+1-s and receive r-s.
+  for (int s = 0; s < world_size - 1; ++s) {
+    plan.sends.push_back(range(rank - s, false));
+    plan.recvs.push_back(range(rank - s - 1, true));
+  }
+  for (int s = 0; s < world_size - 1; ++s) {
+    plan.sends.push_back(range(rank + 1 - s, false));
+    plan.recvs.push_back(range(rank - s, false));
+  }
+  plan.send_allowance = plan.sends.front().length;
+  const auto options = flat.options();
+  plan.reduce = [&](std::size_t offset, std::size_t length, const char* src) {
+    const auto count = static_cast<std::int64_t>(length / es);
+    torch::Tensor dst = flat.narrow(0, static_cast<std::int64_t>(offset / es), count);
+    reduce_elementwise(dst, dst, torch::from_blob(const_cast<char*>(src), {count}, options), op);
+  };
+  ring_transfer(plan, ring, deadline, what);
 }
 
 }  // namespace
@@ -97,6 +124,7 @@ struct CpuCommunicator::Links {
   SocketFd to_next;
   SocketFd from_prev;
   RingLinks ring;
+  std::unique_ptr<ShmAllreduce> shm;  // null: allreduce over the TCP ring only
 };
 
 CpuCommunicator::CpuCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
@@ -133,6 +161,12 @@ CpuCommunicator::CpuCommunicator(std::shared_ptr<rendezvous::Store> store, int r
                             std::to_string(theirs.rank) + " of world size " + std::to_string(theirs.world_size) +
                             "; is another job using the store prefix '" + options_.prefix() + "'?");
   links_->ring = {links_->to_next.get(), links_->from_prev.get(), next, prev};
+  links_->shm = ShmAllreduce::connect(*store_, options_.prefix() + "/shm", links_->ring, rank_, world_size_,
+                                      options_.shared_memory(), options_.shared_memory_min_bytes(), deadline);
+}
+
+bool CpuCommunicator::uses_shared_memory() const {
+  return links_->shm != nullptr;
 }
 
 CpuCommunicator::~CpuCommunicator() {
@@ -204,48 +238,15 @@ void CpuCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "allreduce");
   std::lock_guard lock(mutex_);
   const std::string what = begin("allreduce", 1, tensor, static_cast<int>(op));
-  const std::int64_t n = tensor.numel();
   torch::Tensor flat = tensor.view({-1});
-  if (world_size_ > 1 && n > 0) {
-    const std::size_t es = tensor.element_size();
-    TransferPlan plan;
-    plan.base = static_cast<char*>(flat.data_ptr());
-    plan.element_size = es;
-    auto range = [&](int seg, bool reduce) {
-      const auto [b, e] = segment(n, world_size_, mod(seg, world_size_));
-      return ByteRange{static_cast<std::size_t>(b) * es, static_cast<std::size_t>(e - b) * es, reduce};
-    };
-    // Step s of reduce-scatter sends segment r-s and reduces segment r-s-1 into place; after
-    // N-1 steps segment r+1 is complete here, and the allgather steps send r+1-s and receive r-s.
-    for (int s = 0; s < world_size_ - 1; ++s) {
-      plan.sends.push_back(range(rank_ - s, false));
-      plan.recvs.push_back(range(rank_ - s - 1, true));
-    }
-    for (int s = 0; s < world_size_ - 1; ++s) {
-      plan.sends.push_back(range(rank_ + 1 - s, false));
-      plan.recvs.push_back(range(rank_ - s, false));
-    }
-    plan.send_allowance = plan.sends.front().length;
-    const auto options = flat.options();
-    plan.reduce = [&](std::size_t offset, std::size_t length, const char* src) {
-      const auto count = static_cast<std::int64_t>(length / es);
-      torch::Tensor dst = flat.narrow(0, static_cast<std::int64_t>(offset / es), count);
-      const torch::Tensor in = torch::from_blob(const_cast<char*>(src), {count}, options);
-      switch (op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Average:
-          dst.add_(in);
-          break;
-        case ReduceOp::Min:
-          at::minimum_out(dst, dst, in);
-          break;
-        case ReduceOp::Max:
-          at::maximum_out(dst, dst, in);
-          break;
-      }
-    };
+  const std::size_t bytes = tensor.numel() * tensor.element_size();
+  if (world_size_ > 1 && bytes > 0) {
+    const auto deadline = rendezvous::deadline_after(options_.timeout());
     try {
-      ring_transfer(plan, links_->ring, rendezvous::deadline_after(options_.timeout()), what);
+      if (links_->shm && links_->shm->handles(bytes))
+        links_->shm->allreduce(flat, op, deadline, what);
+      else
+        ring_allreduce(flat, op, links_->ring, rank_, world_size_, deadline, what);
     } catch (const Error& e) {
       fail(what, e);
     }

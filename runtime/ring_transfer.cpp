@@ -209,4 +209,27 @@ void ring_transfer(const TransferPlan& plan, const RingLinks& links, Clock::time
   Transfer(plan, links, what).run(deadline);
 }
 
+void ring_step(const RingLinks& links, const void* mine, void* theirs, std::size_t size, Clock::time_point deadline,
+               const std::string& what) {
+  const auto start = Clock::now();
+  const auto exchange = [&](int peer, bool sending) {
+    const std::string name = "rank " + std::to_string(peer);
+    try {
+      if (sending)
+        write_exact(links.to_next, mine, size, deadline, name);
+      else
+        read_exact(links.from_prev, theirs, size, deadline, name);
+    } catch (const rendezvous::TimeoutError&) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      throw rendezvous::TimeoutError("timed out in " + what + " after waiting " + std::to_string(ms) + " ms for " +
+                                     name + (sending ? " to accept data" : " to send data") + "; is " + name +
+                                     " alive and in the same collective?");
+    } catch (const rendezvous::ConnectionError& e) {
+      throw PeerError(peer, e.what() + std::string(" (in ") + what + ")");
+    }
+  };
+  exchange(links.next_rank, true);
+  exchange(links.prev_rank, false);
+}
+
 }  // namespace ddp::runtime

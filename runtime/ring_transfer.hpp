@@ -4,10 +4,13 @@
 // moving the next. Torch-free: reductions come in as a callback.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/socket_fd.hpp"
@@ -47,6 +50,14 @@ struct RingLinks {
 
 inline constexpr std::size_t kChunkBytes = 1024 * 1024;
 
+// Element range [begin, end) of part `index` of `n` elements split into `parts` near-equal parts
+// (the first n % parts one longer): how ring collectives divide a tensor among ranks.
+inline std::pair<std::int64_t, std::int64_t> ring_segment(std::int64_t n, int parts, int index) {
+  const std::int64_t base = n / parts, extra = n % parts;
+  const std::int64_t begin = index * base + std::min<std::int64_t>(index, extra);
+  return {begin, begin + base + (index < extra ? 1 : 0)};
+}
+
 // Runs the plan to completion. Blocks until done or `deadline`. Not thread-safe (one transfer
 // per RingLinks at a time). Throws PeerError (naming the peer's rank) when a peer closed or reset
 // its connection, rendezvous::TimeoutError (naming the rank waited for and the progress) at the
@@ -54,5 +65,15 @@ inline constexpr std::size_t kChunkBytes = 1024 * 1024;
 // them as broken.
 void ring_transfer(const TransferPlan& plan, const RingLinks& links, Clock::time_point deadline,
                    const std::string& what);
+
+// One step of a ring exchange of a few bytes (a token, a vote): sends `size` bytes of `mine` to
+// rank+1, then receives `size` bytes from rank-1 into `theirs`. The socket buffers hold such small
+// messages, so every rank may send first. N-1 steps in which each rank forwards what it received
+// make a barrier (rank r then knows ranks r-1 .. r-N+1 have arrived) or a small allreduce.
+// Blocks until done or `deadline`. Not thread-safe (as ring_transfer). Throws PeerError naming
+// the rank whose connection failed, rendezvous::TimeoutError naming the rank waited for and
+// `what`; afterwards the links must be treated as broken.
+void ring_step(const RingLinks& links, const void* mine, void* theirs, std::size_t size, Clock::time_point deadline,
+               const std::string& what);
 
 }  // namespace ddp::runtime

@@ -1,8 +1,13 @@
 // A worker process for test_cpu_communicator_procs: one rank of a CPU communicator over the
 // store at 127.0.0.1:<port>. Usage: comm_worker PORT RANK WORLD MODE [VICTIM]
-//   MODE=check: allreduce, broadcast, allgather and barrier; prints "ok rank R" and exits 0.
+//   MODE=check: allreduce, broadcast, allgather and barrier; prints "ok rank R shm=0|1" (whether
+//               allreduce went through shared memory) and exits 0.
 //   MODE=crash: loops allreduce; rank VICTIM SIGKILLs itself 200 ms in; the others print
-//               "error: <message>" and exit 1 once the collective fails.
+//               "error: <message>" ("PeerError: <message>" for a PeerError) and exit 1 once the
+//               collective fails.
+//   MODE=stall: as crash, but rank VICTIM stops itself (SIGSTOP) instead, and the collective
+//               timeout is 2 s, so the others fail with a TimeoutError naming it.
+//   A "-tcp" suffix (check-tcp, crash-tcp) turns shared memory off.
 #include <signal.h>
 
 #include <chrono>
@@ -31,9 +36,14 @@ int main(int argc, char** argv) {
     so.port = static_cast<std::uint16_t>(port);
     so.connect_timeout = 10s;
     auto store = std::make_shared<rdzv::TcpStoreClient>(so);
+    const bool tcp = mode.ends_with("-tcp");
     CpuCommunicator comm(store, rank, world,
-                         CpuCommunicatorOptions().prefix(mode).timeout(60s).advertise_host("127.0.0.1"));
-    if (mode == "check") {
+                         CpuCommunicatorOptions()
+                             .prefix(mode)
+                             .timeout(mode.starts_with("stall") ? 2s : 60s)
+                             .advertise_host("127.0.0.1")
+                             .shared_memory(!tcp));
+    if (mode.starts_with("check")) {
       torch::Tensor t = torch::full({1000003}, rank + 1, torch::kFloat64);
       comm.allreduce(t, ReduceOp::Sum);
       if (!torch::equal(t, torch::full({1000003}, world * (world + 1) / 2, torch::kFloat64))) {
@@ -53,17 +63,20 @@ int main(int argc, char** argv) {
           return 1;
         }
       comm.barrier();
-      std::cout << "ok rank " << rank << std::endl;
+      std::cout << "ok rank " << rank << " shm=" << comm.uses_shared_memory() << std::endl;
       return 0;
     }
     const int victim = argc > 5 ? std::stoi(argv[5]) : world - 1;
     if (rank == victim)
-      std::thread([] {
+      std::thread([signal = mode.starts_with("stall") ? SIGSTOP : SIGKILL] {
         std::this_thread::sleep_for(200ms);
-        ::raise(SIGKILL);
+        ::raise(signal);
       }).detach();
     torch::Tensor t = torch::ones({1 << 20});
     for (;;) comm.allreduce(t, ReduceOp::Average);
+  } catch (const ddp::runtime::PeerError& e) {
+    std::cout << "PeerError: " << e.what() << std::endl;
+    return 1;
   } catch (const std::exception& e) {
     std::cout << "error: " << e.what() << std::endl;
     return 1;

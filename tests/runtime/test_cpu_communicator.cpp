@@ -1,6 +1,7 @@
 // The CPU communicator with ranks as threads sharing one TcpStoreServer on a free loopback port:
-// allreduce (every op, dtype and awkward size), broadcast from every root, allgather, barrier,
-// for world sizes 1 to 4; and failures: a peer closing mid-collective, a peer that never joins.
+// allreduce over the TCP ring (every op, dtype and awkward size), broadcast from every root,
+// allgather, barrier, for world sizes 1 to 4; and failures: a peer closing mid-collective (on the
+// default, shared-memory path for its size), a peer that never joins.
 #include "ddplaunch/cpu_communicator.hpp"
 
 #include <atomic>
@@ -11,102 +12,19 @@
 
 #include <catch2/catch.hpp>
 
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/tcp_store_server.hpp"
+#include "tests/runtime/cpu_communicator_fixture.hpp"
 
-namespace rdzv = ddp::rendezvous;
+using namespace ddp::testing::cpu_comm;
 using Catch::Matchers::Contains;
 using ddp::runtime::CommunicatorError;
-using ddp::runtime::CpuCommunicator;
-using ddp::runtime::CpuCommunicatorOptions;
 using ddp::runtime::PeerError;
-using ddp::runtime::ReduceOp;
-using namespace std::chrono_literals;
-
-namespace {
-
-struct Server {
-  rdzv::TcpStoreServer server{[] {
-    rdzv::TcpStoreServerOptions o;
-    o.host = "127.0.0.1";
-    o.log = [](std::string_view) {};
-    return o;
-  }()};
-  Server() { server.start(); }
-  std::shared_ptr<rdzv::Store> client() {
-    rdzv::TcpStoreClientOptions o;
-    o.host = "127.0.0.1";
-    o.port = server.port();
-    o.connect_timeout = 10s;
-    return std::make_shared<rdzv::TcpStoreClient>(o);
-  }
-};
-
-std::atomic<int> prefix_counter{0};
-
-CpuCommunicatorOptions options(std::chrono::milliseconds timeout = 60s) {
-  return CpuCommunicatorOptions()
-      .prefix("t" + std::to_string(prefix_counter++))
-      .timeout(timeout)
-      .advertise_host("127.0.0.1");
-}
-
-// Runs body(comm) on `world` threads, one communicator each; rethrows the first exception after
-// joining them all (Catch assertions are not thread-safe, so bodies only compute and throw).
-void run_ranks(Server& server, int world, const CpuCommunicatorOptions& opts,
-               const std::function<void(CpuCommunicator&)>& body) {
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CpuCommunicator comm(server.client(), r, world, opts);
-        body(comm);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-// Rank r's input: small integers, so sums are exact even in bfloat16.
-torch::Tensor input(std::int64_t n, int rank, torch::ScalarType dtype) {
-  return (torch::arange(n, torch::kInt64).remainder(7) * (rank % 2 == 0 ? 1 : -1) + rank).to(dtype);
-}
-
-torch::Tensor expected(std::int64_t n, int world, torch::ScalarType dtype, ReduceOp op) {
-  torch::Tensor acc = input(n, 0, torch::kFloat64);
-  for (int r = 1; r < world; ++r) {
-    const torch::Tensor x = input(n, r, torch::kFloat64);
-    if (op == ReduceOp::Min)
-      acc = torch::minimum(acc, x);
-    else if (op == ReduceOp::Max)
-      acc = torch::maximum(acc, x);
-    else
-      acc = acc + x;
-  }
-  if (op == ReduceOp::Average) {
-    if (torch::isFloatingType(dtype)) return (acc.to(dtype) / world).to(dtype);
-    return acc.to(dtype).div(world, "trunc");
-  }
-  return acc.to(dtype);
-}
-
-const std::vector<torch::ScalarType> kDtypes{torch::kFloat32, torch::kFloat64, torch::kBFloat16,
-                                             torch::kFloat16, torch::kInt32,   torch::kInt64};
-const std::vector<ReduceOp> kOps{ReduceOp::Sum, ReduceOp::Average, ReduceOp::Min, ReduceOp::Max};
-const std::vector<std::int64_t> kSizes{0, 1, 3, 5, 1000, 1000003};
-
-}  // namespace
 
 TEST_CASE("allreduce: every op, dtype and size") {
   const int world = GENERATE(1, 2, 3, 4);
   Server server;
   std::vector<std::vector<torch::Tensor>> results(world);
-  run_ranks(server, world, options(), [&](CpuCommunicator& comm) {
+  // The TCP ring (test_cpu_communicator_shm covers shared memory against it).
+  run_ranks(server, world, options().shared_memory(false), [&](CpuCommunicator& comm) {
     for (auto dtype : kDtypes)
       for (auto op : kOps)
         for (auto n : kSizes) {

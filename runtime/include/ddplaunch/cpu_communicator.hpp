@@ -3,11 +3,15 @@
 // rank+1 and accepts rank-1); allreduce is a chunked, pipelined ring (reduce-scatter then
 // allgather in one pass, so a chunk is forwarded as soon as it is reduced), broadcast a pipelined
 // chain from the root, allgather a ring pass. Bandwidth per rank is 2(N-1)/N of the tensor for
-// allreduce, as in Gloo's ring.
+// allreduce, as in Gloo's ring. When every rank runs on one host, allreduces of at least
+// options.shared_memory_min_bytes go through a POSIX shared memory segment instead (each rank
+// copies its tensor in, reduces 1/N of it, copies the result out), with the ring's TCP links
+// carrying only the synchronisation, so failures and timeouts behave as on the ring.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,7 +25,7 @@
 namespace ddp::runtime {
 
 struct CpuCommunicatorOptions {
-  // Store keys live under "<prefix>/": "<prefix>/addr/<rank>" and "<prefix>/failed".
+  // Store keys live under "<prefix>/": "<prefix>/addr/<rank>", "<prefix>/shm" and "<prefix>/failed".
   TORCH_ARG(std::string, prefix) = "ddp_cpu";
   // Bound on connecting at construction and on each collective.
   TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::minutes(5);
@@ -30,6 +34,18 @@ struct CpuCommunicatorOptions {
   // Address published for peers; "" guesses (first non-loopback IPv4 of the host name, else
   // 127.0.0.1).
   TORCH_ARG(std::string, advertise_host) = "";
+  // Allreduce through shared memory when all ranks are on one host. Used only if every rank
+  // enables it, all have the same boot id and host name, and all map the segment (created by
+  // rank 0 in /dev/shm and unlinked as soon as every rank has mapped it); otherwise every rank
+  // uses the TCP ring. Costs a segment of 3 MiB per rank (slots shrink beyond 16 ranks on a
+  // host to keep it near 48 MiB) per communicator.
+  TORCH_ARG(bool, shared_memory) = true;
+  // Allreduces of fewer bytes keep the TCP ring. 0 by default: on 2 cores shared memory was as
+  // fast or faster at every size measured, 4 KiB included (52 vs 57 µs on 2 ranks, 205 vs 260 µs
+  // on 4; equal within noise in some runs), as its synchronisation takes as many ring hops as
+  // the TCP ring's smallest allreduce. The largest value among the ranks applies, so every rank
+  // picks the same path.
+  TORCH_ARG(std::size_t, shared_memory_min_bytes) = 0;
 };
 
 // Tensors: contiguous CPU tensors of float32, float64, bfloat16, float16, int32 or int64, with the
@@ -50,9 +66,11 @@ struct CpuCommunicatorOptions {
 class CpuCommunicator : public Communicator {
  public:
   // Listens on an ephemeral port, publishes "<prefix>/addr/<rank>" = host:port, connects to
-  // rank+1 and accepts rank-1. Blocks until the ring is connected; throws TimeoutError after
-  // options.timeout, BindError if it cannot listen, CommunicatorError on a bad rank/world_size
-  // or a stray connection. The store must outlive the communicator.
+  // rank+1 and accepts rank-1, then sets up shared memory (see options.shared_memory; rank 0
+  // publishes the segment as "<prefix>/shm"). Blocks until the ring is connected and the ranks
+  // agreed on shared memory; throws TimeoutError after options.timeout, BindError if it cannot
+  // listen, CommunicatorError on a bad rank/world_size or a stray connection, PeerError if a
+  // peer goes away during the set-up. The store must outlive the communicator.
   CpuCommunicator(std::shared_ptr<ddp::rendezvous::Store> store, int rank, int world_size,
                   CpuCommunicatorOptions options = {});
   ~CpuCommunicator() override;
@@ -63,6 +81,9 @@ class CpuCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   const CpuCommunicatorOptions& options() const { return options_; }
+  // Whether allreduce goes through shared memory (for tensors of at least
+  // options.shared_memory_min_bytes); the same on every rank.
+  bool uses_shared_memory() const;
 
   // Reduces `tensor` in place across ranks; every rank ends with the result.
   void allreduce(const torch::Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;

@@ -1,0 +1,102 @@
+// Shared by the CPU communicator suites that run ranks as threads: a store server on a free
+// loopback port, communicator options with a fresh prefix, a runner that gives every rank a
+// thread, and per-rank inputs with their expected reductions.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ddplaunch/cpu_communicator.hpp"
+#include "rendezvous/tcp_store_client.hpp"
+#include "rendezvous/tcp_store_server.hpp"
+
+namespace ddp::testing::cpu_comm {
+
+namespace rdzv = ddp::rendezvous;
+using ddp::runtime::CpuCommunicator;
+using ddp::runtime::CpuCommunicatorOptions;
+using ddp::runtime::ReduceOp;
+using namespace std::chrono_literals;
+
+struct Server {
+  rdzv::TcpStoreServer server{[] {
+    rdzv::TcpStoreServerOptions o;
+    o.host = "127.0.0.1";
+    o.log = [](std::string_view) {};
+    return o;
+  }()};
+  Server() { server.start(); }
+  std::shared_ptr<rdzv::Store> client() {
+    rdzv::TcpStoreClientOptions o;
+    o.host = "127.0.0.1";
+    o.port = server.port();
+    o.connect_timeout = 10s;
+    return std::make_shared<rdzv::TcpStoreClient>(o);
+  }
+};
+
+inline std::atomic<int> prefix_counter{0};
+
+inline CpuCommunicatorOptions options(std::chrono::milliseconds timeout = 60s) {
+  return CpuCommunicatorOptions()
+      .prefix("t" + std::to_string(prefix_counter++))
+      .timeout(timeout)
+      .advertise_host("127.0.0.1");
+}
+
+// Runs body(comm) on `world` threads, one communicator each; rethrows the first exception after
+// joining them all (Catch assertions are not thread-safe, so bodies only compute and throw).
+inline void run_ranks(Server& server, int world, const CpuCommunicatorOptions& opts,
+                      const std::function<void(CpuCommunicator&)>& body) {
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        CpuCommunicator comm(server.client(), r, world, opts);
+        body(comm);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Rank r's input: small integers, so sums are exact even in bfloat16.
+inline torch::Tensor input(std::int64_t n, int rank, torch::ScalarType dtype) {
+  return (torch::arange(n, torch::kInt64).remainder(7) * (rank % 2 == 0 ? 1 : -1) + rank).to(dtype);
+}
+
+inline torch::Tensor expected(std::int64_t n, int world, torch::ScalarType dtype, ReduceOp op) {
+  torch::Tensor acc = input(n, 0, torch::kFloat64);
+  for (int r = 1; r < world; ++r) {
+    const torch::Tensor x = input(n, r, torch::kFloat64);
+    if (op == ReduceOp::Min)
+      acc = torch::minimum(acc, x);
+    else if (op == ReduceOp::Max)
+      acc = torch::maximum(acc, x);
+    else
+      acc = acc + x;
+  }
+  if (op == ReduceOp::Average) {
+    if (torch::isFloatingType(dtype)) return (acc.to(dtype) / world).to(dtype);
+    return acc.to(dtype).div(world, "trunc");
+  }
+  return acc.to(dtype);
+}
+
+inline const std::vector<torch::ScalarType> kDtypes{torch::kFloat32, torch::kFloat64, torch::kBFloat16,
+                                                    torch::kFloat16, torch::kInt32,   torch::kInt64};
+inline const std::vector<ReduceOp> kOps{ReduceOp::Sum, ReduceOp::Average, ReduceOp::Min, ReduceOp::Max};
+inline const std::vector<std::int64_t> kSizes{0, 1, 3, 5, 1000, 1000003};
+
+}  // namespace ddp::testing::cpu_comm
