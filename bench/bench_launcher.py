@@ -26,7 +26,7 @@ PEER_REPS = 2 if QUICK else 3
 # The millisecond-scale commands repeat more; they run interleaved (ddplaunch, floor, floor as a
 # command, in turn) so a burst of load on the shared machine hits all of them alike, and the
 # ratios to the floor are taken within each repetition.
-FAST_REPS = 11 if QUICK else 31
+FAST_REPS = 7 if QUICK else 31
 PY = sys.executable
 DDPLAUNCH = os.path.join(BIN, "ddplaunch")
 FLOOR = os.path.join(BIN, "spawn_floor")

@@ -19,7 +19,7 @@ from bench_servers import Floor, Ours, Torch, cpu_seconds, dns_note
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
-REPS = 3 if QUICK else 5
+REPS = 2 if QUICK else 5
 SECONDS = "0.15" if QUICK else "1.0"
 CONNS = (1, 16, 256)
 # Floor messages of the same sizes: a 24-byte request and an 8-byte reply (ADD), and for the
