@@ -14,6 +14,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="
 cmake --build "$BUILD" --target ddplaunch ddplaunch-store spawn_floor store_load rendezvous_scale log_spam allreduce_bench ddp_bench >/dev/null
 # The scaling plots need matplotlib in the venv.
 .venv/bin/python -c "import matplotlib" 2>/dev/null || .venv/bin/pip install -q matplotlib >/dev/null
+# A failed section leaves the last complete RESULTS.md in place, and no partial file behind.
+trap 'rm -f bench/RESULTS.md.tmp' EXIT
 {
   echo "# Benchmark results"
   echo

@@ -38,14 +38,29 @@ std::shared_ptr<rendezvous::Store> connect_store(const DistEnv& env, std::chrono
   return std::make_shared<rendezvous::TcpStoreClient>(client);
 }
 
+// DDPLAUNCH_SHM=0 keeps same-host ranks on the TCP ring (as NCCL_SHM_DISABLE=1 does for NCCL):
+// for comparisons, or where shared memory between the workers is not wanted.
+bool shared_memory_allowed(const EnvLookup& lookup) {
+  const auto value = lookup("DDPLAUNCH_SHM");
+  if (!value || *value == "1") return true;
+  if (*value == "0") return false;
+  throw EnvError("DDPLAUNCH_SHM='" + *value + "' is not 0 or 1; set 0 to keep same-host ranks off shared memory, " +
+                 "or unset it");
+}
+
 std::shared_ptr<Communicator> make_cpu(const std::shared_ptr<rendezvous::Store>& store, const DistEnv& env,
-                                       const InitOptions& options) {
+                                       const InitOptions& options, bool shared_memory) {
   std::string host;
   if (!env.master_addr.empty()) host = local_address_towards(env.master_addr, env.master_port);
   if (host.empty()) host = guess_local_address();
   return std::make_shared<CpuCommunicator>(
       store, env.rank, env.world_size,
-      CpuCommunicatorOptions().prefix("cpu").timeout(options.timeout()).bind_host(host).advertise_host(host));
+      CpuCommunicatorOptions()
+          .prefix("cpu")
+          .timeout(options.timeout())
+          .bind_host(host)
+          .advertise_host(host)
+          .shared_memory(shared_memory));
 }
 
 std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>& store, const DistEnv& env,
@@ -83,11 +98,12 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   const EnvLookup env = options.env() ? options.env() : process_env();
   env_ = options.dist_env() ? *options.dist_env() : resolve_dist_env(env, options.argv());
   const Backend backend = choose_backend(options, env);
+  const bool cpu_shm = backend == Backend::Cpu && shared_memory_allowed(env);  // bad values fail before connecting
   std::shared_ptr<rendezvous::Store> base = options.store() ? options.store() : connect_store(env_, options.timeout());
   // A restarted job reuses the launcher's store: each round gets fresh keys.
   const std::string round = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
   store_ = std::make_shared<rendezvous::PrefixStore>(options.prefix() + "/" + round, std::move(base));
-  communicator_ = backend == Backend::Cpu ? make_cpu(store_, env_, options) : make_nccl(store_, env_, options, device_);
+  communicator_ = backend == Backend::Cpu ? make_cpu(store_, env_, options, cpu_shm) : make_nccl(store_, env_, options, device_);
 }
 
 ProcessGroup::~ProcessGroup() {

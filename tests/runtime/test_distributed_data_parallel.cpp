@@ -5,6 +5,16 @@
 // mismatched models; a rank that goes away during backward.
 #include "ddplaunch/distributed_data_parallel.hpp"
 
+#include <array>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "ddplaunch/cpu_communicator.hpp"
+#include "ddplaunch/process_group.hpp"
+#include "rendezvous/memory_store.hpp"
+
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
@@ -315,5 +325,91 @@ TEST_CASE("a rank that goes away during training makes backward fail naming it")
     std::rethrow_exception(errors[0]);
   } catch (const std::exception& e) {
     CHECK_THAT(e.what(), Contains("rank 1"));
+  }
+}
+
+TEST_CASE("DDPLAUNCH_SHM chooses between shared memory and the TCP ring; a bad value names it") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  auto group_with = [&](std::optional<std::string> shm, int rank, const std::string& prefix) {
+    rt::DistEnv env;
+    env.rank = rank;
+    env.world_size = 2;
+    env.local_rank = rank;
+    env.local_world_size = 2;
+    env.master_addr = "127.0.0.1";
+    const rt::EnvLookup lookup = [shm](const std::string& name) {
+      return name == "DDPLAUNCH_SHM" ? shm : std::nullopt;
+    };
+    return std::make_unique<rt::ProcessGroup>(
+        rt::InitOptions().dist_env(env).store(store).prefix(prefix).env(lookup).backend(rt::Backend::Cpu).timeout(
+            std::chrono::seconds(30)));
+  };
+  for (const auto& [value, expected] : {std::pair<std::optional<std::string>, bool>{std::nullopt, true},
+                                        {std::string("1"), true},
+                                        {std::string("0"), false}}) {
+    const std::string prefix = "shm_env_" + value.value_or("unset");
+    std::array<bool, 2> used{!expected, !expected};
+    std::thread other([&] {
+      auto g = group_with(value, 1, prefix);
+      used[1] = dynamic_cast<rt::CpuCommunicator&>(*g->communicator()).uses_shared_memory();
+    });
+    auto g = group_with(value, 0, prefix);
+    used[0] = dynamic_cast<rt::CpuCommunicator&>(*g->communicator()).uses_shared_memory();
+    other.join();
+    CHECK(used[0] == expected);
+    CHECK(used[1] == expected);
+  }
+  try {
+    group_with(std::string("yes"), 0, "shm_env_bad");
+    FAIL("DDPLAUNCH_SHM=yes was accepted");
+  } catch (const rt::EnvError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("DDPLAUNCH_SHM='yes'"));
+  }
+}
+
+// Overlap is real: with it on, the first bucket (the last layer's gradients) is reduced while
+// backward is still computing the first layer's gradient. The first layer's gradient hook waits
+// for the comm hook of bucket 0, which can only come from the communication thread during
+// backward; with overlap off the wait runs out (the negative control).
+TEST_CASE("with overlap, the first bucket is reduced while backward still runs") {
+  for (const bool overlap : {true, false}) {
+    std::array<int, 2> reduced_during_backward{0, 0};
+    run_ranks(2, [&](rt::ProcessGroup& group) {
+      auto model = make_model();
+      std::mutex m;
+      std::condition_variable cv;
+      bool bucket0 = false;
+      auto hook = [&](rt::Communicator& comm, rt::GradBucket& bucket) {
+        comm.allreduce(bucket.buffer(), rt::ReduceOp::Average);
+        if (bucket.index() != 0) return;
+        std::lock_guard lock(m);
+        bucket0 = true;
+        cv.notify_all();
+      };
+      rt::DistributedDataParallel ddp(model,
+                                      rt::DistributedDataParallelOptions()
+                                          .bucket_cap_mb(0.001)
+                                          .first_bucket_cap_mb(0.0005)
+                                          .overlap(overlap)
+                                          .comm_hook(hook),
+                                      group.communicator());
+      const auto wait = overlap ? std::chrono::seconds(20) : std::chrono::seconds(1);
+      model->parameters().front().register_hook([&](torch::Tensor grad) {
+        std::unique_lock lock(m);
+        if (cv.wait_for(lock, wait, [&] { return bucket0; })) ++reduced_during_backward[group.rank()];
+        return grad;
+      });
+      for (int s = 0; s < (overlap ? 3 : 1); ++s) {
+        {
+          std::lock_guard lock(m);
+          bucket0 = false;
+        }
+        auto [x, y] = batch(group.rank(), s);
+        torch::mse_loss(ddp(x), y).backward();
+      }
+    });
+    INFO("overlap " << overlap);
+    CHECK(reduced_during_backward[0] == (overlap ? 3 : 0));
+    CHECK(reduced_during_backward[1] == (overlap ? 3 : 0));
   }
 }
