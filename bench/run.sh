@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the peers from .venv and writes bench/RESULTS.md.
 #   bench/run.sh [--quick]        (BENCH_BUILD_DIR=dir to build in another tree than build/)
-# Present so far: launch overhead and failure teardown (bench_launcher.py), store throughput and
+# Sections: launch overhead and failure teardown (bench_launcher.py), store throughput and
 # latency (bench_store.py, plot store_throughput.png), CPU allreduce against Gloo
 # (bench_allreduce.py, plot allreduce.png), launcher footprint (bench_footprint.py), log
 # forwarding (bench_logs.py), rendezvous at scale (bench_rendezvous.py, plot
@@ -23,19 +23,10 @@ trap 'rm -f bench/RESULTS.md.tmp' EXIT
   echo "date $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')."
   echo "Medians of repeated runs, min–max in brackets; ratios from the same run."
   echo
-  .venv/bin/python bench/bench_launcher.py "$BUILD/bin" "$@"
-  echo
-  .venv/bin/python bench/bench_store.py "$BUILD/bin" "$@"
-  echo
-  .venv/bin/python bench/bench_rendezvous.py "$BUILD/bin" "$@"
-  echo
-  .venv/bin/python bench/bench_allreduce.py "$BUILD/bin" "$@"
-  echo
-  .venv/bin/python bench/bench_ddp.py "$BUILD/bin" "$@"
-  echo
-  .venv/bin/python bench/bench_footprint.py "$BUILD/bin" "$@"
-  echo
-  .venv/bin/python bench/bench_logs.py "$BUILD/bin" "$@"
+  for section in launcher store rendezvous allreduce ddp footprint logs; do
+    .venv/bin/python "bench/bench_$section.py" "$BUILD/bin" "$@"
+    echo
+  done
 } > bench/RESULTS.md.tmp
 mv bench/RESULTS.md.tmp bench/RESULTS.md
 cat bench/RESULTS.md
