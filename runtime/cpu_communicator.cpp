@@ -196,13 +196,9 @@ std::string CpuCommunicator::begin(const char* what, int kind, const torch::Tens
   const int prev = links_->ring.prev_rank;
   CollectiveHeader theirs{};
   try {
-    const auto deadline = rendezvous::deadline_after(options_.timeout());
-    write_exact(links_->to_next.get(), &mine, sizeof mine, deadline, who(links_->ring.next_rank));
-    read_exact(links_->from_prev.get(), &theirs, sizeof theirs, deadline, who(prev));
-  } catch (const rendezvous::TimeoutError& e) {
-    fail(what, e);
+    ring_step(links_->ring, &mine, &theirs, sizeof mine, rendezvous::deadline_after(options_.timeout()), what);
   } catch (const Error& e) {
-    fail(what, PeerError(prev, e.what()));
+    fail(what, e);
   }
   if (theirs.magic != mine.magic || theirs.kind != mine.kind || theirs.dtype != mine.dtype || theirs.arg != mine.arg ||
       theirs.numel != mine.numel || theirs.seq != mine.seq)
