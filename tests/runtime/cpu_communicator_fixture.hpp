@@ -5,16 +5,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ddplaunch/cpu_communicator.hpp"
 #include "rendezvous/tcp_store_client.hpp"
 #include "rendezvous/tcp_store_server.hpp"
+#include "tests/runtime/rank_threads.hpp"
 
 namespace ddp::testing::cpu_comm {
 
@@ -54,26 +53,14 @@ inline CpuCommunicatorOptions options(std::chrono::milliseconds timeout = 60s) {
 // joining them all (Catch assertions are not thread-safe, so bodies only compute and throw).
 inline void run_ranks(Server& server, int world, const CpuCommunicatorOptions& opts,
                       const std::function<void(CpuCommunicator&)>& body) {
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CpuCommunicator comm(server.client(), r, world, opts);
-        body(comm);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  test::rethrow_first(test::run_threads(world, [&](int r) {
+    CpuCommunicator comm(server.client(), r, world, opts);
+    body(comm);
+  }));
 }
 
-// Rank r's input: small integers, so sums are exact even in bfloat16.
 inline torch::Tensor input(std::int64_t n, int rank, torch::ScalarType dtype) {
-  return (torch::arange(n, torch::kInt64).remainder(7) * (rank % 2 == 0 ? 1 : -1) + rank).to(dtype);
+  return test::rank_input(n, rank, dtype);
 }
 
 inline torch::Tensor expected(std::int64_t n, int world, torch::ScalarType dtype, ReduceOp op) {

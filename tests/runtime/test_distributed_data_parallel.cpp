@@ -9,11 +9,9 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "ddplaunch/cpu_communicator.hpp"
 #include "ddplaunch/process_group.hpp"
-#include "rendezvous/memory_store.hpp"
 
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
@@ -329,38 +327,26 @@ TEST_CASE("a rank that goes away during training makes backward fail naming it")
 }
 
 TEST_CASE("DDPLAUNCH_SHM chooses between shared memory and the TCP ring; a bad value names it") {
-  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
-  auto group_with = [&](std::optional<std::string> shm, int rank, const std::string& prefix) {
-    rt::DistEnv env;
-    env.rank = rank;
-    env.world_size = 2;
-    env.local_rank = rank;
-    env.local_world_size = 2;
-    env.master_addr = "127.0.0.1";
-    const rt::EnvLookup lookup = [shm](const std::string& name) {
-      return name == "DDPLAUNCH_SHM" ? shm : std::nullopt;
-    };
-    return std::make_unique<rt::ProcessGroup>(
-        rt::InitOptions().dist_env(env).store(store).prefix(prefix).env(lookup).backend(rt::Backend::Cpu).timeout(
-            std::chrono::seconds(30)));
+  const auto with_shm = [](std::optional<std::string> shm) -> rt::EnvLookup {
+    return [shm](const std::string& name) { return name == "DDPLAUNCH_SHM" ? shm : std::nullopt; };
   };
   for (const auto& [value, expected] : {std::pair<std::optional<std::string>, bool>{std::nullopt, true},
                                         {std::string("1"), true},
                                         {std::string("0"), false}}) {
-    const std::string prefix = "shm_env_" + value.value_or("unset");
     std::array<bool, 2> used{!expected, !expected};
-    std::thread other([&] {
-      auto g = group_with(value, 1, prefix);
-      used[1] = dynamic_cast<rt::CpuCommunicator&>(*g->communicator()).uses_shared_memory();
-    });
-    auto g = group_with(value, 0, prefix);
-    used[0] = dynamic_cast<rt::CpuCommunicator&>(*g->communicator()).uses_shared_memory();
-    other.join();
+    ddp::test::rethrow_first(ddp::test::run_rank_threads(
+        2,
+        [&](rt::ProcessGroup& group) {
+          used[group.rank()] = dynamic_cast<rt::CpuCommunicator&>(*group.communicator()).uses_shared_memory();
+        },
+        std::chrono::seconds(30), with_shm(value)));
     CHECK(used[0] == expected);
     CHECK(used[1] == expected);
   }
+  const auto errors = ddp::test::run_rank_threads(2, [](rt::ProcessGroup&) {}, std::chrono::seconds(30),
+                                                  with_shm(std::string("yes")));
   try {
-    group_with(std::string("yes"), 0, "shm_env_bad");
+    ddp::test::rethrow_first(errors);
     FAIL("DDPLAUNCH_SHM=yes was accepted");
   } catch (const rt::EnvError& e) {
     CHECK_THAT(e.what(), Catch::Contains("DDPLAUNCH_SHM='yes'"));

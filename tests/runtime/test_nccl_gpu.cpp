@@ -22,6 +22,7 @@
 
 #include "ddplaunch/distributed_data_parallel.hpp"
 #include "rendezvous/memory_store.hpp"
+#include "tests/runtime/rank_threads.hpp"
 
 namespace rdzv = ddp::rendezvous;
 using ddp::runtime::CommunicatorError;
@@ -50,26 +51,15 @@ torch::Device device_of(int rank) {
 void run_ranks(int world, const std::function<void(NcclCommunicator&)>& body) {
   auto store = std::make_shared<rdzv::MemoryStore>();
   const std::string prefix = "t" + std::to_string(prefix_counter++);
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        NcclCommunicator comm(store, r, world, NcclCommunicatorOptions().prefix(prefix).timeout(60s).device(r));
-        body(comm);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  ddp::test::rethrow_first(ddp::test::run_threads(world, [&](int r) {
+    NcclCommunicator comm(store, r, world, NcclCommunicatorOptions().prefix(prefix).timeout(60s).device(r));
+    body(comm);
+  }));
 }
 
-// Rank r's input on the CPU: small integers, so sums are exact even in bfloat16.
+// Rank r's input on the CPU.
 torch::Tensor input(std::int64_t n, int rank, torch::ScalarType dtype) {
-  return (torch::arange(n, torch::kInt64).remainder(7) * (rank % 2 == 0 ? 1 : -1) + rank).to(dtype);
+  return ddp::test::rank_input(n, rank, dtype);
 }
 
 torch::Tensor expected(std::int64_t n, int world, torch::ScalarType dtype, ReduceOp op) {
