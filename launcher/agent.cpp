@@ -18,9 +18,9 @@
 #include "launcher/node_rendezvous.hpp"
 #include "rendezvous/blocking_socket.hpp"
 #include "rendezvous/exit_codes.hpp"
+#include "rendezvous/open_file_limit.hpp"
 #include "rendezvous/prefix_store.hpp"
 #include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/open_file_limit.hpp"
 #include "rendezvous/tcp_store_server.hpp"
 
 namespace ddp::launcher {
@@ -294,8 +294,8 @@ void Agent::join_in_thread(std::optional<RankMap>& ranks, std::exception_ptr& er
 void Agent::on_joined(const RankMap& ranks) {
   nnodes_ = ranks.num_nodes();
   if (group_rank_ == 0) std::cerr << "ddplaunch: " << ranks.describe() << std::flush;
-  WorkerSpecInputs in{c_, ranks, group_rank_, restart_count_, c_.master_addr, port_, current_environment(), log_root_,
-                      open_files_limit_};
+  WorkerSpecInputs in{c_, ranks, group_rank_, restart_count_, c_.master_addr, port_, current_environment(), log_root_};
+  in.open_files_limit = open_files_limit_;
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     say("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }

@@ -68,7 +68,7 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   Pipe out_pipe, err_pipe;
   try {
     pid_ = spawn_process(SpawnRequest{exe.c_str(), argv.data(), envp.data(), out_pipe.write_end, err_pipe.write_end,
-                                            spec.open_files_limit});
+                                      spec.open_files_limit});
   } catch (const std::system_error& e) {
     throw UsageError("cannot start '" + spec.argv.front() + "': " + e.code().message() +
                      "; check that it is an executable program");

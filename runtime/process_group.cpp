@@ -53,14 +53,13 @@ std::shared_ptr<Communicator> make_cpu(const std::shared_ptr<rendezvous::Store>&
   std::string host;
   if (!env.master_addr.empty()) host = local_address_towards(env.master_addr, env.master_port);
   if (host.empty()) host = guess_local_address();
-  return std::make_shared<CpuCommunicator>(
-      store, env.rank, env.world_size,
-      CpuCommunicatorOptions()
-          .prefix("cpu")
-          .timeout(options.timeout())
-          .bind_host(host)
-          .advertise_host(host)
-          .shared_memory(shared_memory));
+  return std::make_shared<CpuCommunicator>(store, env.rank, env.world_size,
+                                           CpuCommunicatorOptions()
+                                               .prefix("cpu")
+                                               .timeout(options.timeout())
+                                               .bind_host(host)
+                                               .advertise_host(host)
+                                               .shared_memory(shared_memory));
 }
 
 std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>& store, const DistEnv& env,
@@ -103,7 +102,8 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   // A restarted job reuses the launcher's store: each round gets fresh keys.
   const std::string round = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
   store_ = std::make_shared<rendezvous::PrefixStore>(options.prefix() + "/" + round, std::move(base));
-  communicator_ = backend == Backend::Cpu ? make_cpu(store_, env_, options, cpu_shm) : make_nccl(store_, env_, options, device_);
+  communicator_ =
+      backend == Backend::Cpu ? make_cpu(store_, env_, options, cpu_shm) : make_nccl(store_, env_, options, device_);
 }
 
 ProcessGroup::~ProcessGroup() {

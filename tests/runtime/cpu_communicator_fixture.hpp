@@ -64,16 +64,7 @@ inline torch::Tensor input(std::int64_t n, int rank, torch::ScalarType dtype) {
 }
 
 inline torch::Tensor expected(std::int64_t n, int world, torch::ScalarType dtype, ReduceOp op) {
-  torch::Tensor acc = input(n, 0, torch::kFloat64);
-  for (int r = 1; r < world; ++r) {
-    const torch::Tensor x = input(n, r, torch::kFloat64);
-    if (op == ReduceOp::Min)
-      acc = torch::minimum(acc, x);
-    else if (op == ReduceOp::Max)
-      acc = torch::maximum(acc, x);
-    else
-      acc = acc + x;
-  }
+  const torch::Tensor acc = test::reduced_inputs(n, world, op);
   if (op == ReduceOp::Average) {
     if (torch::isFloatingType(dtype)) return (acc.to(dtype) / world).to(dtype);
     return acc.to(dtype).div(world, "trunc");

@@ -48,6 +48,22 @@ inline torch::Tensor rank_input(std::int64_t n, int rank, torch::ScalarType dtyp
   return (torch::arange(n, torch::kInt64).remainder(7) * (rank % 2 == 0 ? 1 : -1) + rank).to(dtype);
 }
 
+// The ranks' inputs reduced exactly, in float64 (Average: the sum, which callers divide with the
+// rounding their collective promises).
+inline torch::Tensor reduced_inputs(std::int64_t n, int world, runtime::ReduceOp op) {
+  torch::Tensor acc = rank_input(n, 0, torch::kFloat64);
+  for (int r = 1; r < world; ++r) {
+    const torch::Tensor x = rank_input(n, r, torch::kFloat64);
+    if (op == runtime::ReduceOp::Min)
+      acc = torch::minimum(acc, x);
+    else if (op == runtime::ReduceOp::Max)
+      acc = torch::maximum(acc, x);
+    else
+      acc = acc + x;
+  }
+  return acc;
+}
+
 // Every rank a ProcessGroup (CPU communicator) over one in-memory store; `env` is where the
 // group reads variables such as DDPLAUNCH_SHM (empty: this process's environment).
 inline std::vector<std::exception_ptr> run_rank_threads(int world,

@@ -343,8 +343,8 @@ TEST_CASE("DDPLAUNCH_SHM chooses between shared memory and the TCP ring; a bad v
     CHECK(used[0] == expected);
     CHECK(used[1] == expected);
   }
-  const auto errors = ddp::test::run_rank_threads(2, [](rt::ProcessGroup&) {}, std::chrono::seconds(30),
-                                                  with_shm(std::string("yes")));
+  const auto errors = ddp::test::run_rank_threads(
+      2, [](rt::ProcessGroup&) {}, std::chrono::seconds(30), with_shm(std::string("yes")));
   try {
     ddp::test::rethrow_first(errors);
     FAIL("DDPLAUNCH_SHM=yes was accepted");

@@ -63,16 +63,7 @@ torch::Tensor input(std::int64_t n, int rank, torch::ScalarType dtype) {
 }
 
 torch::Tensor expected(std::int64_t n, int world, torch::ScalarType dtype, ReduceOp op) {
-  torch::Tensor acc = input(n, 0, torch::kFloat64);
-  for (int r = 1; r < world; ++r) {
-    const torch::Tensor x = input(n, r, torch::kFloat64);
-    if (op == ReduceOp::Min)
-      acc = torch::minimum(acc, x);
-    else if (op == ReduceOp::Max)
-      acc = torch::maximum(acc, x);
-    else
-      acc = acc + x;
-  }
+  torch::Tensor acc = ddp::test::reduced_inputs(n, world, op);
   if (op == ReduceOp::Average) acc = acc / world;
   return acc.to(dtype);
 }
