@@ -71,50 +71,32 @@ void LoadSession::read_reply() {
 }
 
 void append_set(std::string& out, std::string_view key, std::string_view value) {
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Set));
-  rdzv::put_str(out, key);
-  rdzv::put_str(out, value);
+  out += rdzv::encode_request({rdzv::QueryType::Set, {std::string(key)}, {std::string(value)}});
 }
 
 void append_get(std::string& out, std::string_view key) {
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Get));
-  rdzv::put_str(out, key);
+  out += rdzv::encode_request({rdzv::QueryType::Get, {std::string(key)}, {}, 0});
 }
 
 void append_add(std::string& out, std::string_view key, std::int64_t delta) {
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Add));
-  rdzv::put_str(out, key);
-  rdzv::put_i64(out, delta);
+  out += rdzv::encode_request({rdzv::QueryType::Add, {std::string(key)}, {}, delta});
 }
 
 void append_check(std::string& out, std::string_view key) {
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Check));
-  rdzv::put_i64(out, 1);
-  rdzv::put_str(out, key);
+  out += rdzv::encode_request({rdzv::QueryType::Check, {std::string(key)}, {}, 0});
 }
 
 void append_wait(std::string& out, std::string_view key) {
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Wait));
-  rdzv::put_i64(out, 1);
-  rdzv::put_str(out, key);
-}
-
-void append_barrier(std::string& out, std::string_view key, std::int64_t world_size) {
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Barrier));
-  rdzv::put_str(out, key);
-  rdzv::put_i64(out, world_size);
+  out += rdzv::encode_request({rdzv::QueryType::Wait, {std::string(key)}, {}, 0});
 }
 
 void append_delete(std::string& out, std::string_view key) {
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::DeleteKey));
-  rdzv::put_str(out, key);
+  out += rdzv::encode_request({rdzv::QueryType::DeleteKey, {std::string(key)}, {}, 0});
 }
 
 void append_handshake(std::string& out, std::uint32_t nonce) {
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Validate));
-  rdzv::put_u32(out, rdzv::kValidationMagic);
-  rdzv::put_u8(out, static_cast<std::uint8_t>(rdzv::QueryType::Ping));
-  rdzv::put_u32(out, nonce);
+  out += rdzv::encode_request({rdzv::QueryType::Validate, {}, {}, rdzv::kValidationMagic});
+  out += rdzv::encode_request({rdzv::QueryType::Ping, {}, {}, nonce});
 }
 
 }  // namespace ddp::bench

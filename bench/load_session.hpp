@@ -64,13 +64,12 @@ class LoadSession {
   std::size_t have_ = 0;
 };
 
-// Request encoders (the c10d TCPStore layout of rendezvous/request.hpp), appending to `out`.
+// Request encoders appending to `out` (rendezvous::encode_request of one-key requests).
 void append_set(std::string& out, std::string_view key, std::string_view value);
 void append_get(std::string& out, std::string_view key);
 void append_add(std::string& out, std::string_view key, std::int64_t delta);
 void append_check(std::string& out, std::string_view key);  // CHECK of one key
 void append_wait(std::string& out, std::string_view key);   // WAIT for one key
-void append_barrier(std::string& out, std::string_view key, std::int64_t world_size);
 void append_delete(std::string& out, std::string_view key);
 // VALIDATE with the magic followed by PING with `nonce`; the server echoes the 4 nonce bytes.
 void append_handshake(std::string& out, std::uint32_t nonce);
