@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "ddplaunch/cpu_communicator.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/tcp_store_server.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
 namespace {
 

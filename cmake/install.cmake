@@ -8,29 +8,32 @@
 # Installed tree:
 #   bin/ddplaunch, bin/ddplaunch-store
 #   include/ddplaunch/*.hpp            the runtime's public headers
-#   include/rendezvous/*.hpp           the store headers they include ("rendezvous/store.hpp", ...)
-#   lib/libddp_runtime.a, lib/libddp_rendezvous.a
+#   include/ddplaunch/rendezvous/*.hpp the store's public headers (store, clients, server, errors)
+#   include/ddplaunch/common/*.hpp     the common layer's public headers (errors, environment)
+#   lib/libddp_runtime.a, lib/libddp_rendezvous.a, lib/libddp_common.a
 #   lib/cmake/ddplaunch/               ddplaunchConfig.cmake, ddplaunchConfigVersion.cmake,
-#                                      ddplaunchTargets*.cmake (ddplaunch::runtime, ::rendezvous)
+#                                      ddplaunchTargets*.cmake (ddplaunch::runtime, ::rendezvous,
+#                                      ::common)
+# Private headers (the store's parser, state and sockets; the common layer's process and Slurm
+# helpers) stay in the source tree: nothing installed includes them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS ddplaunch ddplaunch-store RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
 if(DDP_WITH_TORCH)
-  # Exported as ddplaunch::runtime and ddplaunch::rendezvous, the names of the build tree's aliases.
+  # Exported as ddplaunch::runtime, ::rendezvous and ::common, the names of the build tree's aliases.
   set_target_properties(ddp_runtime PROPERTIES EXPORT_NAME runtime)
   set_target_properties(ddp_rendezvous PROPERTIES EXPORT_NAME rendezvous)
-  install(TARGETS ddp_runtime ddp_rendezvous EXPORT ddplaunchTargets
+  set_target_properties(ddp_common PROPERTIES EXPORT_NAME common)
+  install(TARGETS ddp_runtime ddp_rendezvous ddp_common EXPORT ddplaunchTargets
     ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 
-  # The headers go to include/, the directory the targets' $<INSTALL_INTERFACE:include> names.
-  # The runtime's public headers include the store's by their repo path ("rendezvous/error.hpp"),
-  # so the store's headers keep that path.
-  install(DIRECTORY "${PROJECT_SOURCE_DIR}/runtime/include/ddplaunch" DESTINATION include
-    FILES_MATCHING PATTERN "*.hpp")
-  install(DIRECTORY "${PROJECT_SOURCE_DIR}/rendezvous/" DESTINATION include/rendezvous
-    FILES_MATCHING PATTERN "*.hpp")
+  # Each library's include/ directory holds exactly its public headers, under include/ddplaunch/.
+  foreach(lib runtime rendezvous common)
+    install(DIRECTORY "${PROJECT_SOURCE_DIR}/${lib}/include/ddplaunch" DESTINATION include
+      FILES_MATCHING PATTERN "*.hpp")
+  endforeach()
 
   set(DDP_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/ddplaunch")
   install(EXPORT ddplaunchTargets NAMESPACE ddplaunch:: DESTINATION "${DDP_CMAKE_INSTALL_DIR}")

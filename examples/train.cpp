@@ -20,7 +20,7 @@
 #include "ddplaunch/distributed_data_parallel.hpp"
 #include "ddplaunch/spawn.hpp"
 #include "ddplaunch/trainer.hpp"
-#include "rendezvous/memory_store.hpp"
+#include "ddplaunch/rendezvous/memory_store.hpp"
 
 namespace rt = ddp::runtime;
 

@@ -16,12 +16,14 @@
 
 #include "launcher/failure_summary.hpp"
 #include "launcher/node_rendezvous.hpp"
-#include "rendezvous/blocking_socket.hpp"
-#include "rendezvous/exit_codes.hpp"
-#include "rendezvous/open_file_limit.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/tcp_store_server.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "common/open_file_limit.hpp"
+#include "common/signals.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
 namespace ddp::launcher {
 
@@ -38,11 +40,7 @@ std::string host_name() {
 }
 
 void say(const std::string& line) {
-  std::cerr << "ddplaunch: " << line << std::endl;
-}
-
-int exit_code_for_signal(int signo) {
-  return signo == SIGINT ? kExitInterrupted : 128 + signo;
+  log::info("{}", line);
 }
 
 // Resolves a host name or address once up front, so a typo fails in milliseconds with exit 2
@@ -63,7 +61,14 @@ void check_resolvable(const std::string& host, const char* flag) {
 class Agent {
  public:
   Agent(const LaunchConfig& c, AgentDeps deps)
-      : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), host_(host_name()) {}
+      : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), host_(host_name()) {
+    // Every launcher line goes through the console writer, in order with the workers' lines.
+    log::set_sink([this](log::Level, std::string line) { console_.write(2, std::move(line)); });
+  }
+  ~Agent() {
+    console_.flush();
+    log::set_sink(nullptr);
+  }
   int run();
 
  private:
@@ -159,10 +164,10 @@ bool Agent::prepare() {
   }
   if (deps_.host_store && c_.node_rank == 0) {
     // Every worker of the job (all nodes) holds a connection to this store.
-    open_files_limit_ = rendezvous::raise_open_file_limit();
+    open_files_limit_ = raise_open_file_limit();
     rendezvous::TcpStoreServerOptions so;
     so.port = static_cast<std::uint16_t>(c_.master_port);
-    so.log = [](std::string_view line) { std::cerr << "ddplaunch: store: " << line << std::endl; };
+    so.log = [](std::string_view line) { log::info("store: {}", line); };
     try {
       server_ = std::make_unique<rendezvous::TcpStoreServer>(so);
     } catch (const rendezvous::BindError& e) {
@@ -293,7 +298,7 @@ void Agent::join_in_thread(std::optional<RankMap>& ranks, std::exception_ptr& er
 
 void Agent::on_joined(const RankMap& ranks) {
   nnodes_ = ranks.num_nodes();
-  if (group_rank_ == 0) std::cerr << "ddplaunch: " << ranks.describe() << std::flush;
+  if (group_rank_ == 0) log::info("{}", ranks.describe());
   WorkerSpecInputs in{c_, ranks, group_rank_, restart_count_, c_.master_addr, port_, current_environment(), log_root_};
   in.open_files_limit = open_files_limit_;
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
@@ -336,7 +341,7 @@ std::string Agent::publish_outcome(const std::string& value) {
   if (!job_) return "";
   try {
     return job_->compare_set(key("outcome"), "", value);
-  } catch (const rendezvous::Error& e) {
+  } catch (const ddp::Error& e) {
     // The store may be gone with node 0; the local teardown goes on regardless.
     say("could not tell the other nodes: " + std::string(e.what()));
     return "";
@@ -385,8 +390,8 @@ void Agent::begin_stop(int signo) {
   kill_timer_.expires_after(c_.shutdown_timeout);
   kill_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || !procs_ || procs_->running() == 0) return;
-    say(std::to_string(procs_->running()) + " worker(s) still running " +
-        std::to_string(c_.shutdown_timeout.count() / 1000.0).substr(0, 4) + " s after SIGTERM; sending SIGKILL");
+    log::info("{} worker(s) still running {:g} s after SIGTERM; sending SIGKILL", procs_->running(),
+              c_.shutdown_timeout.count() / 1000.0);
     procs_->signal(SIGKILL);
   });
   end_round_if_done();
@@ -404,7 +409,7 @@ void Agent::end_round_if_done() {
       // outcome watcher has read it back (a round trip and a thread hop per launch).
       if (job_->add(key("succeeded"), 1) == nnodes_ && publish_outcome("success") == "success")
         return on_outcome("success");
-    } catch (const rendezvous::Error& e) {
+    } catch (const ddp::Error& e) {
       on_lost("the store became unreachable: " + std::string(e.what()), true);
     }
     return;
@@ -424,7 +429,7 @@ void Agent::end_round_if_done() {
     return start_round();
   }
   console_.flush();
-  if (!failure_text_.empty()) std::cerr << failure_text_ << std::endl;
+  if (!failure_text_.empty()) console_.write(2, failure_text_ + "\n");
   finish(failure_code_ ? failure_code_ : kExitFailure);
 }
 
@@ -448,7 +453,6 @@ int Agent::run() {
     // no worker exists yet, so end the process now rather than wait for it.
     console_.flush();
     std::cout.flush();
-    std::cerr.flush();
     std::_Exit(*exit_code_);
   }
   if (job_ && exit_code_ == kExitOk && nnodes_ > 1) {
@@ -459,7 +463,7 @@ int Agent::run() {
       if (server_)
         job_->wait({key("all_left")},
                    std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
-    } catch (const rendezvous::Error& e) {
+    } catch (const ddp::Error& e) {
       // Another node went away after the job succeeded: nothing is lost, say so and go on.
       say("exit barrier: " + std::string(e.what()));
     }

@@ -15,6 +15,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/log.hpp"
+#include "common/signals.hpp"
 #include "launcher/slurm.hpp"
 #include "launcher/version.hpp"
 
@@ -176,14 +178,6 @@ void parse_endpoint(const std::string& v, std::string& host, int& port) {
 
 }  // namespace
 
-EnvLookup process_env() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (!v) return std::nullopt;
-    return std::string(v);
-  };
-}
-
 ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env) {
   ParsedCommandLine out;
   LaunchConfig& c = out.config;
@@ -262,6 +256,8 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template,
                  "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
+  app.add_option("--log_level,--log-level", c.log_level,
+                 "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)");
 
   try {
     app.parse(argc, argv);
@@ -384,6 +380,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   if (!c.standalone && !app.count("--nnodes") && !node_rank_text && !master_addr && env("SLURM_JOB_ID")) {
     apply_slurm_environment(env, master_port_text.has_value() || !c.rdzv_endpoint.empty(), c);
   }
+  if (!c.log_level.empty()) log::parse_level(c.log_level);  // throws UsageError naming it
   validate(c);
   return out;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/launch_config.hpp"
 
 namespace ddp::launcher {
@@ -15,10 +16,6 @@ struct ParsedCommandLine {
   LaunchConfig config;
   std::optional<std::string> early_exit_text;  // print to stdout and exit 0
 };
-
-// Reads an environment variable; nullopt when unset. Tests pass a fake.
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-EnvLookup process_env();
 
 // Parses and validates. Throws UsageError (one line naming the value and the fix).
 // Slurm: without explicit --nnodes/--node_rank/--master_addr, SLURM_* variables fill them in.

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "launcher/agent.hpp"
-#include "rendezvous/exit_codes.hpp"
+#include "common/exit_codes.hpp"
 
 namespace ddp::launcher {
 

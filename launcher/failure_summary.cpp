@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/signals.hpp"
+
 namespace ddp::launcher {
 
 namespace {

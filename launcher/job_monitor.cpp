@@ -5,8 +5,8 @@
 #include <map>
 #include <mutex>
 
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 
 namespace ddp::launcher {
 
@@ -53,7 +53,7 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
       store->wait({o.outcome_key}, std::chrono::milliseconds::max());
       const std::string value = store->get(o.outcome_key, std::chrono::seconds(10));
       if (!shared->is_stopped()) on_outcome(value);
-    } catch (const rendezvous::Error& e) {
+    } catch (const ddp::Error& e) {
       if (!shared->is_stopped()) on_lost("lost the store on node 0 (" + std::string(e.what()) + ")", true);
     }
   });
@@ -82,7 +82,7 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
           }
         }
       } while (!shared->sleep_for(o.interval));
-    } catch (const rendezvous::Error& e) {
+    } catch (const ddp::Error& e) {
       if (!shared->is_stopped()) on_lost("lost node 0, which hosts the store (" + std::string(e.what()) + ")", true);
     }
   });

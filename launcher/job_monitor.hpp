@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::launcher {
 

@@ -9,15 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/common/error.hpp"
 
 namespace ddp::launcher {
 
-// Bad command line or configuration: exit code 2 with this one-line message.
-class UsageError : public rendezvous::Error {
- public:
-  using rendezvous::Error::Error;
-};
+// Bad command line or configuration (ddp::UsageError): exit code 2 with its one-line message.
+using ddp::UsageError;
 
 // Which streams of which local ranks go to files (--redirects / --tee): bit 1 stdout, bit 2 stderr.
 struct StreamSelection {
@@ -53,6 +50,7 @@ struct LaunchConfig {
   bool virtual_local_rank = false;
   bool legacy_local_rank_arg = false;  // append --local_rank=i to each worker's arguments
   bool dry_run = false;
+  std::string log_level;  // --log_level: debug, info, warning, error ("" = DDPLAUNCH_LOG_LEVEL or info)
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(1)};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(10)};
@@ -63,10 +61,5 @@ struct LaunchConfig {
 
 // Pure check of a parsed configuration; throws UsageError naming the value and the fix.
 void validate(const LaunchConfig& config);
-
-// "SIGTERM" → 15; accepts "TERM", "15" and any case. Throws UsageError for an unknown name.
-int parse_signal(const std::string& name);
-// 15 → "SIGTERM" ("SIG15" for a number without a name).
-std::string signal_name(int signo);
 
 }  // namespace ddp::launcher

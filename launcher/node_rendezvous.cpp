@@ -1,6 +1,8 @@
 // Rendezvous rounds; the steps are in node_rendezvous.hpp.
 #include "launcher/node_rendezvous.hpp"
 
+#include "ddplaunch/rendezvous/error.hpp"
+
 #include <algorithm>
 
 namespace ddp::launcher {
@@ -56,7 +58,7 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
     } catch (const TimeoutError&) {
       // Not there yet: fall through to report and check the deadline.
     }
-    if (o.cancelled && o.cancelled->load()) throw rendezvous::Error("interrupted while waiting for nodes");
+    if (o.cancelled && o.cancelled->load()) throw ddp::Error("interrupted while waiting for nodes");
     const std::string line = progress();
     if (line != reported && o.status) o.status(line);
     reported = line;

@@ -16,7 +16,7 @@
 
 #include "launcher/launch_config.hpp"
 #include "launcher/rank_map.hpp"
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::launcher {
 
@@ -44,9 +44,9 @@ namespace ddp::launcher {
 
 // Thrown by join_elastic_round to a node that arrived after its round closed: it takes part from
 // the next round on (the next restart of the job).
-class LateArrival : public rendezvous::Error {
+class LateArrival : public ddp::Error {
  public:
-  using rendezvous::Error::Error;
+  using ddp::Error::Error;
 };
 
 struct ElasticOptions {

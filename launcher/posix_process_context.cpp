@@ -1,6 +1,6 @@
-// Real worker processes for the agent: WorkerProcess objects, reaped on SIGCHLD.
+// Real worker processes for the agent: WorkerProcess objects (their output) in one ProcessSet
+// (their lives), whose collect() runs on SIGCHLD.
 #include <signal.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <map>
@@ -53,32 +53,26 @@ class PosixProcessContext final : public ProcessContext {
   ~PosixProcessContext() override {
     boost::system::error_code ignored;  // cancelling a signal set only fails if it is gone
     sigchld_.cancel(ignored);
-    for (auto& w : workers_) w->signal(SIGKILL);
+    // processes_ (destroyed after the workers' pipes) kills and reaps whatever is left.
   }
 
   void start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
     on_exit_ = std::move(on_exit);
     try {
       for (const auto& spec : specs) {
-        workers_.push_back(std::make_unique<WorkerProcess>(io_, spec, output_for(policy_, spec)));
+        workers_.push_back(std::make_unique<WorkerProcess>(io_, spec, output_for(policy_, spec), processes_));
         WorkerProcess* w = workers_.back().get();
         w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });
       }
     } catch (...) {
-      for (auto& w : workers_) {
-        w->signal(SIGKILL);
-        int status = 0;
-        ::waitpid(w->pid(), &status, 0);  // just killed: returns at once
-        w->set_exited(status);
-        reported_.push_back(w.get());
-      }
+      // Nothing of a group that could not start completely keeps running.
+      processes_.signal_all(SIGKILL);
+      for (auto& w : workers_) reported_.push_back(w.get());
       throw;
     }
   }
 
-  void signal(int signo) override {
-    for (auto& w : workers_) w->signal(signo);
-  }
+  void signal(int signo) override { processes_.signal_all(signo); }
 
   std::size_t running() const override { return workers_.size() - reported_.size(); }
 
@@ -86,13 +80,11 @@ class PosixProcessContext final : public ProcessContext {
   void wait_sigchld() {
     sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;
-      int status = 0;
-      for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      for (const ProcessSet::Exit& exit : processes_.collect()) {
         for (auto& w : workers_) {
-          if (w->pid() == pid) {
-            w->set_exited(status);
-            maybe_report(*w);
-          }
+          if (w->index() != exit.index) continue;
+          w->set_exited(exit);
+          maybe_report(*w);
         }
       }
       wait_sigchld();
@@ -123,12 +115,16 @@ class PosixProcessContext final : public ProcessContext {
     r.stderr_tail.assign(w.stderr_tail().begin(), w.stderr_tail().end());
     const auto ef = w.spec().env.find("TORCHELASTIC_ERROR_FILE");
     if (ef != w.spec().env.end()) r.error_file = ef->second;
+    // Every worker has ended and been reported: nothing is left to signal in their groups
+    // that the round still cares about, so let their pids go.
+    if (running() == 0) processes_.reap();
     if (on_exit_) on_exit_(r);
   }
 
   asio::io_context& io_;
   OutputPolicy policy_;
   asio::signal_set sigchld_;
+  ProcessSet processes_;  // declared before workers_: outlives their pipes
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
   std::vector<WorkerProcess*> reported_;
   ExitCallback on_exit_;

@@ -49,7 +49,7 @@ struct OutputPolicy {
   bool prefix_lines = false;  // world size > 1
 };
 
-// Real processes: Boost.Process spawn in their own process groups with a parent-death signal,
+// Real processes: one ProcessSet (own process groups, parent-death signal, only stdio inherited),
 // exits through SIGCHLD on `io`, output through pipes read by `io`.
 std::unique_ptr<ProcessContext> make_posix_process_context(boost::asio::io_context& io, OutputPolicy policy);
 

@@ -13,7 +13,6 @@
 #include <system_error>
 #include <utility>
 
-#include "launcher/spawn_process.hpp"
 
 namespace ddp::launcher {
 
@@ -40,7 +39,8 @@ struct Pipe {
 
 }  // namespace
 
-WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output)
+WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output,
+                             ProcessSet& processes)
     : spec_(spec), output_(std::move(output)) {
   DDP_ASSERT(output_.console != nullptr, "worker output needs a console writer");
   const std::string exe = resolve_program(spec.argv.front());
@@ -51,28 +51,22 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   if (!output_.stdout_file.empty()) out_.file.open(output_.stdout_file, std::ios::trunc);
   if (!output_.stderr_file.empty()) err_.file.open(output_.stderr_file, std::ios::trunc);
 
-  // The child's argv and environment as execve wants them, built before the vfork (the child
-  // may not allocate). argv[0] is the resolved path, as Boost.Process gave it before.
-  std::vector<std::string> env_strings;
-  env_strings.reserve(spec.env.size());
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args(spec.argv);
-  args.front() = exe;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
   Pipe out_pipe, err_pipe;
+  ChildOptions child;
+  child.exe = exe;
+  child.argv = spec.argv;
+  child.argv.front() = exe;  // the resolved path, as execvp would show it
+  child.env = spec.env;
+  child.stdout_fd = out_pipe.write_end;
+  child.stderr_fd = err_pipe.write_end;
+  child.open_files_limit = spec.open_files_limit;
   try {
-    pid_ = spawn_process(SpawnRequest{exe.c_str(), argv.data(), envp.data(), out_pipe.write_end, err_pipe.write_end,
-                                      spec.open_files_limit});
-  } catch (const std::system_error& e) {
-    throw UsageError("cannot start '" + spec.argv.front() + "': " + e.code().message() +
-                     "; check that it is an executable program");
+    index_ = processes.start(child);
+  } catch (const StartError& e) {
+    throw UsageError("cannot start '" + spec.argv.front() + "': " + e.step() + ": " +
+                     std::strerror(e.error_number()) + "; check that it is an executable program");
   }
+  pid_ = processes.pid(index_);
   // Our copies of the write ends close with the Pipe objects, so end of file comes when the
   // worker (and whatever inherited its output) is gone.
   out_.pipe = std::make_unique<boost::asio::posix::stream_descriptor>(io, out_pipe.release_read());
@@ -84,22 +78,10 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   read(err_);
 }
 
-void WorkerProcess::signal(int signo) const {
-  if (exited_ || pid_ <= 0) return;
-  if (::kill(-pid_, signo) != 0 && errno == ESRCH) {
-    // The group is gone already (the worker exited but is not reaped yet): nothing to signal.
-    ::kill(pid_, signo);
-  }
-}
-
-void WorkerProcess::set_exited(int status) {
+void WorkerProcess::set_exited(const ProcessSet::Exit& exit) {
   exited_ = true;
-  if (WIFEXITED(status)) code_ = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) term_signal_ = WTERMSIG(status);
-}
-
-int WorkerProcess::exit_code() const {
-  return term_signal_ ? 128 + term_signal_ : code_;
+  code_ = exit.exit_code;
+  term_signal_ = exit.term_signal;
 }
 
 namespace {

@@ -1,5 +1,6 @@
-// One running worker: spawned (spawn_process.hpp) in its own process group, set to die with the
-// launcher (PR_SET_PDEATHSIG), its stdout/stderr read by the launcher's event loop and passed on
+// One running worker: started in the context's ProcessSet (common/process_set.hpp: its own
+// process group, death with the launcher, only stdin/stdout/stderr inherited), its stdout/stderr
+// read by the launcher's event loop and passed on
 // as whole lines with a prefix. Each read becomes one block of prefixed whole lines for the
 // console writer, so the cost per line is a scan and a copy, not a queue entry. Reads go through
 // one buffer shared by every worker (the loop reads one pipe at a time), so a worker that prints
@@ -15,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
+#include "common/process_set.hpp"
 #include "launcher/console_writer.hpp"
 #include "launcher/worker_spec.hpp"
 
@@ -32,18 +34,18 @@ struct OutputOptions {
 
 class WorkerProcess {
  public:
-  // Spawns the worker. Throws UsageError when the program cannot be found or executed.
-  WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output);
+  // Starts the worker in `processes`. Throws UsageError when the program cannot be found or
+  // executed (nothing is left running then).
+  WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output, ProcessSet& processes);
 
   int pid() const { return pid_; }
+  std::size_t index() const { return index_; }  // in the ProcessSet
   const WorkerSpec& spec() const { return spec_; }
-  // Sends `signo` to the worker's process group (so its children get it too).
-  void signal(int signo) const;
-  // Called when waitpid reported the exit. `status` as from waitpid.
-  void set_exited(int status);
+  // Called when the ProcessSet reported the exit.
+  void set_exited(const ProcessSet::Exit& exit);
   bool exited() const { return exited_; }
   // Exit code as the launcher reports it: the code, or 128+N for signal N.
-  int exit_code() const;
+  int exit_code() const { return code_; }
   int term_signal() const { return term_signal_; }
   // The last stderr lines (at most tail_lines).
   const std::deque<std::string>& stderr_tail() const { return tail_; }
@@ -71,6 +73,7 @@ class WorkerProcess {
   WorkerSpec spec_;
   OutputOptions output_;
   int pid_ = -1;
+  std::size_t index_ = 0;
   bool exited_ = false;
   int code_ = 0;
   int term_signal_ = 0;

@@ -7,19 +7,9 @@
 #include <cstdlib>
 #include <sstream>
 
-extern char** environ;
+#include "common/worker_env.hpp"
 
 namespace ddp::launcher {
-
-Environment current_environment() {
-  Environment env;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string kv(*e);
-    const auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
 
 bool runs_with_python(const LaunchConfig& c) {
   const std::string& p = c.program;
@@ -113,34 +103,27 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     if (c.legacy_local_rank_arg) w.argv.push_back("--local_rank=" + std::to_string(lr));
     for (const auto& a : c.program_args) w.argv.push_back(substitute_local_rank(a, lr));
 
-    w.env = in.base_env;
-    auto& e = w.env;
-    const int nnodes = in.ranks.num_nodes();
-    e["LOCAL_RANK"] = std::to_string(c.virtual_local_rank ? 0 : lr);
-    e["RANK"] = std::to_string(w.rank);
-    e["GROUP_RANK"] = std::to_string(in.node_rank);
-    e["ROLE_RANK"] = std::to_string(w.rank);
-    e["ROLE_NAME"] = c.role;
-    e["LOCAL_WORLD_SIZE"] = std::to_string(c.nproc_per_node);
-    e["WORLD_SIZE"] = std::to_string(in.ranks.world_size());
-    e["GROUP_WORLD_SIZE"] = std::to_string(nnodes);
-    e["ROLE_WORLD_SIZE"] = std::to_string(in.ranks.world_size());
-    e["MASTER_ADDR"] = in.master_addr;
-    e["MASTER_PORT"] = std::to_string(in.master_port);
-    e["TORCHELASTIC_RESTART_COUNT"] = std::to_string(in.restart_count);
-    e["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(c.max_restarts);
-    e["TORCHELASTIC_RUN_ID"] = c.run_id;
-    e["TORCHELASTIC_USE_AGENT_STORE"] = "True";
-    if (!e.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) e["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
-    if (!e.count("OMP_NUM_THREADS") && c.nproc_per_node > 1) e["OMP_NUM_THREADS"] = "1";
-    if (c.virtual_local_rank) e["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
+    worker_env::WorkerEnv we;
+    we.rank = w.rank;
+    we.local_rank = c.virtual_local_rank ? 0 : lr;
+    we.world_size = in.ranks.world_size();
+    we.local_world_size = c.nproc_per_node;
+    we.group_rank = in.node_rank;
+    we.group_world_size = in.ranks.num_nodes();
+    we.role_name = c.role;
+    we.master_addr = in.master_addr;
+    we.master_port = in.master_port;
+    we.restart_count = in.restart_count;
+    we.max_restarts = c.max_restarts;
+    we.run_id = c.run_id;
     const std::string& log_root = in.log_root.empty() ? c.log_dir : in.log_root;
     if (!log_root.empty()) {
       w.log_dir = log_root + "/" + c.run_id + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
-      e["TORCHELASTIC_ERROR_FILE"] = w.log_dir + "/error.json";
-    } else {
-      e["TORCHELASTIC_ERROR_FILE"] = "";
+      we.error_file = w.log_dir + "/error.json";
     }
+    w.env = in.base_env;
+    worker_env::apply(w.env, we);
+    if (c.virtual_local_rank) w.env["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
     w.open_files_limit = in.open_files_limit;
     specs.push_back(std::move(w));
   }

@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/rank_map.hpp"
 
 namespace ddp::launcher {
-
-using Environment = std::map<std::string, std::string>;
 
 struct WorkerSpec {
   int local_rank = 0;
@@ -37,9 +36,6 @@ struct WorkerSpecInputs {
 
 // Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.
 std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in);
-
-// The current process environment as a map.
-Environment current_environment();
 
 // True when the program runs under Python: a .py script or -m module, unless --no_python.
 bool runs_with_python(const LaunchConfig& config);

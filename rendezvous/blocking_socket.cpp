@@ -8,25 +8,13 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::rendezvous {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-
-std::string unbracket_host(const std::string& host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    return host.substr(1, host.size() - 2);
-  }
-  return host;
-}
-
-std::string format_endpoint(const std::string& host, std::uint16_t port) {
-  const std::string bare = unbracket_host(host);
-  const bool v6 = bare.find(':') != std::string::npos;
-  return (v6 ? "[" + bare + "]" : bare) + ":" + std::to_string(port);
-}
 
 BlockingSocket::BlockingSocket(const std::string& host, std::uint16_t port, TimePoint deadline)
     : socket_(io_), peer_(format_endpoint(host, port)) {

@@ -49,9 +49,4 @@ class BlockingSocket {
   int fd_ = -1;
 };
 
-// Strips brackets of "[::1]"; other hosts are returned unchanged.
-std::string unbracket_host(const std::string& host);
-// "host:port", bracketing IPv6 literals.
-std::string format_endpoint(const std::string& host, std::uint16_t port);
-
 }  // namespace ddp::rendezvous

@@ -1,9 +1,9 @@
 // Key-value semantics; see key_value_map.hpp.
-#include "rendezvous/key_value_map.hpp"
+#include "ddplaunch/rendezvous/key_value_map.hpp"
 
 #include <charconv>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::rendezvous {
 

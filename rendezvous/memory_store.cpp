@@ -1,9 +1,9 @@
 // In-process store; waits block on a condition variable notified by every write.
-#include "rendezvous/memory_store.hpp"
+#include "ddplaunch/rendezvous/memory_store.hpp"
 
 #include <algorithm>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::rendezvous {
 

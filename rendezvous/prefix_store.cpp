@@ -1,7 +1,7 @@
 // Prefixing decorator; see prefix_store.hpp.
-#include "rendezvous/prefix_store.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::rendezvous {
 

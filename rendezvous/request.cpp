@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::rendezvous {
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::rendezvous {
 

@@ -3,9 +3,9 @@
 
 #include <boost/asio/write.hpp>
 
-#include "rendezvous/blocking_socket.hpp"
-#include "rendezvous/error.hpp"
-#include "rendezvous/tcp_store_server.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
 namespace ddp::rendezvous {
 
@@ -48,7 +48,7 @@ void ServerConnection::on_read(std::size_t n) {
   try {
     Request request;
     while (parser_.parse(input, request)) {
-      server_.state_.handle(id_, std::move(request), outgoing);
+      server_.state_->handle(id_, std::move(request), outgoing);
       server_.deliver(outgoing);
       outgoing.clear();
       if (closed_) return;

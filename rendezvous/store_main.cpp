@@ -9,13 +9,17 @@
 #include <CLI/CLI.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/exit_codes.hpp"
-#include "rendezvous/open_file_limit.hpp"
-#include "rendezvous/tcp_store_server.hpp"
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "common/open_file_limit.hpp"
+#include "common/signals.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
 int main(int argc, char** argv) {
   namespace rdzv = ddp::rendezvous;
+  namespace log = ddp::log;
+  log::set_program("ddplaunch-store");
   CLI::App app{"ddplaunch-store: a standalone PyTorch-compatible TCPStore server"};
   rdzv::TcpStoreServerOptions options;
   options.host = "";
@@ -26,33 +30,43 @@ int main(int argc, char** argv) {
   app.add_option("--backlog", options.backlog, "listen backlog (default: net.core.somaxconn)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", quiet, "do not log closed connections");
+  std::string log_level;
+  app.add_option("--log_level,--log-level", log_level,
+                 "debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "ddplaunch-store: " << e.what() << "; see --help\n";
+    log::error("{}; see --help", e.what());
+    return ddp::kExitUsage;
+  }
+  try {
+    log::set_level_from_env();
+    if (!log_level.empty()) log::set_level(log::parse_level(log_level));
+  } catch (const ddp::UsageError& e) {
+    log::error("{}", e.what());
     return ddp::kExitUsage;
   }
   options.port = static_cast<std::uint16_t>(port);
-  rdzv::raise_open_file_limit();
+  ddp::raise_open_file_limit();
   if (quiet) options.log = [](std::string_view) {};
   try {
     rdzv::TcpStoreServer server(options);
     boost::asio::signal_set signals(server.context(), SIGINT, SIGTERM);
     signals.async_wait([&](const boost::system::error_code& ec, int signo) {
       if (ec) return;
-      std::cerr << "ddplaunch-store: " << (signo == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping\n";
+      log::info("{}, stopping", ddp::signal_name(signo));
       server.stop();
     });
     std::cout << "ddplaunch-store: listening on " << server.address() << std::endl;
     server.run();
     return ddp::kExitOk;
   } catch (const rdzv::BindError& e) {
-    std::cerr << "ddplaunch-store: " << e.what() << "\n";
+    log::error("{}", e.what());
     return ddp::kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "ddplaunch-store: " << e.what() << "\n";
+    log::error("{}", e.what());
     return ddp::kExitFailure;
   }
 }

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::rendezvous {
 namespace {

@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rendezvous/key_value_map.hpp"
+#include "ddplaunch/rendezvous/key_value_map.hpp"
 #include "rendezvous/request.hpp"
 
 namespace ddp::rendezvous {

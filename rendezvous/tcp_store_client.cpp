@@ -1,14 +1,16 @@
 // TCPStore client. Each public call takes the connection mutex, sends one request and reads its
 // reply under a deadline. Any failure that may leave unread bytes on the stream breaks the
 // connection for good (later calls throw ConnectionError), so replies are never misattributed.
-#include "rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 
 #include <unistd.h>
 
 #include <random>
 #include <thread>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "rendezvous/blocking_socket.hpp"
 #include "rendezvous/request.hpp"
 
 namespace ddp::rendezvous {
@@ -41,6 +43,8 @@ Request make(QueryType type, std::vector<std::string> keys = {}, std::vector<std
 TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options) : options_(std::move(options)) {
   connect_with_retries();
 }
+
+TcpStoreClient::~TcpStoreClient() = default;
 
 void TcpStoreClient::connect_with_retries() {
   const auto start = Clock::now();

@@ -1,6 +1,6 @@
 // Asio plumbing of the store server: binding, accepting, routing replies to connections, and
 // shutdown. All of it runs on the one event loop thread, so StoreState needs no lock.
-#include "rendezvous/tcp_store_server.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
 #include <fstream>
 #include <iostream>
@@ -8,8 +8,10 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 
-#include "rendezvous/blocking_socket.hpp"
-#include "rendezvous/error.hpp"
+#include "common/log.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "rendezvous/store_state.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/server_connection.hpp"
 
 namespace ddp::rendezvous {
@@ -45,9 +47,9 @@ std::vector<tcp::endpoint> bind_candidates(asio::io_context& io, const std::stri
 }  // namespace
 
 TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
-    : options_(std::move(options)), acceptor_(io_), accept_retry_(io_) {
+    : options_(std::move(options)), acceptor_(io_), accept_retry_(io_), state_(std::make_unique<StoreState>()) {
   if (!options_.log) {
-    options_.log = [](std::string_view line) { std::cerr << "ddplaunch-store: " << line << std::endl; };
+    options_.log = [](std::string_view line) { log::info("{}", line); };
   }
   const int backlog = options_.backlog > 0 ? options_.backlog : host_somaxconn();
   std::string last_error = "no address to bind";
@@ -140,7 +142,7 @@ void TcpStoreServer::accept_next() {
       const ClientId id = next_id_++;
       auto conn = std::make_shared<ServerConnection>(*this, id, std::move(socket), accepted_peer_);
       connections_.emplace(id, conn);
-      state_.connect(id);
+      state_->connect(id);
       conn->start();
     }
     accept_next();
@@ -151,7 +153,7 @@ void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_cl
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   if (!reason.empty()) log("closed connection from " + it->second->peer() + ": " + std::string(reason));
-  state_.disconnect(id);
+  state_->disconnect(id);
   it->second->close(peer_closed);
   connections_.erase(it);
 }

@@ -21,7 +21,7 @@
 namespace ddp::runtime {
 namespace {
 
-using rendezvous::Error;
+using ddp::Error;
 
 constexpr std::uint32_t kMagic = 0x44445052;  // "DDPR"
 

@@ -7,10 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "runtime/hostlist.hpp"
+#include "common/hostlist.hpp"
+#include "common/worker_env.hpp"
 
 namespace ddp::runtime {
 namespace {
+
+namespace we = ddp::worker_env;
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -112,12 +115,12 @@ DistEnv from_torchrun(const EnvLookup& env, const std::vector<std::string>& argv
   Reader r(env, "torchrun environment");
   DistEnv e;
   e.source = EnvSource::Torchrun;
-  e.rank = static_cast<int>(r.integer("RANK", 0, kMaxInt));
-  e.world_size = static_cast<int>(r.integer("WORLD_SIZE", 1, kMaxInt));
-  e.local_rank = static_cast<int>(r.integer("LOCAL_RANK", 0, kMaxInt));
-  e.local_world_size = static_cast<int>(r.integer("LOCAL_WORLD_SIZE", 1, kMaxInt));
-  e.master_addr = r.text("MASTER_ADDR");
-  e.master_port = static_cast<std::uint16_t>(r.integer("MASTER_PORT", 1, 65535));
+  e.rank = static_cast<int>(r.integer(we::kRank, 0, kMaxInt));
+  e.world_size = static_cast<int>(r.integer(we::kWorldSize, 1, kMaxInt));
+  e.local_rank = static_cast<int>(r.integer(we::kLocalRank, 0, kMaxInt));
+  e.local_world_size = static_cast<int>(r.integer(we::kLocalWorldSize, 1, kMaxInt));
+  e.master_addr = r.text(we::kMasterAddr);
+  e.master_port = static_cast<std::uint16_t>(r.integer(we::kMasterPort, 1, 65535));
   if (auto arg = local_rank_arg(argv)) {
     const long v = r.parse("--local_rank", *arg, 0, kMaxInt);
     r.check();
@@ -126,7 +129,7 @@ DistEnv from_torchrun(const EnvLookup& env, const std::vector<std::string>& argv
                      " in the arguments contradicts LOCAL_RANK=" + std::to_string(e.local_rank));
   }
   r.check();
-  check_consistent(e, r.path(), "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+  check_consistent(e, r.path(), we::kRank, we::kWorldSize, we::kLocalRank, we::kLocalWorldSize);
   return e;
 }
 
@@ -135,15 +138,15 @@ DistEnv from_legacy(const EnvLookup& env, const std::string& arg) {
   DistEnv e;
   e.source = EnvSource::LegacyLocalRank;
   e.local_rank = static_cast<int>(r.parse("--local_rank", arg, 0, kMaxInt));
-  e.rank = static_cast<int>(r.integer("RANK", 0, kMaxInt));
-  e.world_size = static_cast<int>(r.integer("WORLD_SIZE", 1, kMaxInt));
-  e.master_addr = r.text("MASTER_ADDR");
-  e.master_port = static_cast<std::uint16_t>(r.integer("MASTER_PORT", 1, 65535));
+  e.rank = static_cast<int>(r.integer(we::kRank, 0, kMaxInt));
+  e.world_size = static_cast<int>(r.integer(we::kWorldSize, 1, kMaxInt));
+  e.master_addr = r.text(we::kMasterAddr);
+  e.master_port = static_cast<std::uint16_t>(r.integer(we::kMasterPort, 1, 65535));
   e.local_world_size = 0;
-  if (auto lws = r.optional("LOCAL_WORLD_SIZE"); lws && !lws->empty())
-    e.local_world_size = static_cast<int>(r.parse("LOCAL_WORLD_SIZE", *lws, 1, kMaxInt));
+  if (auto lws = r.optional(we::kLocalWorldSize); lws && !lws->empty())
+    e.local_world_size = static_cast<int>(r.parse(we::kLocalWorldSize, *lws, 1, kMaxInt));
   r.check();
-  check_consistent(e, r.path(), "RANK", "WORLD_SIZE", "--local_rank", "LOCAL_WORLD_SIZE");
+  check_consistent(e, r.path(), we::kRank, we::kWorldSize, "--local_rank", we::kLocalWorldSize);
   return e;
 }
 
@@ -191,7 +194,7 @@ DistEnv from_slurm(const EnvLookup& env) {
     if (e.world_size % n == 0) e.local_world_size = static_cast<int>(e.world_size / n);
   }
 
-  if (auto addr = r.optional("MASTER_ADDR"); addr && !addr->empty()) {
+  if (auto addr = r.optional(we::kMasterAddr); addr && !addr->empty()) {
     e.master_addr = *addr;
   } else {
     auto list = r.optional("SLURM_JOB_NODELIST");
@@ -199,19 +202,27 @@ DistEnv from_slurm(const EnvLookup& env) {
     if (!list || list->empty()) {
       r.missing("SLURM_JOB_NODELIST (or MASTER_ADDR)");
     } else {
-      const std::vector<std::string> hosts = expand_hostlist(*list);
+      std::vector<std::string> hosts;
+      try {
+        hosts = expand_hostlist(*list);
+      } catch (const UsageError& bad) {
+        throw EnvError(std::string("slurm task environment: ") + bad.what());
+      }
       if (hosts.empty()) throw EnvError("slurm task environment: SLURM_JOB_NODELIST='" + *list + "' names no host");
       e.master_addr = hosts.front();
     }
   }
-  if (auto port = r.optional("MASTER_PORT"); port && !port->empty()) {
-    e.master_port = static_cast<std::uint16_t>(r.parse("MASTER_PORT", *port, 1, 65535));
+  // The launcher's rule (common/hostlist.hpp), so srun tasks and ddplaunch agree on the port.
+  if (auto port = r.optional(we::kMasterPort); port && !port->empty()) {
+    e.master_port = static_cast<std::uint16_t>(r.parse(we::kMasterPort, *port, 1, 65535));
+  } else if (auto job = r.optional("SLURM_JOB_ID"); !job || job->empty()) {
+    r.missing("SLURM_JOB_ID (or MASTER_PORT)");
   } else {
-    auto job = r.optional("SLURM_JOB_ID");
-    if (!job || job->empty())
-      r.missing("SLURM_JOB_ID (or MASTER_PORT)");
-    else
-      e.master_port = static_cast<std::uint16_t>(15000 + r.parse("SLURM_JOB_ID", *job, 0, 1L << 62) % 20000);
+    try {
+      e.master_port = static_cast<std::uint16_t>(slurm_master_port(env));
+    } catch (const UsageError&) {
+      r.parse("SLURM_JOB_ID", *job, 0, 0);  // records it as malformed, with the others
+    }
   }
   r.check();
   if (e.local_world_size == 0)
@@ -241,19 +252,11 @@ bool has_launch_env(const EnvLookup& env, const std::vector<std::string>& argv) 
     const auto v = env(name);
     return v && !v->empty();
   };
-  return set("LOCAL_RANK") || set("SLURM_PROCID") || local_rank_arg(argv).has_value();
-}
-
-EnvLookup process_env() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
+  return set(we::kLocalRank) || set("SLURM_PROCID") || local_rank_arg(argv).has_value();
 }
 
 DistEnv resolve_dist_env(const EnvLookup& env, const std::vector<std::string>& argv) {
-  if (auto v = env("LOCAL_RANK"); v && !v->empty()) return from_torchrun(env, argv);
+  if (auto v = env(we::kLocalRank); v && !v->empty()) return from_torchrun(env, argv);
   if (auto arg = local_rank_arg(argv)) return from_legacy(env, *arg);
   if (auto v = env("SLURM_PROCID"); v && !v->empty()) return from_slurm(env);
   throw EnvError(

@@ -21,7 +21,7 @@
 namespace ddp::runtime {
 namespace {
 
-using rendezvous::Error;
+using ddp::Error;
 using Clock = std::chrono::steady_clock;
 
 std::string ms(std::chrono::milliseconds d) {

@@ -8,8 +8,8 @@
 #include <torch/cuda.h>
 
 #include "ddplaunch/cpu_communicator.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "runtime/local_address.hpp"
 #include "runtime/socket_fd.hpp"
 #ifdef DDP_WITH_NCCL

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "ddplaunch/cpu_communicator.hpp"
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::runtime {
 namespace {

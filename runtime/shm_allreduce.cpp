@@ -12,7 +12,7 @@
 
 #include <ATen/ATen.h>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::runtime {
 namespace {

@@ -28,7 +28,7 @@
 #include <torch/types.h>
 
 #include "ddplaunch/communicator.hpp"
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 #include "runtime/ring_transfer.hpp"
 #include "runtime/shm_segment.hpp"
 

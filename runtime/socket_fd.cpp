@@ -16,7 +16,7 @@
 #include <cstring>
 #include <thread>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::runtime {
 namespace {

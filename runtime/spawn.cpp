@@ -12,11 +12,11 @@
 #include <map>
 #include <string_view>
 
-#include "rendezvous/exit_codes.hpp"
-#include "rendezvous/tcp_store_server.hpp"
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "common/worker_env.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "runtime/spawn_supervisor.hpp"
-
-extern char** environ;
 
 namespace ddp::runtime {
 namespace {
@@ -49,7 +49,7 @@ int run_child(const std::function<void(int)>& fn) {
   try {
     fn(local_rank);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", local_rank, e.what());
+    log::error("rank {}: {}", local_rank, e.what());
     return kExitFailure;
   }
   return kExitOk;
@@ -72,31 +72,17 @@ std::vector<std::string> self_argv() {
   return argv;
 }
 
-// This process's environment with the torchrun variables of `rank` set over it.
-std::vector<std::string> child_env(int rank, const SpawnOptions& o, std::uint16_t port) {
-  const std::string r = std::to_string(rank);
-  const std::string n = std::to_string(o.nprocs());
-  // As torchrun on one node: the ranks are the local ranks, the single node is group 0.
-  std::map<std::string, std::string, std::less<>> set;
-  for (const char* name : {"RANK", "LOCAL_RANK", "ROLE_RANK"}) set[name] = r;
-  for (const char* name : {"WORLD_SIZE", "LOCAL_WORLD_SIZE", "ROLE_WORLD_SIZE"}) set[name] = n;
-  set["GROUP_RANK"] = "0";
-  set["GROUP_WORLD_SIZE"] = "1";
-  set["ROLE_NAME"] = "default";
-  set["MASTER_ADDR"] = o.master_addr();
-  set["MASTER_PORT"] = std::to_string(port);
-  set[kSpawnedMarker] = "1";
-  // Defaults the launcher sets too (launcher/worker_spec.cpp), only where the user has not chosen:
-  // one OpenMP thread per copy so that the copies do not oversubscribe the cores.
-  if (!std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
-  if (!std::getenv("OMP_NUM_THREADS") && o.nprocs() > 1) set["OMP_NUM_THREADS"] = "1";
-
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    if (set.find(entry.substr(0, entry.find('='))) == set.end()) env.emplace_back(entry);
-  }
-  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
+// This process's environment with the torchrun contract of `rank` set over it, as the launcher
+// sets it (common/worker_env.hpp): on one node the ranks are the local ranks, the node is group 0.
+Environment child_env(int rank, const SpawnOptions& o, std::uint16_t port) {
+  Environment env = current_environment();
+  worker_env::WorkerEnv w;
+  w.rank = w.local_rank = rank;
+  w.world_size = w.local_world_size = o.nprocs();
+  w.master_addr = o.master_addr();
+  w.master_port = port;
+  worker_env::apply(env, w);
+  env[kSpawnedMarker] = "1";
   return env;
 }
 

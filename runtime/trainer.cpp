@@ -87,7 +87,7 @@ Trainer::Trainer(torch::nn::Module& module, Forward forward, torch::optim::Optim
         return torch::nn::functional::cross_entropy(out, target);
       })) {
   if (options_.batch_size() < 1 || options_.epochs() < 0)
-    throw rendezvous::Error("trainer: batch_size " + std::to_string(options_.batch_size()) + " and epochs " +
+    throw ddp::Error("trainer: batch_size " + std::to_string(options_.batch_size()) + " and epochs " +
                             std::to_string(options_.epochs()) + " must be at least 1 and 0");
 }
 
@@ -123,14 +123,14 @@ int Trainer::resume() {
     for (const auto& item : module_.named_parameters()) {
       const torch::Tensor saved = read_nested(model, item.key());
       if (!saved.sizes().equals(item.value().sizes()))
-        throw rendezvous::Error("parameter " + item.key() + " is " + c10::str(saved.sizes()) +
+        throw ddp::Error("parameter " + item.key() + " is " + c10::str(saved.sizes()) +
                                 " in the checkpoint but " + c10::str(item.value().sizes()) + " in this model");
     }
     module_.load(model);
     optimizer_.load(optimizer);
   } catch (const std::exception& e) {
     const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-    throw rendezvous::Error("checkpoint " + path.string() + " does not fit this model and optimizer: " +
+    throw ddp::Error("checkpoint " + path.string() + " does not fit this model and optimizer: " +
                             (torch_error ? torch_error->what_without_backtrace() : e.what()) +
                             "; resume with the settings that wrote it, or use another --checkpoint-dir");
   }

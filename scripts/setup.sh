@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian 12 machine (as root) to build and test ddplaunch:
-#   1. Debian packages: compilers, CMake/Ninja, CLI11, Boost (Asio, Process), Catch2, clang's
+#   1. Debian packages: compilers, CMake/Ninja, CLI11, Boost (Asio), fmt, Catch2, clang's
 #      libFuzzer and sanitizer runtimes, python3-venv.
 #   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 TORCH_VERSION="${DDPLAUNCH_TORCH_VERSION:-2.15.0}"
 PKGS=(build-essential cmake ninja-build pkg-config git
-      libcli11-dev libboost-dev libboost-system-dev libboost-filesystem-dev
+      libcli11-dev libboost-dev libboost-system-dev libfmt-dev
       catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev
       python3 python3-venv python3-dev iproute2 procps)
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/request_parser.hpp"
 #include "rendezvous/store_state.hpp"
 

@@ -14,8 +14,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "launcher/node_rendezvous.hpp"
-#include "rendezvous/memory_store.hpp"
-#include "rendezvous/prefix_store.hpp"
+#include "ddplaunch/rendezvous/memory_store.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
 
 namespace {
 

@@ -20,7 +20,7 @@
 
 namespace {
 
-using ddp::launcher::EnvLookup;
+using ddp::EnvLookup;
 using ddp::launcher::LaunchConfig;
 using ddp::launcher::parse_command_line;
 using ddp::launcher::ParsedCommandLine;

@@ -20,10 +20,10 @@
 
 #include "launcher/launch_config.hpp"
 #include "launcher/rank_map.hpp"
-#include "rendezvous/error.hpp"
-#include "rendezvous/memory_store.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/memory_store.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace {
 
@@ -199,7 +199,7 @@ TEST_CASE("setting the cancelled flag stops a waiting join promptly", "[node_ren
   cancelled = true;
   REQUIRE(f.wait_for(kLong) == std::future_status::ready);
   CHECK(Clock::now() - start < 2s);
-  CHECK_THAT(failure_of<rdzv::Error>(f), Catch::Contains("interrupted"));
+  CHECK_THAT(failure_of<ddp::Error>(f), Catch::Contains("interrupted"));
 }
 
 TEST_CASE("round 1 after round 0 works on the same store", "[node_rendezvous]") {

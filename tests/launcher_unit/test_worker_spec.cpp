@@ -15,8 +15,8 @@
 namespace {
 
 using ddp::launcher::build_worker_specs;
-using ddp::launcher::current_environment;
-using ddp::launcher::Environment;
+using ddp::current_environment;
+using ddp::Environment;
 using ddp::launcher::LaunchConfig;
 using ddp::launcher::NodeInfo;
 using ddp::launcher::RankMap;

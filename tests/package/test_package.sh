@@ -35,14 +35,14 @@ step() {
 step install "$cmake" --install "$build" --prefix "$prefix" \
   || fail "cmake --install $build failed; build ddp_runtime, ddplaunch and ddplaunch-store first"
 for f in bin/ddplaunch bin/ddplaunch-store include/ddplaunch/process_group.hpp \
-         include/ddplaunch/distributed_data_parallel.hpp include/rendezvous/store.hpp \
-         include/rendezvous/memory_store.hpp; do
+         include/ddplaunch/distributed_data_parallel.hpp include/ddplaunch/rendezvous/store.hpp \
+         include/ddplaunch/rendezvous/memory_store.hpp include/ddplaunch/common/error.hpp; do
   [[ -f $prefix/$f ]] || fail "the install has no $f"
 done
 config=$(find "$prefix" -path '*/cmake/ddplaunch/ddplaunchConfig.cmake' | head -n 1)
 [[ -n $config ]] || fail "the install has no lib*/cmake/ddplaunch/ddplaunchConfig.cmake"
 libdir=$(dirname "$(dirname "$(dirname "$config")")")
-for f in libddp_runtime.a libddp_rendezvous.a; do
+for f in libddp_runtime.a libddp_rendezvous.a libddp_common.a; do
   [[ -f $libdir/$f ]] || fail "the install has no $f next to ${config#"$prefix"/}"
 done
 "$prefix/bin/ddplaunch" --help > /dev/null || fail "the installed ddplaunch --help exited $?"

@@ -4,7 +4,7 @@
 // rejection of non-numeric values without touching them) and COMPARE_SET's four documented cases,
 // including the quirk that a missing key with a non-empty expected value answers `expected`
 // without creating the key, together with the `changed` flag.
-#include "rendezvous/key_value_map.hpp"
+#include "ddplaunch/rendezvous/key_value_map.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
 

@@ -2,7 +2,7 @@
 // talking to it, SIGTERM/SIGINT ending it with exit 0 (and failing a blocked client with
 // ConnectionError), a taken port, bad flags (exit 2), and running out of descriptors. Every child is bounded in time
 // and killed and reaped by ChildProcess's destructor whatever happens.
-#include "rendezvous/exit_codes.hpp"
+#include "common/exit_codes.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -20,8 +20,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "tests/support/child_process.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 //
 // Waits for "has not happened yet" use future::wait_for with a short bound: correct behaviour
 // never completes there, so those checks cannot flake in the passing direction.
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
-#include "rendezvous/memory_store.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/tcp_store_client.hpp"
-#include "rendezvous/tcp_store_server.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/memory_store.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
 namespace {
 
@@ -221,7 +221,7 @@ TEMPLATE_TEST_CASE("add on a non-numeric value throws an Error", "[contract]", S
   // reports as a ConnectionError. Either way it is an Error, and the last call of this case.
   TestType fx;
   fx.store->set("text", "not a number");
-  CHECK_THROWS_AS(fx.store->add("text", 1), rdzv::Error);
+  CHECK_THROWS_AS(fx.store->add("text", 1), ddp::Error);
   // The value was left alone.
   CHECK(fx.second_handle()->get("text", kLong) == "not a number");
 }

@@ -8,7 +8,7 @@
 // Checks that something has NOT happened yet use future::wait_for with a short bound: correct
 // behaviour never completes there, so they cannot flake in the passing direction. Everything that
 // must happen is bounded by kLong.
-#include "rendezvous/tcp_store_server.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -34,10 +34,10 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 
 namespace {
 
@@ -429,7 +429,7 @@ TEST_CASE("multi_set and multi_get keep the order of the keys", "[loopback]") {
   CHECK(c->multi_get({"m2"}, kLong) == std::vector<std::string>{""});
   CHECK(c->multi_get({}, kLong).empty());
   c->multi_set({}, {});
-  CHECK_THROWS_AS(c->multi_set({"a", "b"}, {"only one"}), rdzv::Error);
+  CHECK_THROWS_AS(c->multi_set({"a", "b"}, {"only one"}), ddp::Error);
   // The mismatch was caught before anything was sent.
   CHECK(c->get("m1", kLong) == "one");
 }

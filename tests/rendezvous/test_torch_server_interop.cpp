@@ -2,7 +2,7 @@
 // tests/interop/torch_master_store.py in the project's venv: every query of the protocol, the
 // key "from_python" written by PyTorch's own client, timeouts that leave the connection usable.
 // The venv is part of the build, so a missing python or torch is a failure, not a skip.
-#include "rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "tests/support/child_process.hpp"
 
 namespace {

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "ddplaunch/cpu_communicator.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 
 using namespace std::chrono_literals;
 namespace rdzv = ddp::rendezvous;

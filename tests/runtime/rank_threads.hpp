@@ -15,7 +15,7 @@
 #include <torch/torch.h>
 
 #include "ddplaunch/process_group.hpp"
-#include "rendezvous/memory_store.hpp"
+#include "ddplaunch/rendezvous/memory_store.hpp"
 
 namespace ddp::test {
 

@@ -24,8 +24,8 @@
 
 #include "ddplaunch/dist_env.hpp"
 #include "ddplaunch/spawn.hpp"
-#include "rendezvous/exit_codes.hpp"
-#include "rendezvous/tcp_store_client.hpp"
+#include "common/exit_codes.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 
 extern char** environ;
 
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     code = ddp::runtime::spawn([&](int) { run_rank(flags, argc, argv); }, options);
-  } catch (const ddp::rendezvous::Error& e) {
+  } catch (const ddp::Error& e) {
     std::cerr << "spawn_probe: " << e.what() << "\n";
     return ddp::kExitUsage;
   }

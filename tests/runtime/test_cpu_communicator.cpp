@@ -154,7 +154,7 @@ TEST_CASE("a peer closing mid-collective makes every other rank fail naming it")
           torch::Tensor t = torch::ones({1 << 20});
           for (int i = 0; i < 100000; ++i) comm.allreduce(t, ReduceOp::Average);
           messages[r] = "no error";
-        } catch (const ddp::rendezvous::Error& e) {
+        } catch (const ddp::Error& e) {
           messages[r] = e.what();
           failed_at[r] = std::chrono::steady_clock::now();
         }
@@ -196,7 +196,7 @@ TEST_CASE("a peer that never joins the collective times out the others, naming a
       try {
         comm.allreduce(torch::ones({1 << 20}));
         messages[r] = "no error";
-      } catch (const ddp::rendezvous::Error& e) {
+      } catch (const ddp::Error& e) {
         messages[r] = e.what();
       }
       seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -262,7 +262,7 @@ TEST_CASE("ranks that disagree on a collective fail with both calls named") {
         CpuCommunicator comm(server.client(), r, 2, o);
         try {
           test.body(comm);
-        } catch (const ddp::rendezvous::Error& e) {
+        } catch (const ddp::Error& e) {
           messages[r] = e.what();
         }
       });

@@ -15,7 +15,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "rendezvous/tcp_store_server.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "tests/support/child_process.hpp"
 
 using Catch::Matchers::Contains;

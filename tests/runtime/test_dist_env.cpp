@@ -6,13 +6,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/hostlist.hpp"
 
 using Catch::Matchers::Contains;
 using ddp::runtime::DistEnv;
 using ddp::runtime::EnvError;
 using ddp::runtime::EnvSource;
-using ddp::runtime::expand_hostlist;
 using ddp::runtime::resolve_dist_env;
 
 namespace {
@@ -169,16 +167,3 @@ TEST_CASE("no launch environment names what to set") {
   CHECK_THAT(error_of({}), Contains("RANK") && Contains("--local_rank") && Contains("SLURM_PROCID"));
 }
 
-TEST_CASE("hostlist expansion") {
-  using V = std::vector<std::string>;
-  CHECK(expand_hostlist("node1") == V{"node1"});
-  CHECK(expand_hostlist("n[08-10],gpu5") == V{"n08", "n09", "n10", "gpu5"});
-  CHECK(expand_hostlist("a[1,3-4]") == V{"a1", "a3", "a4"});
-  CHECK(expand_hostlist("a[1-2]b[3-4]") == V{"a1b3", "a1b4", "a2b3", "a2b4"});
-  CHECK(expand_hostlist("x[1-2]-ib,y") == V{"x1-ib", "x2-ib", "y"});
-  CHECK_THROWS_AS(expand_hostlist("a[1-2"), EnvError);
-  CHECK_THROWS_AS(expand_hostlist("a]"), EnvError);
-  CHECK_THROWS_AS(expand_hostlist("a[3-1]"), EnvError);
-  CHECK_THROWS_AS(expand_hostlist("a[x]"), EnvError);
-  CHECK_THROWS_AS(expand_hostlist("a[0-99999999]"), EnvError);
-}

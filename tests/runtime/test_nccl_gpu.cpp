@@ -21,7 +21,7 @@
 #include <torch/torch.h>
 
 #include "ddplaunch/distributed_data_parallel.hpp"
-#include "rendezvous/memory_store.hpp"
+#include "ddplaunch/rendezvous/memory_store.hpp"
 #include "tests/runtime/rank_threads.hpp"
 
 namespace rdzv = ddp::rendezvous;

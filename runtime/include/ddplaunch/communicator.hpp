@@ -8,7 +8,7 @@
 
 #include <torch/types.h>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::runtime {
 
@@ -25,7 +25,7 @@ class PeerError : public ddp::rendezvous::ConnectionError {
 // Bad use of a communicator (a tensor on the wrong device, not contiguous, of an unsupported
 // dtype, or whose dtype/size differs from a peer's; a root out of range) or use after close() or
 // after a failed collective.
-class CommunicatorError : public ddp::rendezvous::Error {
+class CommunicatorError : public ddp::Error {
  public:
   using Error::Error;
 };

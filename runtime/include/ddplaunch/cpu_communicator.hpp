@@ -20,7 +20,7 @@
 #include <torch/types.h>
 
 #include "ddplaunch/communicator.hpp"
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::runtime {
 
@@ -104,7 +104,7 @@ class CpuCommunicator : public Communicator {
   // Checks the communicator is usable and that rank-1 runs the same collective (kind, dtype,
   // element count, op/root, sequence number); fails the communicator otherwise.
   std::string begin(const char* what, int kind, const torch::Tensor& t, int arg);
-  [[noreturn]] void fail(const std::string& what, const ddp::rendezvous::Error& e);
+  [[noreturn]] void fail(const std::string& what, const ddp::Error& e);
 
   std::shared_ptr<ddp::rendezvous::Store> store_;
   int rank_;

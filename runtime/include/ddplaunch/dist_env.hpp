@@ -10,15 +10,20 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/common/env_lookup.hpp"
+#include "ddplaunch/common/error.hpp"
 
 namespace ddp::runtime {
 
 // Missing, malformed or inconsistent launch variables; the message names every variable involved.
-class EnvError : public ddp::rendezvous::Error {
+class EnvError : public ddp::Error {
  public:
   using Error::Error;
 };
+
+// The environment is read through ddp::EnvLookup (ddplaunch/common/env_lookup.hpp).
+using ddp::EnvLookup;
+using ddp::process_env;
 
 // Which launcher's variables the DistEnv came from.
 enum class EnvSource { Torchrun, LegacyLocalRank, Slurm };
@@ -35,9 +40,6 @@ struct DistEnv {
   std::uint16_t master_port = 0;
   EnvSource source = EnvSource::Torchrun;
 };
-
-// Returns the variable's value, or nullopt when it is unset.
-using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
 // Resolves the distributed environment. Does not block; not affected by other threads (it only
 // calls `env`). The first path whose marker is present wins:
@@ -57,9 +59,6 @@ DistEnv resolve_dist_env(const EnvLookup& env, const std::vector<std::string>& a
 // Whether any launcher's marker is present (LOCAL_RANK, SLURM_PROCID or a --local_rank argument),
 // i.e. whether resolve_dist_env has a path to try. Does not validate; does not throw.
 bool has_launch_env(const EnvLookup& env, const std::vector<std::string>& argv);
-
-// This process's environment (getenv). Reads only; safe while no thread calls setenv.
-EnvLookup process_env();
 
 // resolve_dist_env over this process's environment (getenv) and argv.
 DistEnv dist_env_from_process(int argc, const char* const* argv);

@@ -15,7 +15,7 @@
 #include <torch/types.h>
 
 #include "ddplaunch/communicator.hpp"
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::runtime {
 
@@ -92,7 +92,7 @@ class NcclCommunicator : public Communicator {
   void check_tensor(const torch::Tensor& t, const char* what) const;
   std::string begin(const char* what);
   std::string timeout_message(const std::string& what) const;
-  [[noreturn]] void fail(const std::string& what, const ddp::rendezvous::Error& e);
+  [[noreturn]] void fail(const std::string& what, const ddp::Error& e);
   // Frees the NCCL communicator as close() describes; the caller holds mutex_.
   void release_locked();
 

@@ -15,7 +15,7 @@
 
 #include "ddplaunch/communicator.hpp"
 #include "ddplaunch/dist_env.hpp"
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::runtime {
 

@@ -18,13 +18,13 @@
 
 #include <torch/arg.h>
 
-#include "rendezvous/error.hpp"
+#include "ddplaunch/common/error.hpp"
 
 namespace ddp::runtime {
 
 // Options that cannot work (nprocs < 1, a negative grace, no master address), or a copy that
 // could not be started; the message names the value and the fix.
-class SpawnError : public ddp::rendezvous::Error {
+class SpawnError : public ddp::Error {
  public:
   using Error::Error;
 };

@@ -3,7 +3,7 @@
 // Prints "consumer: ok" when the gradient arrived; exits 1 with the reason otherwise.
 #include <ddplaunch/distributed_data_parallel.hpp>
 #include <ddplaunch/process_group.hpp>
-#include <rendezvous/memory_store.hpp>
+#include <ddplaunch/rendezvous/memory_store.hpp>
 
 #include <torch/nn/modules/linear.h>
 

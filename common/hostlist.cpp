@@ -1,16 +1,13 @@
-// Slurm host list expansion for DistEnv's Slurm path (see hostlist.hpp).
-#include "runtime/hostlist.hpp"
+// Slurm host list expansion and the default port rule (see hostlist.hpp).
+#include "common/hostlist.hpp"
 
+#include <charconv>
 #include <cstddef>
-#include <string>
-#include <vector>
 
-#include "ddplaunch/dist_env.hpp"
+#include "ddplaunch/common/error.hpp"
 
-namespace ddp::runtime {
+namespace ddp {
 namespace {
-
-constexpr std::size_t kMaxHosts = 1'000'000;
 
 std::vector<std::string> split_top_level(const std::string& s, const std::string& whole) {
   std::vector<std::string> out;
@@ -18,7 +15,7 @@ std::vector<std::string> split_top_level(const std::string& s, const std::string
   int depth = 0;
   for (char c : s) {
     if (c == '[') ++depth;
-    if (c == ']' && --depth < 0) throw EnvError("unbalanced ']' in host list '" + whole + "'");
+    if (c == ']' && --depth < 0) throw UsageError("Slurm host list '" + whole + "' has an unbalanced ']'");
     if (c == ',' && depth == 0) {
       out.push_back(cur);
       cur.clear();
@@ -26,7 +23,7 @@ std::vector<std::string> split_top_level(const std::string& s, const std::string
       cur += c;
     }
   }
-  if (depth != 0) throw EnvError("unbalanced '[' in host list '" + whole + "'");
+  if (depth != 0) throw UsageError("Slurm host list '" + whole + "' has an unbalanced '['");
   out.push_back(cur);
   return out;
 }
@@ -40,6 +37,7 @@ bool all_digits(const std::string& s) {
 
 // The values of one bracket group "01-03,7" as strings, zero padding kept.
 std::vector<std::string> expand_group(const std::string& group, const std::string& whole) {
+  if (group.empty()) throw UsageError("Slurm host list '" + whole + "' has an empty range '[]'");
   std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= group.size()) {
@@ -49,13 +47,13 @@ std::vector<std::string> expand_group(const std::string& group, const std::strin
     const std::size_t dash = item.find('-');
     const std::string lo = item.substr(0, dash);
     const std::string hi = dash == std::string::npos ? lo : item.substr(dash + 1);
-    if (!all_digits(lo) || !all_digits(hi) || lo.size() > 9 || hi.size() > 9)
-      throw EnvError("bad range '" + item + "' in host list '" + whole + "'");
-    const long a = std::stol(lo), b = std::stol(hi);
-    if (b < a) throw EnvError("descending range '" + item + "' in host list '" + whole + "'");
-    if (static_cast<std::size_t>(b - a) + out.size() >= kMaxHosts)
-      throw EnvError("host list '" + whole + "' expands to too many hosts");
-    for (long v = a; v <= b; ++v) {
+    if (!all_digits(lo) || !all_digits(hi) || lo.size() > 18 || hi.size() > 18)
+      throw UsageError("Slurm host list '" + whole + "' has a bad range '" + item + "'");
+    const long long a = std::stoll(lo), b = std::stoll(hi);
+    if (b < a) throw UsageError("Slurm host list '" + whole + "' has a descending range '" + item + "'");
+    if (static_cast<unsigned long long>(b - a) + out.size() >= kMaxHosts)
+      throw UsageError("Slurm host list '" + whole + "' expands to more than " + std::to_string(kMaxHosts) + " hosts");
+    for (long long v = a; v <= b; ++v) {
       std::string num = std::to_string(v);
       if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');
       out.push_back(num);
@@ -69,6 +67,9 @@ std::vector<std::string> expand_group(const std::string& group, const std::strin
 
 std::vector<std::string> expand_hostlist(const std::string& list) {
   std::vector<std::string> hosts;
+  const auto too_many = [&] {
+    return UsageError("Slurm host list '" + list + "' expands to more than " + std::to_string(kMaxHosts) + " hosts");
+  };
   for (const std::string& entry : split_top_level(list, list)) {
     if (entry.empty()) continue;
     std::vector<std::string> partial{""};
@@ -80,8 +81,7 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
       if (open == std::string::npos) break;
       const std::size_t close = entry.find(']', open);
       const std::vector<std::string> values = expand_group(entry.substr(open + 1, close - open - 1), list);
-      if (partial.size() * values.size() > kMaxHosts)
-        throw EnvError("host list '" + list + "' expands to too many hosts");
+      if (partial.size() * values.size() > kMaxHosts) throw too_many();
       std::vector<std::string> next;
       next.reserve(partial.size() * values.size());
       for (const std::string& p : partial)
@@ -90,9 +90,30 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
       pos = close + 1;
     }
     hosts.insert(hosts.end(), partial.begin(), partial.end());
-    if (hosts.size() > kMaxHosts) throw EnvError("host list '" + list + "' expands to too many hosts");
+    if (hosts.size() > kMaxHosts) throw too_many();
   }
   return hosts;
 }
 
-}  // namespace ddp::runtime
+int slurm_master_port(const EnvLookup& env) {
+  if (auto p = env("MASTER_PORT"); p && !p->empty()) {
+    int port = 0;
+    const auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), port);
+    if (ec != std::errc() || end != p->data() + p->size() || port < 1 || port > 65535)
+      throw UsageError("MASTER_PORT=" + *p + " is not a port number; use 1..65535 or unset it");
+    return port;
+  }
+  const auto job = env("SLURM_JOB_ID");
+  if (!job || job->empty())
+    throw UsageError("SLURM_JOB_ID is not set, so there is no default port; set MASTER_PORT or start under Slurm");
+  // Digit by digit modulo 20000: exact for ids of any length (no overflow, no pre-reduction).
+  int rest = 0;
+  for (char ch : *job) {
+    if (ch < '0' || ch > '9')
+      throw UsageError("SLURM_JOB_ID=" + *job + " is not a number; set MASTER_PORT to choose the port");
+    rest = (rest * 10 + (ch - '0')) % 20000;
+  }
+  return 15000 + rest;
+}
+
+}  // namespace ddp

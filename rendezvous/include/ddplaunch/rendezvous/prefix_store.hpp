@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::rendezvous {
 

@@ -1,9 +1,9 @@
 // See open_file_limit.hpp.
-#include "rendezvous/open_file_limit.hpp"
+#include "common/open_file_limit.hpp"
 
 #include <sys/resource.h>
 
-namespace ddp::rendezvous {
+namespace ddp {
 
 long long raise_open_file_limit() {
   rlimit files{};
@@ -17,4 +17,4 @@ long long raise_open_file_limit() {
   return before;
 }
 
-}  // namespace ddp::rendezvous
+}  // namespace ddp

@@ -9,14 +9,19 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "rendezvous/store_state.hpp"
-
 namespace ddp::rendezvous {
+
+// The server's private parts (rendezvous/store_state.hpp), declared here so that this public
+// header does not pull them in.
+class StoreState;
+struct Outgoing;
+using ClientId = std::uint64_t;
 
 struct TcpStoreServerOptions {
   // Address to bind: an IPv4/IPv6 literal (brackets allowed) or a name; "" binds every address,
@@ -74,7 +79,7 @@ class TcpStoreServer {
   boost::asio::steady_timer accept_retry_;
   bool accept_starved_ = false;
   std::uint16_t port_ = 0;
-  StoreState state_;
+  std::unique_ptr<StoreState> state_;
   ClientId next_id_ = 1;
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
   std::thread thread_;

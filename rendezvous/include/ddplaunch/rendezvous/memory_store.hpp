@@ -5,8 +5,8 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "rendezvous/key_value_map.hpp"
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/key_value_map.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::rendezvous {
 

@@ -14,12 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/blocking_socket.hpp"
-#include "rendezvous/error.hpp"
-#include "rendezvous/request.hpp"
-#include "rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::rendezvous {
+
+// Private parts (rendezvous/blocking_socket.hpp, rendezvous/request.hpp).
+class BlockingSocket;
+struct Request;
 
 struct TcpStoreClientOptions {
   std::string host = "127.0.0.1";  // name, IPv4 or IPv6 address (brackets allowed: "[::1]")
@@ -42,6 +44,7 @@ class TcpStoreClient final : public Store {
  public:
   // Connects and handshakes; blocks up to options.connect_timeout.
   explicit TcpStoreClient(TcpStoreClientOptions options);
+  ~TcpStoreClient() override;
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, Duration timeout) override;

@@ -1,0 +1,55 @@
+// Starting one child process, checked at every step: vfork + exec with, between the two, the
+// set-up every process we start needs (the launcher's workers and spawn()'s copies alike):
+//   - its own process group (pgid = pid), so a signal to -pid reaches whatever it starts;
+//   - a parent-death signal, so it never outlives the thread that started it;
+//   - every caught signal handler back to its default and an empty signal mask;
+//   - stdout/stderr on the given descriptors, and every other descriptor above 2 closed, so it
+//     starts with stdin/stdout/stderr only (Asio's sockets are not close-on-exec, and a worker
+//     holding the store's listener would keep the port taken after the launcher died);
+//   - optionally the soft RLIMIT_NOFILE the parent had before it raised its own.
+// Why vfork: fork copies the parent's page tables and takes copy-on-write faults until exec;
+// vfork suspends only the calling thread until the exec (what posix_spawn does internally), and
+// posix_spawn cannot set PR_SET_PDEATHSIG.
+#pragma once
+
+#include <sys/types.h>
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "ddplaunch/common/env_lookup.hpp"
+#include "ddplaunch/common/error.hpp"
+
+namespace ddp {
+
+struct ChildOptions {
+  std::string exe;                // path to execute (not searched in PATH)
+  std::vector<std::string> argv;  // argv[0] included; empty means {exe}
+  Environment env;                // the child's whole environment
+  int stdout_fd = -1;             // becomes the child's fd 1 (-1: inherit the parent's)
+  int stderr_fd = -1;             // becomes the child's fd 2 (-1: inherit)
+  long long open_files_limit = -1;  // >= 0: the child's soft RLIMIT_NOFILE (-1: inherited)
+  int death_signal = SIGKILL;       // sent to the child when the starting thread dies
+};
+
+// A child could not be started. `step()` names the call that failed ("execve", "setpgid", ...)
+// and `error_number()` its errno; the child was reaped before this was thrown.
+class StartError : public Error {
+ public:
+  StartError(const std::string& exe, const char* step, int error_number);
+  const char* step() const { return step_; }
+  int error_number() const { return errno_; }
+
+ private:
+  const char* step_;
+  int errno_;
+};
+
+// Starts the child and returns its pid once it has exec'd. Blocks only for the vfork
+// (microseconds). Throws StartError (after reaping the child) when any step fails.
+// Thread-safe with respect to other threads of the process: all signals are blocked in the
+// calling thread across the vfork, and the child makes only system calls before exec.
+pid_t start_child(const ChildOptions& options);
+
+}  // namespace ddp

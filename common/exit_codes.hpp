@@ -1,0 +1,23 @@
+// Process exit codes of ddplaunch's executables and of spawn(), in one place (documented in
+// README.md), and the one rule that turns how a child ended into the code we report: its own
+// exit code, or 128+N when signal N killed it (as shells and ninja do; 130 for SIGINT).
+#pragma once
+
+namespace ddp {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,        // an unexpected run-time error, or a lost peer/store; message on stderr
+  kExitUsage = 2,          // bad command line or configuration (incl. a port already taken)
+  kExitExecFailed = 127,   // a child could not be started (as a shell reports it)
+  kExitInterrupted = 130,  // stopped by SIGINT (128 + 2)
+};
+
+// 128 + signo: the code for a process ended by (or stopping because of) signal `signo`.
+int exit_code_for_signal(int signo);
+
+// The code for a wait status as waitpid(2) returns it: WEXITSTATUS, or 128+N for signal N.
+// Pure; never throws.
+int exit_code_from_wait_status(int status);
+
+}  // namespace ddp

@@ -1,0 +1,82 @@
+// See process_set.hpp.
+#include "common/process_set.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+
+#include "common/exit_codes.hpp"
+
+namespace ddp {
+
+ProcessSet::~ProcessSet() {
+  signal_all(SIGKILL);
+  for (Child& c : children_) {
+    if (c.reaped) continue;
+    // Just sent SIGKILL (or ended already): returns promptly.
+    while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    c.reaped = true;
+  }
+}
+
+std::size_t ProcessSet::start(const ChildOptions& options) {
+  const pid_t pid = start_child(options);
+  children_.push_back(Child{pid});
+  return children_.size() - 1;
+}
+
+void ProcessSet::signal_all(int signo) {
+  for (const Child& c : children_) {
+    // ESRCH: the group is empty (the child ended and left nothing behind); nothing to do.
+    if (!c.reaped) ::kill(-c.pid, signo);
+  }
+}
+
+std::vector<ProcessSet::Exit> ProcessSet::collect() {
+  std::vector<Exit> out;
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    Child& c = children_[i];
+    if (c.ended) continue;
+    siginfo_t info{};
+    int r;
+    while ((r = ::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT)) < 0 && errno == EINTR) {
+    }
+    if (r == 0 && info.si_pid == 0) continue;  // still running
+    c.ended = true;
+    Exit e;
+    e.index = i;
+    e.pid = c.pid;
+    if (r != 0) {
+      // ECHILD: someone else (a waitpid(-1) elsewhere in the process) took its status.
+      c.reaped = true;
+      e.exit_code = kExitFailure;
+    } else if (info.si_code == CLD_EXITED) {
+      e.exit_code = info.si_status;
+    } else {
+      e.term_signal = info.si_status;
+      e.exit_code = exit_code_for_signal(info.si_status);
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::size_t ProcessSet::running() const {
+  return static_cast<std::size_t>(
+      std::count_if(children_.begin(), children_.end(), [](const Child& c) { return !c.ended; }));
+}
+
+void ProcessSet::reap() {
+  for (Child& c : children_) {
+    if (!c.ended || c.reaped) continue;
+    // Ended (collect() saw it), so this does not block.
+    while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    c.reaped = true;
+  }
+}
+
+}  // namespace ddp

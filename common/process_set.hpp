@@ -1,0 +1,67 @@
+// The children of one process, in the style of ninja's SubprocessSet: one set owns every child it
+// started (each in its own process group, see child_process.hpp), signals them as a group and
+// tells which have ended. It is passive: the owner's event loop calls collect() when SIGCHLD
+// arrives (the launcher through an Asio signal_set, spawn() through its self-pipe), so the set
+// neither blocks nor owns a thread.
+//
+// An ended child stays a zombie (seen with WNOWAIT) until reap(): its pid, which is also its
+// process group's id, cannot be reused meanwhile, so signal_all() stays safe and still reaches
+// whatever the child left running in its group.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "common/child_process.hpp"
+
+namespace ddp {
+
+class ProcessSet {
+ public:
+  // How one child ended.
+  struct Exit {
+    std::size_t index = 0;  // as returned by start()
+    pid_t pid = 0;
+    int exit_code = 0;    // its code, or 128+N when signal N killed it (exit_codes.hpp)
+    int term_signal = 0;  // N, or 0
+  };
+
+  ProcessSet() = default;
+  // SIGKILLs every child's process group that is not reaped yet, then reaps them (they die at
+  // once, so this blocks only briefly).
+  ~ProcessSet();
+  ProcessSet(const ProcessSet&) = delete;
+  ProcessSet& operator=(const ProcessSet&) = delete;
+
+  // Starts a child (start_child) and returns its index. Throws StartError; the set is unchanged.
+  std::size_t start(const ChildOptions& options);
+  pid_t pid(std::size_t index) const { return children_.at(index).pid; }
+
+  // Sends `signo` to the process group of every child not yet reaped, ended ones included (their
+  // leftovers). Never blocks; a group already empty is skipped (ESRCH).
+  void signal_all(int signo);
+
+  // The children that ended since the last call, without blocking. Call it whenever SIGCHLD
+  // arrived (several exits may share one signal).
+  std::vector<Exit> collect();
+
+  // Children started and not yet returned by collect().
+  std::size_t running() const;
+  std::size_t size() const { return children_.size(); }
+
+  // Reaps every child that collect() reported. Never blocks.
+  void reap();
+
+  // Not thread-safe: one thread (the owner's loop) uses the set.
+ private:
+  struct Child {
+    pid_t pid = -1;
+    bool ended = false;   // seen by collect()
+    bool reaped = false;  // waited for; its pid may be reused now
+  };
+  std::vector<Child> children_;
+};
+
+}  // namespace ddp

@@ -1,0 +1,36 @@
+// Error types of the store and its clients. All derive from ddp::Error (the project's one error
+// policy, ddplaunch/common/error.hpp): anything that can go wrong at run time is thrown; every
+// message starts lower-case and carries the values involved and, where there is one, the fix.
+#pragma once
+
+#include "ddplaunch/common/error.hpp"
+
+namespace ddp::rendezvous {
+
+// A blocking call hit its deadline (wait, get, connect, a reply that never came).
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The peer is unreachable or went away (connect refused until the deadline, connection reset,
+// the server stopped in the middle of a request).
+class ConnectionError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Bytes on the wire that break the protocol: unknown query type, bad handshake, a field over
+// its limit, a counter that is not a decimal number.
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Binding a listening socket failed (port taken, address not local).
+class BindError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace ddp::rendezvous
