@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstddef>
 
+#include "common/worker_env.hpp"
 #include "ddplaunch/common/error.hpp"
 
 namespace ddp {
@@ -96,7 +97,7 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
 }
 
 int slurm_master_port(const EnvLookup& env) {
-  if (auto p = env("MASTER_PORT"); p && !p->empty()) {
+  if (auto p = env(worker_env::kMasterPort); p && !p->empty()) {
     int port = 0;
     const auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), port);
     if (ec != std::errc() || end != p->data() + p->size() || port < 1 || port > 65535)

@@ -12,8 +12,11 @@
 namespace ddp {
 
 std::string signal_name(int signo) {
-  const char* abbrev = ::sigabbrev_np(signo);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
+  if (const char* abbrev = ::sigabbrev_np(signo)) return std::string("SIG") + abbrev;
+  // glibc names no real-time signal; these are the names kill -l uses.
+  if (signo > SIGRTMIN && signo <= SIGRTMAX) return "SIGRTMIN+" + std::to_string(signo - SIGRTMIN);
+  if (signo == SIGRTMIN) return "SIGRTMIN";
+  return "signal " + std::to_string(signo);
 }
 
 int parse_signal(const std::string& name) {

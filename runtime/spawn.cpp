@@ -39,7 +39,7 @@ void validate(const SpawnOptions& o) {
 
 // The copy's side: LOCAL_RANK, then fn.
 int run_child(const std::function<void(int)>& fn) {
-  const char* text = std::getenv("LOCAL_RANK");
+  const char* text = std::getenv(worker_env::kLocalRank);
   const std::string_view value = text ? text : "";
   int local_rank = -1;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), local_rank);

@@ -1,0 +1,145 @@
+// start_child(): what a started child gets (own process group, death with the starting thread,
+// default handlers, an empty mask, only stdin/stdout/stderr, the given environment and
+// descriptor limit) and how each failure is reported (StartError naming the step, child reaped).
+#include "common/child_process.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <string>
+#include <thread>
+
+namespace {
+
+// Runs `sh -c script` through start_child with stdout on a pipe; returns (output, wait status).
+std::pair<std::string, int> run_sh(const std::string& script, ddp::ChildOptions o = {}) {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  o.exe = "/bin/sh";
+  o.argv = {"sh", "-c", script};
+  if (o.env.empty()) o.env = {{"PATH", "/usr/bin:/bin"}};
+  o.stdout_fd = fds[1];
+  const pid_t pid = ddp::start_child(o);
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    REQUIRE(n > 0);
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return {out, status};
+}
+
+std::set<int> numbers(const std::string& text) {
+  std::set<int> out;
+  std::istringstream in(text);
+  for (int n; in >> n;) out.insert(n);
+  return out;
+}
+
+TEST_CASE("start_child: the child holds only stdin, stdout and stderr", "[child]") {
+  // A descriptor the parent holds without close-on-exec, as Asio's sockets are.
+  const int leaked = ::dup2(::open("/dev/null", O_RDONLY), 57);
+  REQUIRE(leaked == 57);
+  // ls opens the directory it lists as its own fd 3.
+  const auto [out, status] = run_sh("ls /proc/self/fd");
+  ::close(leaked);
+  CHECK(WIFEXITED(status));
+  CHECK(numbers(out) == std::set<int>{0, 1, 2, 3});
+}
+
+TEST_CASE("start_child: own process group, given environment, exact argv", "[child]") {
+  ddp::ChildOptions o;
+  o.env = {{"PATH", "/usr/bin:/bin"}, {"ONLY_THIS", "yes"}};
+  const auto [out, status] = run_sh("echo $$ $(cut -d' ' -f5 /proc/$$/stat) $ONLY_THIS ${HOME:-nohome}", o);
+  std::istringstream in(out);
+  long pid = 0, pgid = 0;
+  std::string only, home;
+  in >> pid >> pgid >> only >> home;
+  CHECK(pid == pgid);
+  CHECK(only == "yes");
+  CHECK(home == "nohome");
+}
+
+TEST_CASE("start_child: caught handlers and the blocked mask do not reach the child", "[child]") {
+  struct sigaction handler {};
+  handler.sa_handler = [](int) {};
+  struct sigaction old_usr1 {};
+  REQUIRE(::sigaction(SIGUSR1, &handler, &old_usr1) == 0);
+  sigset_t block, old_mask;
+  ::sigemptyset(&block);
+  ::sigaddset(&block, SIGUSR2);
+  REQUIRE(::pthread_sigmask(SIG_BLOCK, &block, &old_mask) == 0);
+  // cat installs no handler of its own (grep would: GNU grep catches SIGSEGV).
+  const auto [out, status] = run_sh("exec cat /proc/self/status");
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  CHECK_THAT(out, Catch::Contains("SigBlk:\t0000000000000000"));
+  CHECK_THAT(out, Catch::Contains("SigCgt:\t0000000000000000"));
+}
+
+TEST_CASE("start_child: the child gets the descriptor limit it is given", "[child]") {
+  ddp::ChildOptions o;
+  o.open_files_limit = 321;
+  const auto [out, status] = run_sh("ulimit -n", o);
+  CHECK(out == "321\n");
+}
+
+TEST_CASE("start_child: the child dies with the thread that started it", "[child]") {
+  pid_t pid = -1;
+  std::thread starter([&] {
+    ddp::ChildOptions o;
+    o.exe = "/bin/sleep";
+    o.argv = {"sleep", "60"};
+    pid = ddp::start_child(o);
+  });
+  starter.join();
+  REQUIRE(pid > 0);
+  int status = 0;
+  // Blocks until the parent-death signal has killed it: the event itself, no polling.
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+}
+
+TEST_CASE("start_child: failures name the step and errno, and leave no child", "[child]") {
+  ddp::ChildOptions o;
+  o.exe = "/nonexistent/program";
+  try {
+    ddp::start_child(o);
+    FAIL("start_child did not throw");
+  } catch (const ddp::StartError& e) {
+    CHECK(std::string(e.step()) == "execve");
+    CHECK(e.error_number() == ENOENT);
+    CHECK_THAT(e.what(), Catch::Contains("'/nonexistent/program'") && Catch::Contains("execve"));
+  }
+  o.exe = "/etc/hostname";  // exists, not executable
+  CHECK_THROWS_AS(ddp::start_child(o), ddp::StartError);
+  o.exe = "/bin/true";
+  o.stdout_fd = 999;  // not open: dup2 fails before exec
+  try {
+    ddp::start_child(o);
+    FAIL("start_child did not throw");
+  } catch (const ddp::StartError& e) {
+    CHECK(std::string(e.step()) == "dup2 (stdout)");
+    CHECK(e.error_number() == EBADF);
+  }
+  // Every failed child was reaped before the throw.
+  CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+  CHECK(errno == ECHILD);
+}
+
+}  // namespace

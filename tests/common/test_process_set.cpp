@@ -1,0 +1,139 @@
+// ProcessSet: exits collected with their codes and signals, signal_all reaching what an ended
+// child left in its group, reap() and the destructor leaving nothing behind. Exits are awaited
+// through SIGCHLD (sigtimedwait), the event the set's owners use, never by polling.
+#include "common/process_set.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <string>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Blocks SIGCHLD for the test's lifetime so that sigtimedwait receives it.
+struct ChildSignal {
+  sigset_t set{}, old{};
+  ChildSignal() {
+    ::sigemptyset(&set);
+    ::sigaddset(&set, SIGCHLD);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old);
+  }
+  ~ChildSignal() { ::pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+};
+
+// Collects until `n` exits were seen or `timeout` passed, waking on SIGCHLD.
+std::vector<ddp::ProcessSet::Exit> wait_exits(ddp::ProcessSet& set, ChildSignal& sig, std::size_t n,
+                                              std::chrono::milliseconds timeout = 10s) {
+  std::vector<ddp::ProcessSet::Exit> all;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    for (const auto& e : set.collect()) all.push_back(e);
+    if (all.size() >= n) return all;
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= 0s) return all;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count();
+    timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+    ::sigtimedwait(&sig.set, nullptr, &ts);  // EAGAIN at the deadline, EINTR: loop again
+  }
+}
+
+ddp::ChildOptions sh(const std::string& script) {
+  ddp::ChildOptions o;
+  o.exe = "/bin/sh";
+  o.argv = {"sh", "-c", script};
+  o.env = {{"PATH", "/usr/bin:/bin"}};
+  return o;
+}
+
+bool gone(pid_t pid) {
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+TEST_CASE("ProcessSet: exit codes and signals, reported once each", "[process_set]") {
+  ChildSignal sig;
+  ddp::ProcessSet set;
+  const auto a = set.start(sh("exit 3"));
+  const auto b = set.start(sh("kill -TERM $$"));
+  const auto c = set.start(sh("exit 0"));
+  CHECK(set.size() == 3);
+  const auto exits = wait_exits(set, sig, 3);
+  REQUIRE(exits.size() == 3);
+  for (const auto& e : exits) {
+    CHECK(e.pid == set.pid(e.index));
+    if (e.index == a) CHECK((e.exit_code == 3 && e.term_signal == 0));
+    if (e.index == b) CHECK((e.exit_code == 143 && e.term_signal == SIGTERM));
+    if (e.index == c) CHECK((e.exit_code == 0 && e.term_signal == 0));
+  }
+  CHECK(set.running() == 0);
+  CHECK(set.collect().empty());
+  set.reap();
+  for (std::size_t i = 0; i < set.size(); ++i) CHECK(::waitpid(set.pid(i), nullptr, WNOHANG) == -1);
+}
+
+TEST_CASE("ProcessSet: signal_all reaches every running group", "[process_set]") {
+  ChildSignal sig;
+  ddp::ProcessSet set;
+  set.start(sh("exec sleep 60"));
+  set.start(sh("exec sleep 60"));
+  CHECK(set.running() == 2);
+  set.signal_all(SIGTERM);
+  const auto exits = wait_exits(set, sig, 2);
+  REQUIRE(exits.size() == 2);
+  for (const auto& e : exits) CHECK(e.term_signal == SIGTERM);
+}
+
+TEST_CASE("ProcessSet: an ended child's leftovers in its group still get signal_all", "[process_set]") {
+  // As a subreaper, the orphaned grandchild becomes ours, so its end is an event we can wait for.
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+  ChildSignal sig;
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  ddp::ProcessSet set;
+  auto o = sh("sleep 60 & echo $!; exit 0");
+  o.stdout_fd = fds[1];
+  set.start(o);
+  ::close(fds[1]);
+  char buf[32] = {};
+  REQUIRE(::read(fds[0], buf, sizeof buf - 1) > 0);
+  ::close(fds[0]);
+  const pid_t leftover = static_cast<pid_t>(std::stol(buf));
+  const auto exits = wait_exits(set, sig, 1);
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].exit_code == 0);
+  CHECK_FALSE(gone(leftover));
+  set.signal_all(SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(leftover, &status, 0) == leftover);
+  CHECK(WIFSIGNALED(status));
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+TEST_CASE("ProcessSet: the destructor kills and reaps whatever is left", "[process_set]") {
+  pid_t pid = -1;
+  {
+    ddp::ProcessSet set;
+    pid = set.pid(set.start(sh("exec sleep 60")));
+    CHECK_FALSE(gone(pid));
+  }
+  CHECK(gone(pid));  // killed and reaped: not even a zombie
+}
+
+TEST_CASE("ProcessSet: a child that cannot start leaves the set unchanged", "[process_set]") {
+  ddp::ProcessSet set;
+  ddp::ChildOptions o;
+  o.exe = "/nonexistent";
+  CHECK_THROWS_AS(set.start(o), ddp::StartError);
+  CHECK(set.size() == 0);
+  CHECK(set.running() == 0);
+}
+
+}  // namespace
