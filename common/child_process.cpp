@@ -98,7 +98,8 @@ pid_t start_child(const ChildOptions& o) {
   // memory before the child has reset it.
   sigset_t all, old_mask;
   ::sigfillset(&all);
-  if (const int e = ::pthread_sigmask(SIG_SETMASK, &all, &old_mask); e != 0) throw StartError(o.exe, "pthread_sigmask", e);
+  if (const int e = ::pthread_sigmask(SIG_SETMASK, &all, &old_mask); e != 0)
+    throw StartError(o.exe, "pthread_sigmask", e);
   const pid_t parent = ::getpid();
   volatile Failure failure;
   const pid_t pid = ::vfork();

@@ -24,11 +24,11 @@
 namespace ddp {
 
 struct ChildOptions {
-  std::string exe;                // path to execute (not searched in PATH)
-  std::vector<std::string> argv;  // argv[0] included; empty means {exe}
-  Environment env;                // the child's whole environment
-  int stdout_fd = -1;             // becomes the child's fd 1 (-1: inherit the parent's)
-  int stderr_fd = -1;             // becomes the child's fd 2 (-1: inherit)
+  std::string exe;                  // path to execute (not searched in PATH)
+  std::vector<std::string> argv;    // argv[0] included; empty means {exe}
+  Environment env;                  // the child's whole environment
+  int stdout_fd = -1;               // becomes the child's fd 1 (-1: inherit the parent's)
+  int stderr_fd = -1;               // becomes the child's fd 2 (-1: inherit)
   long long open_files_limit = -1;  // >= 0: the child's soft RLIMIT_NOFILE (-1: inherited)
   int death_signal = SIGKILL;       // sent to the child when the starting thread dies
 };

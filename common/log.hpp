@@ -24,7 +24,9 @@ const char* to_string(Level level);
 
 void set_level(Level level);
 Level level();
-inline bool enabled(Level l) { return static_cast<int>(l) >= static_cast<int>(level()); }
+inline bool enabled(Level l) {
+  return static_cast<int>(l) >= static_cast<int>(level());
+}
 // Sets the level from DDPLAUNCH_LOG_LEVEL when it is set. Throws UsageError for a bad value.
 void set_level_from_env();
 

@@ -18,9 +18,9 @@
 #include <CLI/CLI.hpp>
 
 #include "ddplaunch/distributed_data_parallel.hpp"
+#include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/spawn.hpp"
 #include "ddplaunch/trainer.hpp"
-#include "ddplaunch/rendezvous/memory_store.hpp"
 
 namespace rt = ddp::runtime;
 

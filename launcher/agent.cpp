@@ -14,16 +14,16 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "launcher/failure_summary.hpp"
-#include "launcher/node_rendezvous.hpp"
-#include "ddplaunch/rendezvous/endpoint.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "common/open_file_limit.hpp"
 #include "common/signals.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "launcher/failure_summary.hpp"
+#include "launcher/node_rendezvous.hpp"
 
 namespace ddp::launcher {
 

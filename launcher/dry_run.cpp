@@ -3,8 +3,8 @@
 
 #include <iostream>
 
-#include "launcher/agent.hpp"
 #include "common/exit_codes.hpp"
+#include "launcher/agent.hpp"
 
 namespace ddp::launcher {
 

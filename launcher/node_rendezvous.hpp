@@ -14,9 +14,9 @@
 #include <functional>
 #include <string>
 
+#include "ddplaunch/rendezvous/store.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/rank_map.hpp"
-#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::launcher {
 

@@ -13,7 +13,6 @@
 #include <system_error>
 #include <utility>
 
-
 namespace ddp::launcher {
 
 namespace {
@@ -63,8 +62,8 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   try {
     index_ = processes.start(child);
   } catch (const StartError& e) {
-    throw UsageError("cannot start '" + spec.argv.front() + "': " + e.step() + ": " +
-                     std::strerror(e.error_number()) + "; check that it is an executable program");
+    throw UsageError("cannot start '" + spec.argv.front() + "': " + e.step() + ": " + std::strerror(e.error_number()) +
+                     "; check that it is an executable program");
   }
   pid_ = processes.pid(index_);
   // Our copies of the write ends close with the Pipe objects, so end of file comes when the

@@ -18,7 +18,7 @@ struct WorkerSpec {
   int rank = 0;
   std::vector<std::string> argv;  // argv[0] is the executable (looked up on PATH when bare)
   Environment env;
-  std::string log_dir;  // <log_dir>/<run_id>/attempt_<n>/<local_rank>, "" when no log dir
+  std::string log_dir;              // <log_dir>/<run_id>/attempt_<n>/<local_rank>, "" when no log dir
   long long open_files_limit = -1;  // the worker's soft RLIMIT_NOFILE; -1: the launcher's
 };
 
@@ -29,8 +29,8 @@ struct WorkerSpecInputs {
   int restart_count;
   std::string master_addr;  // the store's address as workers should dial it
   int master_port;
-  Environment base_env;  // the launcher's environment
-  std::string log_root;  // overrides config.log_dir when set ("" = config.log_dir)
+  Environment base_env;             // the launcher's environment
+  std::string log_root;             // overrides config.log_dir when set ("" = config.log_dir)
   long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
 };
 

@@ -8,8 +8,8 @@
 #include <random>
 #include <thread>
 
-#include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/blocking_socket.hpp"
 #include "rendezvous/request.hpp"
 

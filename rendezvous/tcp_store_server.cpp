@@ -10,9 +10,9 @@
 
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
-#include "rendezvous/store_state.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/server_connection.hpp"
+#include "rendezvous/store_state.hpp"
 
 namespace ddp::rendezvous {
 

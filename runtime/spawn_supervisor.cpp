@@ -130,7 +130,8 @@ int SpawnSupervisor::wait() {
 void SpawnSupervisor::on_exit(const ProcessSet::Exit& exit) {
   if (exit.exit_code == kExitOk || stopping_) return;
   result_ = exit.exit_code;
-  const std::string how = exit.term_signal != 0 ? fmt::format("was killed by signal {} ({})", exit.term_signal, signal_name(exit.term_signal))
+  const std::string how = exit.term_signal != 0 ? fmt::format("was killed by signal {} ({})", exit.term_signal,
+                                                              signal_name(exit.term_signal))
                                                 : fmt::format("exited with code {}", exit.exit_code);
   const std::size_t others = processes_.running();
   const std::string stop = others == 0   ? "no other rank is running"

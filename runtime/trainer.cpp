@@ -88,7 +88,7 @@ Trainer::Trainer(torch::nn::Module& module, Forward forward, torch::optim::Optim
       })) {
   if (options_.batch_size() < 1 || options_.epochs() < 0)
     throw ddp::Error("trainer: batch_size " + std::to_string(options_.batch_size()) + " and epochs " +
-                            std::to_string(options_.epochs()) + " must be at least 1 and 0");
+                     std::to_string(options_.epochs()) + " must be at least 1 and 0");
 }
 
 void Trainer::log(const std::string& line) const {
@@ -123,16 +123,16 @@ int Trainer::resume() {
     for (const auto& item : module_.named_parameters()) {
       const torch::Tensor saved = read_nested(model, item.key());
       if (!saved.sizes().equals(item.value().sizes()))
-        throw ddp::Error("parameter " + item.key() + " is " + c10::str(saved.sizes()) +
-                                " in the checkpoint but " + c10::str(item.value().sizes()) + " in this model");
+        throw ddp::Error("parameter " + item.key() + " is " + c10::str(saved.sizes()) + " in the checkpoint but " +
+                         c10::str(item.value().sizes()) + " in this model");
     }
     module_.load(model);
     optimizer_.load(optimizer);
   } catch (const std::exception& e) {
     const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
     throw ddp::Error("checkpoint " + path.string() + " does not fit this model and optimizer: " +
-                            (torch_error ? torch_error->what_without_backtrace() : e.what()) +
-                            "; resume with the settings that wrote it, or use another --checkpoint-dir");
+                     (torch_error ? torch_error->what_without_backtrace() : e.what()) +
+                     "; resume with the settings that wrote it, or use another --checkpoint-dir");
   }
   epochs_done_ = static_cast<int>(done.item<std::int64_t>());
   step_ = step.item<std::int64_t>();

@@ -14,8 +14,8 @@
 #include <csignal>
 #include <set>
 #include <sstream>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace {

@@ -13,9 +13,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "launcher/node_rendezvous.hpp"
 #include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "launcher/node_rendezvous.hpp"
 
 namespace {
 

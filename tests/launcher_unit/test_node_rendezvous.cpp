@@ -18,12 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/launch_config.hpp"
-#include "launcher/rank_map.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "ddplaunch/rendezvous/store.hpp"
+#include "launcher/launch_config.hpp"
+#include "launcher/rank_map.hpp"
 
 namespace {
 

@@ -14,9 +14,9 @@
 
 namespace {
 
-using ddp::launcher::build_worker_specs;
 using ddp::current_environment;
 using ddp::Environment;
+using ddp::launcher::build_worker_specs;
 using ddp::launcher::LaunchConfig;
 using ddp::launcher::NodeInfo;
 using ddp::launcher::RankMap;

@@ -39,6 +39,14 @@ for f in bin/ddplaunch bin/ddplaunch-store include/ddplaunch/process_group.hpp \
          include/ddplaunch/rendezvous/memory_store.hpp include/ddplaunch/common/error.hpp; do
   [[ -f $prefix/$f ]] || fail "the install has no $f"
 done
+# Only public headers are installed, all under include/ddplaunch/: the store's parser, state,
+# connection and socket, and the common layer's private helpers stay in the source tree.
+[[ ! -e $prefix/include/rendezvous ]] || fail "the install has an include/rendezvous/ outside include/ddplaunch/"
+for f in request_parser.hpp store_state.hpp server_connection.hpp blocking_socket.hpp request.hpp \
+         child_process.hpp process_set.hpp hostlist.hpp; do
+  found=$(find "$prefix/include" -name "$f" | head -n 1)
+  [[ -z $found ]] || fail "the install has the private header ${found#"$prefix"/}"
+done
 config=$(find "$prefix" -path '*/cmake/ddplaunch/ddplaunchConfig.cmake' | head -n 1)
 [[ -n $config ]] || fail "the install has no lib*/cmake/ddplaunch/ddplaunchConfig.cmake"
 libdir=$(dirname "$(dirname "$(dirname "$config")")")

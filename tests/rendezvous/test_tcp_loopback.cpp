@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
-#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 
 namespace {
 

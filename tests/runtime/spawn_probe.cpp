@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "ddplaunch/dist_env.hpp"
-#include "ddplaunch/spawn.hpp"
 #include "common/exit_codes.hpp"
+#include "ddplaunch/dist_env.hpp"
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/spawn.hpp"
 
 extern char** environ;
 

@@ -6,7 +6,6 @@
 
 #include <catch2/catch.hpp>
 
-
 using Catch::Matchers::Contains;
 using ddp::runtime::DistEnv;
 using ddp::runtime::EnvError;
@@ -166,4 +165,3 @@ TEST_CASE("slurm task environment") {
 TEST_CASE("no launch environment names what to set") {
   CHECK_THAT(error_of({}), Contains("RANK") && Contains("--local_rank") && Contains("SLURM_PROCID"));
 }
-

@@ -42,7 +42,7 @@ TEST_CASE("under Slurm, ddplaunch and srun-started workers agree on the port for
   const std::string job_id =
       GENERATE(as<std::string>{}, "1", "19999", "20000", "123456", "1000000006", "1000000007", "1000000008",
                "2000000014", "4294967296", "9223372036854775807", "100000000000000012345");
-  ddp::Environment slurm{{"SLURM_JOB_ID", job_id},       {"SLURM_NNODES", "2"},         {"SLURM_NODEID", "0"},
+  ddp::Environment slurm{{"SLURM_JOB_ID", job_id},         {"SLURM_NNODES", "2"},         {"SLURM_NODEID", "0"},
                          {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_PROCID", "0"},         {"SLURM_NTASKS", "2"},
                          {"SLURM_LOCALID", "0"},           {"SLURM_NTASKS_PER_NODE", "1"}};
   launcher::LaunchConfig c;
