@@ -4,13 +4,13 @@
 #include <iostream>
 
 #include "common/exit_codes.hpp"
+#include "common/host_name.hpp"
 #include "launcher/agent.hpp"
 
 namespace ddp::launcher {
 
 int print_dry_run(const LaunchConfig& c) {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
+  const std::string host = host_name();
   std::vector<NodeInfo> nodes;
   for (int n = 0; n < c.max_nodes; ++n) {
     const std::string name = n == c.node_rank ? host : "?";

@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 
+#include "common/host_name.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::runtime {
@@ -68,10 +69,8 @@ Vote ring_vote(const RingLinks& ring, int world_size, Vote mine, Clock::time_poi
 std::uint64_t host_identity() {
   std::string id;
   std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), id);
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
   id += '\n';
-  id += name;
+  id += host_name();
   std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
   for (const unsigned char c : id) h = (h ^ c) * 1099511628211ULL;
   return h;

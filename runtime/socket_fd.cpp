@@ -16,6 +16,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/host_name.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::runtime {
@@ -188,13 +189,13 @@ void read_exact(int fd, void* data, std::size_t n, Clock::time_point deadline, c
 }
 
 std::string guess_local_address() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "127.0.0.1";
+  const std::string name = host_name();
+  if (name.empty()) return "127.0.0.1";
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  if (::getaddrinfo(name, nullptr, &hints, &res) != 0) return "127.0.0.1";
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &res) != 0) return "127.0.0.1";
   std::string out = "127.0.0.1";
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
     const auto* a = reinterpret_cast<const sockaddr_in*>(ai->ai_addr);
