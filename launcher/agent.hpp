@@ -8,22 +8,34 @@
 // Per round r (restarts and elastic membership changes start a new round):
 //   1. join the round (node_rendezvous.hpp) and get the rank map;
 //   2. start the workers and the JobMonitor;
-//   3. the first local failure publishes "r<r>/outcome" = "failure <code>\n<summary>" and stops
-//      the local workers (SIGTERM, --shutdown_timeout, SIGKILL); every other node sees the
-//      outcome and stops its workers too;
-//   4. a node whose workers all exited 0 increments "r<r>/succeeded"; the last one sets the
-//      outcome to "success";
+//   3. the first local failure compare-sets "r<r>/outcome" to a failure Outcome (outcome.hpp:
+//      code, summary, origin node) and stops the local workers (SIGTERM, --shutdown_timeout,
+//      SIGKILL); every other node sees the outcome and stops its workers too;
+//   4. a node whose workers all exited 0 increments "r<r>/succeeded"; the last one sets a
+//      success Outcome. A node exits 0 only on a success while its own workers all exited 0; a
+//      malformed outcome, or a success while its workers run, stops it with exit 1;
 //   5. after a failure, with restarts left, every node goes to round r+1; otherwise it exits.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
+#include "ddplaunch/rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "launcher/console_writer.hpp"
 #include "launcher/job_monitor.hpp"
 #include "launcher/launch_config.hpp"
+#include "launcher/node_setup.hpp"
+#include "launcher/outcome.hpp"
 #include "launcher/process_context.hpp"
+#include "launcher/round_joiner.hpp"
 
 namespace ddp::launcher {
 
@@ -37,6 +49,77 @@ struct AgentDeps {
   bool host_store = true;
   // Whether to check the program and addresses before starting (off for fake processes).
   bool preflight = true;
+};
+
+// Where one round stands on this node. Transitions (all on the loop thread):
+//   Joining  → Running    the rendezvous returned and the workers started
+//   Joining  → Stopping   the workers could not start
+//   Running  → Succeeded  every local worker exited 0 (counted in "succeeded")
+//   Running, Succeeded → Stopping   a local failure, the job's failure outcome, a lost node, a
+//                                    stopping signal
+//   Stopping → Over       every local worker has exited; then a new round (Joining) or the end
+enum class RoundState { Joining, Running, Succeeded, Stopping, Over };
+
+// The agent of one node: one Asio event loop (the calling thread of run()) that owns the round
+// state, the worker group, forwarded signals and the shutdown timer; helper threads (the
+// RoundJoiner, the JobMonitor, the hosted store) only post events to it. Not thread-safe: one
+// run() per object. run_agent() is the way to use it.
+class Agent {
+ public:
+  // Sets the log sink to this agent's console writer (until destruction). Does not block.
+  Agent(const LaunchConfig& config, AgentDeps deps);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+  // Runs the job on this node; see run_agent().
+  int run();
+
+ private:
+  std::string key(const std::string& name) const { return "r" + std::to_string(round_) + "/" + name; }
+  std::shared_ptr<rendezvous::Store> connect_job();
+  // Posts an event from a helper thread; it is dropped if the round it belongs to is over.
+  void post_for_round(int round, std::function<void()> event);
+
+  bool prepare();
+  void wait_signals();
+  void on_signal(int signo);
+  void start_round();
+  void on_joined(const JoinedRound& joined);
+  void start_monitor();
+  void on_worker_exit(const WorkerResult& w);
+  void on_outcome(const std::string& value);
+  void on_lost(const std::string& message, bool store_lost);
+  // Records the round's root cause (the first one wins) and stops the local workers.
+  void fail_round(Outcome cause, bool restartable, bool publish);
+  void begin_stop(int signo);
+  void check_round_end();
+  void end_round();
+  // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
+  std::string publish(const Outcome& outcome);
+  void finish(int code);
+
+  const LaunchConfig& c_;
+  AgentDeps deps_;
+  ConsoleWriter console_;
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer kill_timer_;
+  EffectiveConfig eff_;  // resolved once by prepare()
+  std::unique_ptr<rendezvous::TcpStoreServer> server_;
+  std::unique_ptr<RoundJoiner> joiner_;  // made by prepare(); owns the store connections
+
+  int round_ = 0;
+  int restart_count_ = 0;
+  int group_rank_ = 0;
+  int nnodes_ = 1;
+  RoundState state_ = RoundState::Joining;
+  std::optional<Outcome> cause_;  // why the round stops: its code and the summary printed at the end
+  bool restartable_ = true;       // false when the store or a static peer is gone, or a start failed
+  int interrupted_by_ = 0;        // the stopping signal this launcher received, or 0
+  std::unique_ptr<ProcessContext> procs_;
+  std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
+  std::unique_ptr<JobMonitor> monitor_;
+  std::optional<int> exit_code_;
 };
 
 // Runs the job described by `config` (validated) on this node and returns the exit code:

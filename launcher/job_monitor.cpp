@@ -5,8 +5,9 @@
 #include <map>
 #include <mutex>
 
-#include "ddplaunch/rendezvous/prefix_store.hpp"
-#include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include <fmt/format.h>
+
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::launcher {
 
@@ -28,14 +29,6 @@ struct JobMonitor::Shared {
     return stopped;
   }
 };
-
-namespace {
-// The TCP client underneath a (possibly prefixed) store, for interrupt().
-rendezvous::TcpStoreClient* tcp_client(rendezvous::Store* store) {
-  if (auto* prefixed = dynamic_cast<rendezvous::PrefixStore*>(store)) return tcp_client(prefixed->underlying().get());
-  return dynamic_cast<rendezvous::TcpStoreClient*>(store);
-}
-}  // namespace
 
 JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on_outcome, OnLost on_lost)
     : shared_(std::make_shared<Shared>()) {
@@ -74,9 +67,7 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
             s = {beat, now};
           } else if (now - s.second > o.timeout) {
             if (!shared->is_stopped()) {
-              on_lost("lost node " + std::to_string(n) + ": no heartbeat for " +
-                          std::to_string(o.timeout.count() / 1000.0).substr(0, 4) + " s",
-                      n == 0);
+              on_lost(fmt::format("lost node {}: no heartbeat for {:g} s", n, o.timeout.count() / 1000.0), n == 0);
             }
             return;
           }
@@ -97,7 +88,7 @@ void JobMonitor::stop() {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     shared_->stopped = true;
     // A connection that a cut link left silent would keep the watcher parked: break it.
-    if (auto* tcp = tcp_client(shared_->watcher_store.get())) tcp->interrupt();
+    if (shared_->watcher_store) shared_->watcher_store->interrupt();
   }
   shared_->cv.notify_all();
   if (watcher_.joinable()) watcher_.join();

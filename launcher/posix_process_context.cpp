@@ -17,33 +17,6 @@ namespace {
 
 namespace asio = boost::asio;
 
-std::string expand_prefix(std::string tpl, const WorkerSpec& w, const std::string& role) {
-  const std::map<std::string, std::string> vars = {
-      {"${rank}", std::to_string(w.rank)}, {"${local_rank}", std::to_string(w.local_rank)}, {"${role_name}", role}};
-  for (const auto& [k, v] : vars) {
-    for (auto p = tpl.find(k); p != std::string::npos; p = tpl.find(k, p)) tpl.replace(p, k.size(), v);
-  }
-  return tpl;
-}
-
-OutputOptions output_for(const OutputPolicy& policy, const WorkerSpec& spec) {
-  const LaunchConfig& c = *policy.config;
-  OutputOptions out;
-  out.console = policy.console;
-  if (policy.prefix_lines) out.prefix = expand_prefix(c.line_prefix_template, spec, c.role);
-  const int redirect = c.redirects.for_rank(spec.local_rank);
-  const int tee = c.tee.for_rank(spec.local_rank);
-  const bool shown = c.local_ranks_filter.empty() || std::find(c.local_ranks_filter.begin(), c.local_ranks_filter.end(),
-                                                               spec.local_rank) != c.local_ranks_filter.end();
-  out.to_console_out = shown && !(redirect & 1);
-  out.to_console_err = shown && !(redirect & 2);
-  // As in torchrun: a stream goes to its file when redirected or tee'd; a tee keeps it on the
-  // console as well.
-  if (!spec.log_dir.empty() && ((redirect | tee) & 1)) out.stdout_file = spec.log_dir + "/stdout.log";
-  if (!spec.log_dir.empty() && ((redirect | tee) & 2)) out.stderr_file = spec.log_dir + "/stderr.log";
-  return out;
-}
-
 class PosixProcessContext final : public ProcessContext {
  public:
   PosixProcessContext(asio::io_context& io, OutputPolicy policy) : io_(io), policy_(policy), sigchld_(io, SIGCHLD) {
@@ -60,7 +33,7 @@ class PosixProcessContext final : public ProcessContext {
     on_exit_ = std::move(on_exit);
     try {
       for (const auto& spec : specs) {
-        workers_.push_back(std::make_unique<WorkerProcess>(io_, spec, output_for(policy_, spec), processes_));
+        workers_.push_back(std::make_unique<WorkerProcess>(io_, spec, OutputOptions{policy_.console}, processes_));
         WorkerProcess* w = workers_.back().get();
         w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });
       }

@@ -11,7 +11,6 @@
 #include <boost/asio/io_context.hpp>
 
 #include "launcher/console_writer.hpp"
-#include "launcher/launch_config.hpp"
 #include "launcher/worker_spec.hpp"
 
 namespace ddp::launcher {
@@ -42,11 +41,9 @@ class ProcessContext {
   virtual std::size_t running() const = 0;
 };
 
-// Where worker output goes (see launch_config.hpp for the flags).
+// Where worker output goes; each worker's routing comes with its spec (WorkerSpec::output).
 struct OutputPolicy {
-  const LaunchConfig* config = nullptr;
   ConsoleWriter* console = nullptr;
-  bool prefix_lines = false;  // world size > 1
 };
 
 // Real processes: one ProcessSet (own process groups, parent-death signal, only stdio inherited),

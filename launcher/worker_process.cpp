@@ -43,12 +43,13 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
     : spec_(spec), output_(std::move(output)) {
   DDP_ASSERT(output_.console != nullptr, "worker output needs a console writer");
   const std::string exe = resolve_program(spec.argv.front());
-  out_.console = output_.to_console_out;
-  err_.console = output_.to_console_err;
+  const OutputRouting& route = spec.output;
+  out_.console = route.to_console_out;
+  err_.console = route.to_console_err;
   err_.is_err = true;
   if (!spec.log_dir.empty()) std::filesystem::create_directories(spec.log_dir);
-  if (!output_.stdout_file.empty()) out_.file.open(output_.stdout_file, std::ios::trunc);
-  if (!output_.stderr_file.empty()) err_.file.open(output_.stderr_file, std::ios::trunc);
+  if (!route.stdout_file.empty()) out_.file.open(route.stdout_file, std::ios::trunc);
+  if (!route.stderr_file.empty()) err_.file.open(route.stderr_file, std::ios::trunc);
 
   Pipe out_pipe, err_pipe;
   ChildOptions child;
@@ -170,7 +171,7 @@ void WorkerProcess::emit_lines(Stream& s, const char* data, std::size_t n) {
   }
   if (!s.console) return;
   const int fd = s.is_err ? 2 : 1;
-  const std::string& prefix = output_.prefix;
+  const std::string& prefix = spec_.output.prefix;
   if (prefix.empty()) {
     std::string block = output_.console->recycled_buffer();
     block.assign(data, n);

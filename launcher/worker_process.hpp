@@ -22,14 +22,10 @@
 
 namespace ddp::launcher {
 
+// Where the routed lines go (the routing itself is the spec's: WorkerSpec::output).
 struct OutputOptions {
   ConsoleWriter* console = nullptr;  // where console lines go (required)
-  std::string prefix;                // e.g. "[3]:"; "" for none
-  bool to_console_out = true;
-  bool to_console_err = true;
-  std::string stdout_file;  // "" = none
-  std::string stderr_file;
-  std::size_t tail_lines = 20;  // stderr lines kept for the failure summary
+  std::size_t tail_lines = 20;       // stderr lines kept for the failure summary
 };
 
 class WorkerProcess {

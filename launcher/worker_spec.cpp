@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -61,6 +62,32 @@ std::string substitute_local_rank(std::string arg, int local_rank) {
 }
 
 namespace {
+
+std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::string& role) {
+  const std::pair<const char*, std::string> vars[] = {
+      {"${rank}", std::to_string(rank)}, {"${local_rank}", std::to_string(local_rank)}, {"${role_name}", role}};
+  for (const auto& [k, v] : vars) {
+    const std::string key = k;
+    for (auto p = tpl.find(key); p != std::string::npos; p = tpl.find(key, p + v.size())) tpl.replace(p, key.size(), v);
+  }
+  return tpl;
+}
+
+// As in torchrun: a stream goes to its file when redirected or tee'd; a tee keeps it on the
+// console as well; --local_ranks_filter hides the other ranks' console lines.
+OutputRouting route_output(const LaunchConfig& c, const WorkerSpec& w, bool prefix_lines) {
+  OutputRouting out;
+  if (prefix_lines) out.prefix = expand_prefix(c.line_prefix_template, w.rank, w.local_rank, c.role);
+  const int redirect = c.redirects.for_rank(w.local_rank);
+  const int tee = c.tee.for_rank(w.local_rank);
+  const auto& filter = c.local_ranks_filter;
+  const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), w.local_rank) != filter.end();
+  out.to_console_out = shown && !(redirect & 1);
+  out.to_console_err = shown && !(redirect & 2);
+  if (!w.log_dir.empty() && ((redirect | tee) & 1)) out.stdout_file = w.log_dir + "/stdout.log";
+  if (!w.log_dir.empty() && ((redirect | tee) & 2)) out.stderr_file = w.log_dir + "/stderr.log";
+  return out;
+}
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -125,6 +152,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     worker_env::apply(w.env, we);
     if (c.virtual_local_rank) w.env["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
     w.open_files_limit = in.open_files_limit;
+    w.output = route_output(c, w, in.ranks.world_size() > 1);
     specs.push_back(std::move(w));
   }
   return specs;

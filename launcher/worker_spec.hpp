@@ -13,6 +13,17 @@
 
 namespace ddp::launcher {
 
+// Where one worker's output goes, decided with its spec (from --redirects, --tee,
+// --local_ranks_filter, --log_line_prefix_template and the log directory), so that whatever runs
+// the worker needs only this and a console.
+struct OutputRouting {
+  std::string prefix;  // put before every console line, e.g. "[3]:"; "" for none
+  bool to_console_out = true;
+  bool to_console_err = true;
+  std::string stdout_file;  // "" = none
+  std::string stderr_file;
+};
+
 struct WorkerSpec {
   int local_rank = 0;
   int rank = 0;
@@ -20,6 +31,7 @@ struct WorkerSpec {
   Environment env;
   std::string log_dir;              // <log_dir>/<run_id>/attempt_<n>/<local_rank>, "" when no log dir
   long long open_files_limit = -1;  // the worker's soft RLIMIT_NOFILE; -1: the launcher's
+  OutputRouting output;
 };
 
 struct WorkerSpecInputs {

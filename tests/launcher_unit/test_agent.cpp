@@ -16,6 +16,7 @@
 #include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "launcher/node_rendezvous.hpp"
+#include "launcher/outcome.hpp"
 
 namespace {
 
@@ -174,7 +175,11 @@ TEST_CASE("the first failure stops the siblings with SIGTERM and its code is the
   CHECK(code == 3);
   CHECK(got_signal(rec, 0, SIGTERM));
   CHECK_FALSE(got_signal(rec, 0, SIGKILL));
-  CHECK(store->get("ddplaunch/test/r0/outcome", 1s).rfind("failure 3\n", 0) == 0);
+  const auto outcome = ddp::launcher::Outcome::decode(store->get("ddplaunch/test/r0/outcome", 1s));
+  CHECK_FALSE(outcome.succeeded());
+  CHECK(outcome.code == 3);
+  CHECK(outcome.origin_node == 0);
+  CHECK_THAT(outcome.summary, Catch::Contains("rank      : 1"));
 }
 
 TEST_CASE("a worker ignoring SIGTERM gets SIGKILL after the shutdown timeout") {
@@ -304,4 +309,43 @@ TEST_CASE("an elastic job starts with MIN nodes once the last call has passed") 
   REQUIRE(rec.starts.size() == 1);
   CHECK(rec.starts[0][0].env.at("WORLD_SIZE") == "2");
   CHECK(rec.starts[0][0].env.at("GROUP_WORLD_SIZE") == "1");
+}
+
+namespace {
+
+// Two nodes whose workers run until stopped; once both heartbeat (the monitors run), `write`
+// puts `value` into round 0's outcome key as another program could. Returns both exit codes.
+std::pair<int, int> run_with_foreign_outcome(const std::string& value) {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  const auto forever = [](const WorkerSpec&) { return Script{0ms, 0, true}; };
+  auto node1 = std::async(std::launch::async, [&] { return run_agent(config(2, 1, 1), fakes(store, forever, rec1)); });
+  auto stranger = std::async(std::launch::async, [&] {
+    // Blocks until both nodes' heartbeat counters exist: the event that the workers run.
+    store->wait({"ddplaunch/test/r0/hb/0", "ddplaunch/test/r0/hb/1"}, 10s);
+    store->set("ddplaunch/test/r0/outcome", value);
+  });
+  const int code0 = run_agent(config(2, 0, 1), fakes(store, forever, rec0));
+  stranger.get();
+  return {code0, node1.get()};
+}
+
+}  // namespace
+
+TEST_CASE("an outcome no node wrote (the old bare 'success') stops the job with 1, never 0") {
+  const auto [code0, code1] = run_with_foreign_outcome("success");
+  CHECK(code0 == 1);
+  CHECK(code1 == 1);
+}
+
+TEST_CASE("a well-formed success while workers still run is refused: exit 1") {
+  const auto [code0, code1] = run_with_foreign_outcome(ddp::launcher::Outcome::success(1).encode());
+  CHECK(code0 == 1);
+  CHECK(code1 == 1);
+}
+
+TEST_CASE("a malformed failure code cannot choose the exit code") {
+  const auto [code0, code1] = run_with_foreign_outcome("ddplaunch-outcome 1 failure 999 1\n\x1b[2Jgotcha");
+  CHECK(code0 == 1);
+  CHECK(code1 == 1);
 }

@@ -21,6 +21,7 @@ class PrefixStore final : public Store {
   void wait(const std::vector<std::string>& keys, Duration timeout) override;
   bool delete_key(const std::string& key) override;
   std::int64_t num_keys() override;
+  void interrupt() override { store_->interrupt(); }
 
   const std::shared_ptr<Store>& underlying() const { return store_; }
 

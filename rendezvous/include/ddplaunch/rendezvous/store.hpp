@@ -55,6 +55,13 @@ class Store {
 
   // Number of keys in the whole store (not only this view of it, for a PrefixStore).
   virtual std::int64_t num_keys() = 0;
+
+  // Makes calls blocked on this store in other threads fail promptly (with an Error), e.g. a
+  // WAIT parked on a connection that a cut link left silent; the store may be unusable after.
+  // Thread-safe and non-blocking: the one method meant to be called concurrently with others.
+  // In-process stores have no connection to break, and their waits end with their timeout or
+  // the key: for them this does nothing.
+  virtual void interrupt() {}
 };
 
 }  // namespace ddp::rendezvous

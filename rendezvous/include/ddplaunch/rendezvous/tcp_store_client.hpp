@@ -76,7 +76,7 @@ class TcpStoreClient final : public Store {
 
   // Thread-safe and non-blocking: breaks the connection so that a call blocked in another thread
   // (a long wait) throws ConnectionError promptly. The client is unusable afterwards.
-  void interrupt();
+  void interrupt() override;
 
   const TcpStoreClientOptions& options() const { return options_; }
 

@@ -1,0 +1,36 @@
+// Joining one round of the job from the launcher's configuration: the static or the elastic
+// rendezvous (node_rendezvous.hpp), with late arrivals carried to the next round. Runs on the
+// agent's rendezvous thread; everything it learns comes back in the result.
+#pragma once
+
+#include <atomic>
+#include <functional>
+
+#include "launcher/launch_config.hpp"
+#include "launcher/node_rendezvous.hpp"
+#include "launcher/node_setup.hpp"
+
+namespace ddp::launcher {
+
+struct JoinedRound {
+  RankMap ranks;
+  int group_rank = 0;   // this node's rank in the round (= --node_rank unless elastic)
+  int round = 0;        // the round joined: later than asked when this node arrived late
+  int late_rounds = 0;  // rounds that closed without this node (each counts as a restart)
+};
+
+// Blocks until this node is a member of round `round` or a later one. Throws as join_round and
+// join_elastic_round do (UsageError, TimeoutError, ConnectionError, Error on cancellation).
+// `status` receives the waiting lines.
+JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& config,
+                           const EffectiveConfig& effective, int round, const std::atomic<bool>* cancelled,
+                           const std::function<void(const std::string&)>& status);
+
+// The exit barrier of a successful multi-node job: every node counts itself out under
+// `round_prefix` ("r<round>/"); the store's host (`is_host`) then waits up to `wait` for all
+// `nnodes`, so no node mistakes a finished job for a lost store. Never throws: a node gone after
+// the success loses nothing, and is logged as a warning.
+void leave_job(rendezvous::Store& job, const std::string& round_prefix, int nnodes, bool is_host,
+               std::chrono::milliseconds wait);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,42 @@
+// What a node settles once, before its first round: the checks that fail fast (the program, the
+// addresses), the log root, and (on node 0) the hosted store. The result, an EffectiveConfig, is
+// what the agent uses from then on instead of recomputing from the LaunchConfig.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "launcher/job_monitor.hpp"
+#include "launcher/launch_config.hpp"
+
+namespace ddp::launcher {
+
+struct EffectiveConfig {
+  std::string host;                 // this machine's host name, for messages and the rank map
+  int port = 0;                     // the store's real port (node 0 may have bound port 0)
+  std::string log_root;             // --log_dir, or a fresh /tmp directory when streams go to files
+  long long open_files_limit = -1;  // before hosting the store raised it; workers get it back
+};
+
+struct NodeSetupOptions {
+  bool preflight = true;   // check the program and addresses (off for fake processes)
+  bool host_store = true;  // node 0 hosts a TcpStoreServer at --master_addr:--master_port
+};
+
+struct NodeSetup {
+  EffectiveConfig effective;
+  std::unique_ptr<rendezvous::TcpStoreServer> server;  // node 0 only, already serving
+};
+
+// Resolves the effective configuration and starts the hosted store. Blocks only for name
+// lookups. Throws UsageError (exit 2) for a program that cannot run, an address that does not
+// resolve or a port already in use; Error (exit 1) when no log directory can be made.
+NodeSetup set_up_node(const LaunchConfig& config, const NodeSetupOptions& options);
+
+// New connections to the store root (un-prefixed) at --master_addr and the effective port, as
+// TcpStoreClients that retry until --rdzv_timeout and time replies out after the heartbeat
+// timeout (at least 1 s), so a cut link cannot stall the teardown for longer.
+StoreConnector store_connector(const LaunchConfig& config, const EffectiveConfig& effective);
+
+}  // namespace ddp::launcher

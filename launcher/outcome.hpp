@@ -1,0 +1,43 @@
+// How a round of the job ended, as the nodes tell each other through the store's
+// "r<round>/outcome" key: the first node to fail (or to be stopped) compare-sets it, the last
+// node to succeed sets success, and every node's outcome watcher acts on what it reads.
+//
+// Wire format (one text value; the store never interprets it):
+//   line 1: "ddplaunch-outcome 1 <kind> <code> <origin_node>"   kind: success | failure
+//   rest:   the summary, any bytes (newlines included), printed by the other nodes.
+// decode() accepts exactly what encode() writes: a success with code 0, a failure with a code in
+// 1..255, an origin node in -1..kMaxNodes. Anything else (a stranger's write, another program's
+// key, a truncated value) throws OutcomeError, so a malformed value can never become exit 0.
+#pragma once
+
+#include <string>
+
+#include "ddplaunch/common/error.hpp"
+
+namespace ddp::launcher {
+
+class OutcomeError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct Outcome {
+  enum class Kind { Success, Failure };
+  static constexpr int kMaxNodes = 1 << 20;
+
+  Kind kind = Kind::Failure;
+  int code = 1;          // the job's exit code: 0 for success, the root cause's 1..255 otherwise
+  std::string summary;   // what the other nodes print ("" for success)
+  int origin_node = -1;  // group rank of the node that set it; -1 when no node is to blame
+
+  static Outcome success(int origin_node);
+  static Outcome failure(int code, std::string summary, int origin_node);
+  bool succeeded() const { return kind == Kind::Success; }
+
+  // Pure. Asserts the invariants above (a bug otherwise).
+  std::string encode() const;
+  // Pure. Throws OutcomeError naming what is wrong (the value is quoted, cut to 80 bytes).
+  static Outcome decode(const std::string& value);
+};
+
+}  // namespace ddp::launcher

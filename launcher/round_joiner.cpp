@@ -1,0 +1,44 @@
+// See round_joiner.hpp.
+#include "launcher/round_joiner.hpp"
+
+#include <optional>
+
+#include <boost/asio/post.hpp>
+
+#include "common/log.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
+
+namespace ddp::launcher {
+
+RoundJoiner::RoundJoiner(boost::asio::io_context& io, StoreConnector connect_root, const LaunchConfig& config,
+                         const EffectiveConfig& effective)
+    : io_(io), connect_root_(std::move(connect_root)), config_(config), effective_(effective) {}
+
+RoundJoiner::~RoundJoiner() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
+  thread_ = std::thread([this, round, on_joined = std::move(on_joined), on_error = std::move(on_error)] {
+    std::optional<JoinedRound> joined;
+    std::exception_ptr error;
+    try {
+      if (!root_) {
+        root_ = connect_root_();
+        job_ = std::make_shared<rendezvous::PrefixStore>("ddplaunch/" + config_.run_id, root_);
+      }
+      joined = join_job_round(*root_, *job_, config_, effective_, round, &cancelled_,
+                              [](const std::string& s) { log::info("{}", s); });
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // The result goes back to the loop, which joins this (finished) thread first.
+    boost::asio::post(io_, [this, joined = std::move(joined), error, on_joined, on_error] {
+      thread_.join();
+      if (error) return on_error(error);
+      on_joined(*joined);
+    });
+  });
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,73 @@
+// Outcome: the typed round outcome and its wire format, including every malformed value a
+// stranger or another program could leave in the key.
+#include "launcher/outcome.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+namespace {
+
+using ddp::launcher::Outcome;
+using ddp::launcher::OutcomeError;
+
+TEST_CASE("outcome: success and failure round-trip", "[outcome]") {
+  const Outcome s = Outcome::decode(Outcome::success(2).encode());
+  CHECK(s.succeeded());
+  CHECK(s.code == 0);
+  CHECK(s.origin_node == 2);
+  CHECK(s.summary.empty());
+
+  const std::string summary = "=====\nworker FAILED\n  rank : 3\n\nlast line without newline";
+  const Outcome f = Outcome::decode(Outcome::failure(139, summary, 1).encode());
+  CHECK_FALSE(f.succeeded());
+  CHECK(f.code == 139);
+  CHECK(f.origin_node == 1);
+  CHECK(f.summary == summary);
+
+  CHECK(Outcome::decode(Outcome::failure(1, "", -1).encode()).origin_node == -1);
+  CHECK(Outcome::decode(Outcome::failure(255, "x", Outcome::kMaxNodes).encode()).code == 255);
+}
+
+TEST_CASE("outcome: the encoded form starts with a versioned header line", "[outcome]") {
+  CHECK(Outcome::success(0).encode() == "ddplaunch-outcome 1 success 0 0\n");
+  CHECK(Outcome::failure(3, "boom", 1).encode() == "ddplaunch-outcome 1 failure 3 1\nboom");
+}
+
+TEST_CASE("outcome: malformed values throw, never become a success", "[outcome]") {
+  const char* bad[] = {
+      "",
+      "success",                                   // the old, unauthenticated form
+      "failure 3\nsummary",                        // the old failure form
+      "ddplaunch-outcome 1 success 0 0",           // no newline after the header
+      "ddplaunch-outcome 2 success 0 0\n",         // another version
+      "ddplaunch-outcome 1 victory 0 0\n",         // unknown kind
+      "ddplaunch-outcome 1 success 3 0\n",         // success must have code 0
+      "ddplaunch-outcome 1 failure 0 0\n",         // failure must not have code 0
+      "ddplaunch-outcome 1 failure 256 0\n",       // beyond an exit code
+      "ddplaunch-outcome 1 failure -1 0\n",        // negative code
+      "ddplaunch-outcome 1 failure 3x 0\n",        // not a number
+      "ddplaunch-outcome 1 failure 3 -2\n",        // origin below -1
+      "ddplaunch-outcome 1 failure 3 99999999\n",  // origin beyond any job
+      "ddplaunch-outcome 1 failure 3\n",           // missing origin
+      "ddplaunch-outcome 1 failure 3 1 7\n",       // trailing field
+      "ddplaunch-outcome 1 failure  3 1\n",        // double space
+  };
+  for (const char* v : bad) {
+    INFO("value: " << v);
+    CHECK_THROWS_AS(Outcome::decode(v), OutcomeError);
+  }
+}
+
+TEST_CASE("outcome: errors quote the value, cut short", "[outcome]") {
+  CHECK_THROWS_WITH(Outcome::decode("success"), Catch::Contains("'success'") && Catch::Contains("malformed"));
+  const std::string long_value(500, 'x');
+  try {
+    Outcome::decode(long_value);
+    FAIL("decode accepted a malformed value");
+  } catch (const OutcomeError& e) {
+    CHECK(std::string(e.what()).size() < 250);
+  }
+}
+
+}  // namespace
