@@ -1,5 +1,5 @@
 // The launcher's whole configuration as plain data, built by the command line (cli.hpp) and
-// checked by validate(). Everything downstream (rendezvous, worker specs, the agent) reads only
+// checked by validate() (validate.hpp). Everything downstream (rendezvous, worker specs, the agent) reads only
 // this struct, never argv or the environment.
 #pragma once
 
@@ -58,8 +58,5 @@ struct LaunchConfig {
   std::string program;
   std::vector<std::string> program_args;
 };
-
-// Pure check of a parsed configuration; throws UsageError naming the value and the fix.
-void validate(const LaunchConfig& config);
 
 }  // namespace ddp::launcher

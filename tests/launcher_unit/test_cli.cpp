@@ -1,8 +1,9 @@
 // parse_command_line(): torchrun's flags in both spellings, PET_* defaults, the program and its
-// arguments passed through untouched, the nproc keywords, endpoints, stream selections, signals,
-// legacy flags, --help/--version, Slurm defaults, and a table of bad inputs that must each be a
-// UsageError naming the offending value. The environment is a fake (a std::map) except where a
-// test says otherwise.
+// arguments passed through untouched, the nproc keywords, endpoints, stream selections, durations
+// and --rdzv_conf, signals, legacy flags, --help/--version, Slurm defaults, and a table of bad
+// inputs that must each be a UsageError naming the offending value (the rules on the finished
+// config have their own suite, test_validate.cpp). The environment is a fake (a std::map) except
+// where a test says otherwise.
 #include "launcher/cli.hpp"
 
 #include <catch2/catch.hpp>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "launcher/launch_config.hpp"
+#include "tests/launcher_unit/usage_error_of.hpp"
 
 namespace {
 
@@ -24,7 +26,6 @@ using ddp::EnvLookup;
 using ddp::launcher::LaunchConfig;
 using ddp::launcher::parse_command_line;
 using ddp::launcher::ParsedCommandLine;
-using ddp::launcher::UsageError;
 using Args = std::vector<std::string>;
 using FakeEnv = std::map<std::string, std::string>;
 
@@ -49,14 +50,7 @@ LaunchConfig parse(const Args& args, const FakeEnv& env = {}) {
 
 // The UsageError message for `args`, or a marker saying what happened instead.
 std::string usage_error(const Args& args, const FakeEnv& env = {}) {
-  try {
-    parse_full(args, env);
-    return "<no exception>";
-  } catch (const UsageError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<not a UsageError> ") + e.what();
-  }
+  return ddp::testing::usage_error_of([&] { parse_full(args, env); });
 }
 
 // Sets process environment variables for one test and restores them afterwards.
@@ -128,6 +122,7 @@ TEST_CASE("both spellings of each flag are accepted", "[cli]") {
     CHECK(c.shutdown_timeout == std::chrono::seconds(7));
     CHECK(c.program == "prog");
   }
+  CHECK(parse({"--max_restarts=010", "prog"}).max_restarts == 10);  // decimal, never octal
   CHECK(parse({"--no-python", "prog"}).no_python);
   CHECK(parse({"--no_python", "prog"}).no_python);
   CHECK(parse({"--virtual-local-rank", "prog"}).virtual_local_rank);
@@ -246,6 +241,7 @@ TEST_CASE("standalone picks a free port and a random run id", "[cli]") {
   CHECK_FALSE(a.run_id.empty());
   CHECK(a.run_id != "none");
   CHECK(a.run_id != b.run_id);
+  CHECK(parse({"--standalone", "--nnodes=1", "--node_rank=0", "prog"}).standalone);
 }
 
 TEST_CASE("rdzv_endpoint sets the master address and port", "[cli]") {
@@ -283,6 +279,29 @@ TEST_CASE("redirects and tee take a mask or a per-rank map", "[cli]") {
   const auto tee_map = parse({"-t", "1:3", "prog"});
   CHECK(tee_map.tee.for_rank(1) == 3);
   CHECK(tee_map.tee.for_rank(0) == 0);
+}
+
+TEST_CASE("durations take seconds, and rdzv_conf keys override them", "[cli]") {
+  using namespace std::chrono_literals;
+  SECTION("flags") {
+    const auto c = parse({"--heartbeat_timeout=2.5", "--rdzv_timeout", "1e3", "--shutdown-timeout", "0", "prog"});
+    CHECK(c.heartbeat_timeout == 2500ms);
+    CHECK(c.heartbeat_interval == 500ms);
+    CHECK(c.rdzv_timeout == 1000s);
+    CHECK(c.shutdown_timeout == 0ms);
+  }
+  SECTION("rdzv_conf: join_timeout wins over timeout and the flag, in any order") {
+    const auto c = parse({"--rdzv_timeout=5", "--rdzv_conf", "join_timeout=7,timeout=6,heartbeat_timeout=20", "prog"});
+    CHECK(c.rdzv_timeout == 7s);
+    CHECK(c.heartbeat_timeout == 20s);
+    CHECK(c.heartbeat_interval == 4s);
+  }
+  SECTION("rdzv_conf: other known keys are kept as given") {
+    const auto c = parse({"--rdzv_conf=last_call_timeout=0.5,is_host=1,store_type=tcp", "prog"});
+    CHECK(c.rdzv_conf ==
+          std::map<std::string, std::string>{{"last_call_timeout", "0.5"}, {"is_host", "1"}, {"store_type", "tcp"}});
+    CHECK(c.rdzv_timeout == 900s);
+  }
 }
 
 TEST_CASE("signals_to_handle takes names and numbers", "[cli]") {
@@ -346,6 +365,19 @@ TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
       {{"--rdzv_endpoint", "node7:99999", "prog"}, "99999", {}},
       {{"--rdzv_conf", "novalue", "prog"}, "novalue", {}},
       {{"--rdzv_conf", "timeout=", "prog"}, "timeout=", {}},
+      {{"--rdzv_conf", "timeout=abc", "prog"}, "timeout=abc", {}},
+      {{"--rdzv_conf", "join_timeout=5,foo=1", "prog"}, "'foo'", {}},
+      {{"--rdzv_timeout", "abc", "prog"}, "--rdzv_timeout: abc", {}},
+      {{"--heartbeat_timeout", "inf", "prog"}, "--heartbeat_timeout: inf", {}},
+      {{"--heartbeat_timeout", "0.05", "prog"}, "--heartbeat_timeout=0.05 s", {}},
+      {{"--nproc_per_node=5000", "prog"}, "--nproc_per_node=5000", {}},
+      {{"--max_restarts=5000", "prog"}, "--max_restarts=5000", {}},
+      {{"--max_restarts=abc", "prog"}, "--max_restarts=abc", {}},
+      {{"--standalone", "--nnodes", "2", "prog"}, "--nnodes=2", {}},
+      {{"--signals_to_handle", "", "prog"}, "--signals_to_handle is empty", {}},
+      {{"--signals_to_handle", "SIGKILL", "prog"}, "SIGKILL", {}},
+      {{"--log_level", "loud", "prog"}, "loud", {}},
+      {{"prog"}, "PET_MONITOR_INTERVAL=abc", {{"PET_MONITOR_INTERVAL", "abc"}}},
   };
   for (const auto& bad : cases) {
     std::string joined;

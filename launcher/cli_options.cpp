@@ -1,0 +1,122 @@
+// ddplaunch's flags as CLI11 options; see cli_options.hpp. torchrun's spelling comes first in
+// each name (it names the PET_* variable), then the dashed one.
+#include "launcher/cli_options.hpp"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "launcher/flag_parsers.hpp"
+#include "launcher/pet_defaults.hpp"
+#include "launcher/version.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+const char* const kExamples = R"(
+Examples:
+  Single node, 8 workers:
+    ddplaunch --nproc_per_node=8 ./train --lr 0.1
+  A PyTorch script, unchanged (runs as python3 -u train.py):
+    ddplaunch --nproc_per_node=4 train.py --epochs 3
+  Two nodes, the same command on both (node 0 hosts the store at --master_addr):
+    node0$ ddplaunch --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 --nproc_per_node=8 ./train
+    node1$ ddplaunch --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --master_port=29500 --nproc_per_node=8 ./train
+  Picking GPUs: CUDA_VISIBLE_DEVICES=0,3 ddplaunch --nproc_per_node=gpu ./train
+  One device per worker: CUDA_VISIBLE_DEVICES=2,3 ddplaunch --nproc_per_node=2 --virtual_local_rank ./train
+  Slurm, one launcher per node:
+    srun --nodes=2 --ntasks-per-node=1 ddplaunch --nproc_per_node=4 ./train
+  See what would run: ddplaunch --dry-run --nproc_per_node=2 ./train
+Exit codes: 0 success; the failing worker's code; 128+N if it died of signal N;
+  2 bad usage; 130 interrupted; 1 launcher error (see README).)";
+
+// A duration flag: its text must be a number of seconds (CLI11 reports "--flag: <message>").
+CLI::Option* add_seconds(CLI::App& app, const std::string& names, std::string& value, const std::string& help) {
+  const CLI::Validator seconds(
+      [](std::string& text) {
+        return parse_seconds(text) ? std::string() : fmt::format("{} is not {}", text, kSecondsExpected);
+      },
+      "", "seconds");
+  return app.add_option(names, value, help)->check(seconds)->type_name("SECONDS");
+}
+
+// Which nodes take part and where node 0's store is.
+void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+  LaunchConfig& c = v.config;
+  pet.add(app.add_option("--nnodes", v.nnodes, "N or MIN:MAX (elastic)"));
+  pet.add(app.add_option("--nproc_per_node,--nproc-per-node", v.nproc_per_node,
+                         "workers on this node: N, gpu, cpu or auto"));
+  pet.add(app.add_option("--node_rank,--node-rank", v.node_rank, "rank of this node, 0..nnodes-1")->type_name("INT"));
+  pet.add(app.add_option("--master_addr,--master-addr", v.master_addr,
+                         "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)"));
+  pet.add(app.add_option("--master_port,--master-port", v.master_port, "store port on node 0 (default 29500)")
+              ->type_name("INT"));
+  pet.add(app.add_option("--local_addr,--local-addr", c.local_addr, "address this node advertises"));
+  pet.add(app.add_flag("--standalone", c.standalone, "single node on a free port with a random run id"));
+}
+
+// The rendezvous, failure detection and restarts.
+void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+  LaunchConfig& c = v.config;
+  pet.add(app.add_option("--rdzv_id,--rdzv-id", c.run_id, "job id shared by all nodes"));
+  pet.add(app.add_option("--rdzv_endpoint,--rdzv-endpoint", c.rdzv_endpoint,
+                         "host[:port] of the store (overrides --master_addr/--master_port)"));
+  pet.add(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend,
+                         "rendezvous backend; static and c10d both use ddplaunch's own store")
+              ->check(CLI::IsMember({"static", "c10d"})));
+  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf, "k=v,... (timeout, join_timeout, heartbeat_timeout)"));
+  pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
+  pet.add(app.add_option("--max_restarts,--max-restarts", v.max_restarts, "restarts of the whole job after a failure")
+              ->type_name("INT"));
+  pet.add(add_seconds(app, "--monitor_interval,--monitor-interval", v.monitor_interval,
+                      "accepted for torchrun; ddplaunch waits on events (default 0.1)"));
+  pet.add(add_seconds(app, "--heartbeat_timeout,--heartbeat-timeout", v.heartbeat_timeout,
+                      "without a heartbeat, a node counts as lost (default 10)"));
+}
+
+// How each worker is started and stopped.
+void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+  LaunchConfig& c = v.config;
+  pet.add(app.add_option("--role", c.role, "role name (ROLE_NAME)"));
+  pet.add(app.add_flag("--no_python,--no-python", c.no_python, "execute the program directly"));
+  pet.add(app.add_flag("-m,--module", c.module, "run the program as python -m MODULE"));
+  pet.add(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank,
+                       "each worker sees exactly its own GPU as device 0"));
+  pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
+                      "between SIGTERM and SIGKILL (default 30)"));
+  pet.add(app.add_option("--signals_to_handle,--signals-to-handle", v.signals_to_handle,
+                         "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"));
+  app.add_flag("--use_env,--use-env", v.use_env,
+               "legacy launcher flag (the default); --use_env=false appends --local_rank=i to worker args");
+  app.add_flag("--local_rank_arg,--local-rank-arg", c.legacy_local_rank_arg,
+               "append --local_rank=i to each worker's arguments (torch.distributed.launch style)");
+}
+
+// Where output goes, and what ddplaunch itself prints.
+void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+  LaunchConfig& c = v.config;
+  pet.add(app.add_option("--log_dir,--log-dir", c.log_dir,
+                         "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log"));
+  pet.add(app.add_option("-r,--redirects", v.redirects,
+                         "streams to files only: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:3"));
+  pet.add(app.add_option("-t,--tee", v.tee, "streams to files and the console (same syntax)"));
+  pet.add(app.add_option("--local_ranks_filter,--local-ranks-filter", v.local_ranks_filter,
+                         "local ranks shown on the console, e.g. 0,3"));
+  app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template,
+                 "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
+  app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
+  app.add_option("--log_level,--log-level", c.log_level,
+                 "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)");
+}
+
+}  // namespace
+
+void declare_options(CLI::App& app, CommandLineValues& values, PetDefaults& pet) {
+  app.footer(kExamples);
+  app.set_version_flag("--version", std::string("ddplaunch ") + kVersion);
+  declare_node_options(app, values, pet);
+  declare_rendezvous_options(app, values, pet);
+  declare_worker_options(app, values, pet);
+  declare_output_options(app, values, pet);
+}
+
+}  // namespace ddp::launcher
