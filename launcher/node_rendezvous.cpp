@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace ddp::launcher {
 
 using rendezvous::Store;
@@ -98,9 +100,10 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
         ++count;
       }
     }
-    throw TimeoutError("timed out after " + std::to_string(o.timeout.count() / 1000) + " s waiting for " +
-                       std::to_string(count) + " of " + std::to_string(o.nnodes) + " nodes (node_rank " + missing +
-                       ") at " + o.endpoint + "; check --nnodes and --master_addr on every node");
+    throw TimeoutError(fmt::format(
+        "timed out after {:g} s waiting for {} of {} nodes (node_rank {}) at {}; check --nnodes and --master_addr "
+        "on every node",
+        o.timeout.count() / 1000.0, count, o.nnodes, missing, o.endpoint));
   };
   wait_reporting(job, ready_key, o.timeout, o, progress, deadline);
   const std::string ready = job.get(ready_key, o.timeout);
@@ -126,9 +129,9 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
            ".." + std::to_string(o.nnodes) + " joined (node_rank " + std::to_string(self.node_rank) + ")";
   };
   const auto too_few = [&] {
-    throw TimeoutError("timed out after " + std::to_string(o.timeout.count() / 1000) + " s: " +
-                       std::to_string(job.add(round + "joined", 0)) + " of at least " + std::to_string(e.min_nodes) +
-                       " nodes joined at " + o.endpoint + "; start more nodes or lower MIN in --nnodes");
+    throw TimeoutError(fmt::format(
+        "timed out after {:g} s: {} of at least {} nodes joined at {}; start more nodes or lower MIN in --nnodes",
+        o.timeout.count() / 1000.0, job.add(round + "joined", 0), e.min_nodes, o.endpoint));
   };
   if (e.is_host) {
     wait_reporting(job, round + "arrived/" + std::to_string(e.min_nodes), o.timeout, o, joined_line, too_few);
