@@ -42,7 +42,7 @@ std::shared_ptr<Store> Agent::connect_job() {
 
 void Agent::post_for_round(int round, std::function<void()> event) {
   asio::post(io_, [this, round, event = std::move(event)] {
-    if (round == round_ && procs_ && state_ != RoundState::Over) event();
+    if (round == round_ && procs_ && status_.live()) event();
   });
 }
 
@@ -84,8 +84,10 @@ void Agent::on_signal(int signo) {
   }
   log::info("received {}, forwarding it to the workers", signal_name(signo));
   if (!stopping_signal) return procs_->signal(signo);  // e.g. SIGUSR1 for a checkpoint
-  if (!interrupted_by_) interrupted_by_ = signo;
-  fail_round(Outcome::failure(
+  status_.interrupt(signo);
+  // Already stopping (SIGTERM sent): pass this one on as well, e.g. a second Ctrl-C.
+  if (!status_.stoppable()) return procs_->signal(signo);
+  stop_round(Outcome::failure(
                  exit_code_for_signal(signo),
                  fmt::format("the launcher on node {} ({}) received {}", group_rank_, eff_.host, signal_name(signo)),
                  group_rank_),
@@ -93,9 +95,7 @@ void Agent::on_signal(int signo) {
 }
 
 void Agent::start_round() {
-  state_ = RoundState::Joining;
-  cause_.reset();
-  restartable_ = true;
+  status_.join();
   joiner_->start(
       round_, [this](const JoinedRound& joined) { on_joined(joined); },
       [this](std::exception_ptr error) {
@@ -126,16 +126,17 @@ void Agent::on_joined(const JoinedRound& joined) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
   procs_ = deps_.processes(io_, OutputPolicy{&console_});
-  state_ = RoundState::Running;
   try {
     procs_->start(build_worker_specs(in), [this](const WorkerResult& w) { on_worker_exit(w); });
   } catch (const UsageError& e) {
     log::error("{}", e.what());
-    return fail_round(
-        Outcome::failure(kExitUsage, fmt::format("node {} could not start its workers: {}", group_rank_, e.what()),
-                         group_rank_),
-        false, true);
+    Outcome cause = Outcome::failure(
+        kExitUsage, fmt::format("node {} could not start its workers: {}", group_rank_, e.what()), group_rank_);
+    publish(cause);
+    cause.summary.clear();  // logged just above; the other nodes print it
+    return stop_round(std::move(cause), false, false);
   }
+  status_.run();
   // A static single-node job needs no watcher: every outcome is this agent's own (it publishes
   // failures and success itself) and the store lives in this process. Skipping it saves a thread
   // and a store connection per launch.
@@ -170,60 +171,11 @@ std::string Agent::publish(const Outcome& outcome) {
   }
 }
 
-void Agent::fail_round(Outcome cause, bool restartable, bool publish_it) {
-  if (state_ == RoundState::Stopping || state_ == RoundState::Over) return check_round_end();
+void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
+  if (!status_.stoppable()) return check_round_end();
   if (publish_it) publish(cause);
-  cause_ = std::move(cause);
-  restartable_ = restartable;
-  begin_stop(interrupted_by_ ? interrupted_by_ : SIGTERM);
-}
-
-void Agent::on_worker_exit(const WorkerResult& w) {
-  if (w.exit_code != 0 && state_ == RoundState::Running) {
-    const std::string summary = describe_failure(w, FailureContext{c_.program, eff_.host, group_rank_});
-    return fail_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, group_rank_), true, true);
-  }
-  check_round_end();
-}
-
-void Agent::on_outcome(const std::string& value) {
-  Outcome outcome;
-  try {
-    outcome = Outcome::decode(value);
-  } catch (const OutcomeError& e) {
-    // Not ours: never an exit 0, never a restart on its word.
-    return fail_round(Outcome::failure(kExitFailure, std::string("ddplaunch: stopping: ") + e.what(), -1), false,
-                      false);
-  }
-  if (outcome.succeeded()) {
-    if (state_ == RoundState::Succeeded) return finish(kExitOk);
-    // A success while this node's workers still run was not written by the last node to succeed.
-    return fail_round(Outcome::failure(kExitFailure,
-                                       "ddplaunch: stopping: the store says the job succeeded while workers on this "
-                                       "node still run; another program is writing ddplaunch's keys",
-                                       -1),
-                      false, false);
-  }
-  outcome.summary =
-      fmt::format("ddplaunch: stopping: the job failed on node {}:\n{}", outcome.origin_node, outcome.summary);
-  fail_round(std::move(outcome), true, false);
-}
-
-void Agent::on_lost(const std::string& message, bool store_lost) {
-  // Elastic jobs carry on without a lost node (other than the store's host) if enough remain.
-  const bool recover =
-      !store_lost && c_.min_nodes < c_.max_nodes && nnodes_ - 1 >= c_.min_nodes && restart_count_ < c_.max_restarts;
-  if (state_ == RoundState::Stopping || state_ == RoundState::Over) return;
-  log::warning("{}{}", message, recover ? "; continuing with the remaining nodes in a new round" : "");
-  Outcome cause =
-      Outcome::failure(kExitFailure, "ddplaunch: " + message + "; stopped the workers on this node", group_rank_);
-  if (!store_lost) publish(Outcome::failure(kExitFailure, message, group_rank_));
-  fail_round(std::move(cause), recover, false);
-}
-
-void Agent::begin_stop(int signo) {
-  state_ = RoundState::Stopping;
-  procs_->signal(signo);
+  status_.stop(std::move(cause), restartable);
+  procs_->signal(status_.interrupted_by() ? status_.interrupted_by() : SIGTERM);
   kill_timer_.expires_after(c_.shutdown_timeout);
   kill_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || !procs_ || procs_->running() == 0) return;
@@ -234,13 +186,56 @@ void Agent::begin_stop(int signo) {
   check_round_end();
 }
 
+void Agent::on_worker_exit(const WorkerResult& w) {
+  if (w.exit_code != 0 && status_.state() == RoundState::Running) {
+    const std::string summary = describe_failure(w, FailureContext{c_.program, eff_.host, group_rank_});
+    return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, group_rank_), true, true);
+  }
+  check_round_end();
+}
+
+void Agent::on_outcome(const std::string& value) {
+  Outcome outcome;
+  try {
+    outcome = Outcome::decode(value);
+  } catch (const OutcomeError& e) {
+    // Not ours: never an exit 0, never a restart on its word.
+    return stop_round(Outcome::failure(kExitFailure, std::string("ddplaunch: stopping: ") + e.what(), -1), false,
+                      false);
+  }
+  if (outcome.succeeded()) {
+    if (status_.state() == RoundState::Succeeded) return finish(kExitOk);
+    // A success while this node's workers still run was not written by the last node to succeed.
+    return stop_round(Outcome::failure(kExitFailure,
+                                       "ddplaunch: stopping: the store says the job succeeded while workers on this "
+                                       "node still run; another program is writing ddplaunch's keys",
+                                       -1),
+                      false, false);
+  }
+  const std::string where = outcome.origin_node < 0 ? "" : fmt::format(" on node {}", outcome.origin_node);
+  outcome.summary = fmt::format("ddplaunch: stopping: the job failed{}:\n{}", where, outcome.summary);
+  stop_round(std::move(outcome), true, false);
+}
+
+void Agent::on_lost(const std::string& message, bool store_lost) {
+  // Elastic jobs carry on without a lost node (other than the store's host) if enough remain.
+  const bool recover =
+      !store_lost && c_.min_nodes < c_.max_nodes && nnodes_ - 1 >= c_.min_nodes && restart_count_ < c_.max_restarts;
+  if (!status_.stoppable()) return;
+  log::warning("{}{}", message, recover ? "; continuing with the remaining nodes in a new round" : "");
+  Outcome cause =
+      Outcome::failure(kExitFailure, "ddplaunch: " + message + "; stopped the workers on this node", group_rank_);
+  if (!store_lost) publish(Outcome::failure(kExitFailure, message, group_rank_));
+  stop_round(std::move(cause), recover, false);
+}
+
 void Agent::check_round_end() {
   if (!procs_ || procs_->running() > 0) return;
-  if (state_ == RoundState::Stopping) return end_round();
-  if (state_ != RoundState::Running) return;
+  if (status_.stopping()) return end_round();
+  if (status_.state() != RoundState::Running) return;
   // Every local worker succeeded: count this node; the last node declares success. When that is
   // us, act on it now rather than after the outcome watcher has read it back.
-  state_ = RoundState::Succeeded;
+  status_.succeed();
   try {
     const Outcome success = Outcome::success(group_rank_);
     if (joiner_->job()->add(key("succeeded"), 1) == nnodes_ && publish(success) == success.encode())
@@ -251,22 +246,23 @@ void Agent::check_round_end() {
 }
 
 void Agent::end_round() {
-  state_ = RoundState::Over;
+  status_.end();
   kill_timer_.cancel();
   // Wake our own watcher if no node published an outcome, then stop the monitor.
   publish(Outcome::failure(kExitFailure, "stopped", group_rank_));
   monitor_.reset();
   retired_.push_back(std::move(procs_));
-  if (interrupted_by_) return finish(exit_code_for_signal(interrupted_by_));
-  if (restartable_ && restart_count_ < c_.max_restarts) {
+  if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));
+  if (status_.restartable() && restart_count_ < c_.max_restarts) {
     ++restart_count_;
     ++round_;
     log::info("restarting the job (restart {} of {})", restart_count_, c_.max_restarts);
     return start_round();
   }
+  const Outcome& cause = *status_.cause();  // set by every way into Stopping
   console_.flush();
-  if (cause_ && !cause_->summary.empty()) console_.write(2, cause_->summary + "\n");
-  finish(cause_ ? cause_->code : kExitFailure);
+  if (!cause.summary.empty()) console_.write(2, cause.summary + "\n");
+  finish(cause.code);
 }
 
 void Agent::finish(int code) {

@@ -15,6 +15,8 @@
 //      success Outcome. A node exits 0 only on a success while its own workers all exited 0; a
 //      malformed outcome, or a success while its workers run, stops it with exit 1;
 //   5. after a failure, with restarts left, every node goes to round r+1; otherwise it exits.
+// Where a round stands on this node (joining, running, succeeded, stopping, over) and why it
+// stops are kept by a RoundStatus (round_status.hpp), which checks every transition.
 #pragma once
 
 #include <functional>
@@ -36,6 +38,7 @@
 #include "launcher/outcome.hpp"
 #include "launcher/process_context.hpp"
 #include "launcher/round_joiner.hpp"
+#include "launcher/round_status.hpp"
 
 namespace ddp::launcher {
 
@@ -50,15 +53,6 @@ struct AgentDeps {
   // Whether to check the program and addresses before starting (off for fake processes).
   bool preflight = true;
 };
-
-// Where one round stands on this node. Transitions (all on the loop thread):
-//   Joining  → Running    the rendezvous returned and the workers started
-//   Joining  → Stopping   the workers could not start
-//   Running  → Succeeded  every local worker exited 0 (counted in "succeeded")
-//   Running, Succeeded → Stopping   a local failure, the job's failure outcome, a lost node, a
-//                                    stopping signal
-//   Stopping → Over       every local worker has exited; then a new round (Joining) or the end
-enum class RoundState { Joining, Running, Succeeded, Stopping, Over };
 
 // The agent of one node: one Asio event loop (the calling thread of run()) that owns the round
 // state, the worker group, forwarded signals and the shutdown timer; helper threads (the
@@ -89,9 +83,9 @@ class Agent {
   void on_worker_exit(const WorkerResult& w);
   void on_outcome(const std::string& value);
   void on_lost(const std::string& message, bool store_lost);
-  // Records the round's root cause (the first one wins) and stops the local workers.
-  void fail_round(Outcome cause, bool restartable, bool publish);
-  void begin_stop(int signo);
+  // Stops the round for `cause` (the first one wins): tells the other nodes when `publish`,
+  // signals the local workers, and SIGKILLs them after --shutdown_timeout.
+  void stop_round(Outcome cause, bool restartable, bool publish);
   void check_round_end();
   void end_round();
   // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
@@ -112,10 +106,7 @@ class Agent {
   int restart_count_ = 0;
   int group_rank_ = 0;
   int nnodes_ = 1;
-  RoundState state_ = RoundState::Joining;
-  std::optional<Outcome> cause_;  // why the round stops: its code and the summary printed at the end
-  bool restartable_ = true;       // false when the store or a static peer is gone, or a start failed
-  int interrupted_by_ = 0;        // the stopping signal this launcher received, or 0
+  RoundStatus status_;  // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;

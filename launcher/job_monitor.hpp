@@ -1,6 +1,7 @@
 // Two store-backed watchers that run beside a round of the job, each on its own connection:
-//   - the outcome watcher parks a WAIT on the round's "outcome" key (set by the first failure
-//     anywhere, or "success" by the last node to succeed) and reports its value once;
+//   - the outcome watcher parks a WAIT on the round's "outcome" key (an encoded Outcome, see
+//     outcome.hpp: set by the first failure anywhere, or by the last node to succeed) and reports
+//     its raw value once, undecoded;
 //   - the heartbeat thread bumps this node's counter every interval and reports a node whose
 //     counter stood still for longer than the timeout (or the store itself failing).
 // Callbacks run on the monitor's threads; the agent posts them to its loop.
@@ -42,8 +43,10 @@ class JobMonitor {
   JobMonitor& operator=(const JobMonitor&) = delete;
 
   // Makes both threads end and joins them. After it returns no callback runs. The outcome watcher
-  // only wakes when the outcome key is set or its connection breaks: callers set the key first
-  // (or rely on interrupting a TCP connection, which this does). Idempotent.
+  // only wakes when the outcome key is set or its store call fails: stop() calls
+  // Store::interrupt() on the watcher's connection, which breaks a TCP connection but does
+  // nothing to an in-process store (MemoryStore), so with one callers set the key first or
+  // stop() blocks until they do. The agent always sets it first. Idempotent.
   void stop();
 
  private:

@@ -20,8 +20,30 @@ bool take_int(std::string_view header, std::size_t& pos, int lo, int hi, int& ou
   return true;
 }
 
+// The start of a value a stranger may have written, safe to print: at most 80 bytes, with
+// control and non-ASCII bytes escaped so that none reaches the terminal.
+std::string quoted(const std::string& value) {
+  std::string out;
+  for (const char ch : std::string_view(value).substr(0, 80)) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (b < 0x20 || b >= 0x7f || ch == '\\') {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += ch;
+    }
+  }
+  return "'" + out + (value.size() > 80 ? "'..." : "'");
+}
+
 bool valid(Outcome::Kind kind, int code) {
   return kind == Outcome::Kind::Success ? code == 0 : code >= 1 && code <= 255;
+}
+
+// A success says nothing more: whatever follows its header was not written by encode().
+bool valid(const Outcome& o) {
+  return valid(o.kind, o.code) && (!o.succeeded() || o.summary.empty());
 }
 
 }  // namespace
@@ -35,15 +57,15 @@ Outcome Outcome::failure(int code, std::string summary, int origin_node) {
 }
 
 std::string Outcome::encode() const {
-  DDP_ASSERT(valid(kind, code), fmt::format("outcome code {} does not fit its kind", code));
+  DDP_ASSERT(valid(*this),
+             fmt::format("outcome code {} (summary of {} bytes) does not fit its kind", code, summary.size()));
   DDP_ASSERT(origin_node >= -1 && origin_node <= kMaxNodes, fmt::format("origin node {}", origin_node));
   return fmt::format("{}{} {} {}\n{}", kMagic, succeeded() ? "success" : "failure", code, origin_node, summary);
 }
 
 Outcome Outcome::decode(const std::string& value) {
   const auto bad = [&](std::string_view what) {
-    const std::string shown = value.size() > 80 ? value.substr(0, 80) + "..." : value;
-    return OutcomeError(fmt::format("the job's outcome in the store is malformed ({}): '{}'", what, shown));
+    return OutcomeError(fmt::format("the job's outcome in the store is malformed ({}): {}", what, quoted(value)));
   };
   const std::size_t nl = value.find('\n');
   if (nl == std::string::npos) throw bad("no header line");
@@ -66,6 +88,7 @@ Outcome Outcome::decode(const std::string& value) {
   if (pos <= header.size()) throw bad("trailing fields");
   if (!valid(o.kind, o.code)) throw bad("exit code does not fit the kind");
   o.summary = value.substr(nl + 1);
+  if (!valid(o)) throw bad("a success with a summary");
   return o;
 }
 

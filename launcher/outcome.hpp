@@ -5,8 +5,8 @@
 // Wire format (one text value; the store never interprets it):
 //   line 1: "ddplaunch-outcome 1 <kind> <code> <origin_node>"   kind: success | failure
 //   rest:   the summary, any bytes (newlines included), printed by the other nodes.
-// decode() accepts exactly what encode() writes: a success with code 0, a failure with a code in
-// 1..255, an origin node in -1..kMaxNodes. Anything else (a stranger's write, another program's
+// decode() accepts exactly what encode() writes: a success with code 0 and no summary, a failure
+// with a code in 1..255, an origin node in -1..kMaxNodes. Anything else (a stranger's write, another program's
 // key, a truncated value) throws OutcomeError, so a malformed value can never become exit 0.
 #pragma once
 
@@ -36,7 +36,8 @@ struct Outcome {
 
   // Pure. Asserts the invariants above (a bug otherwise).
   std::string encode() const;
-  // Pure. Throws OutcomeError naming what is wrong (the value is quoted, cut to 80 bytes).
+  // Pure. Throws OutcomeError naming what is wrong; the value is quoted, cut to 80 bytes, with
+  // control and non-ASCII bytes escaped (\x1b), since a stranger may have written it.
   static Outcome decode(const std::string& value);
 };
 

@@ -73,8 +73,7 @@ std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::
   return tpl;
 }
 
-// As in torchrun: a stream goes to its file when redirected or tee'd; a tee keeps it on the
-// console as well; --local_ranks_filter hides the other ranks' console lines.
+// --local_ranks_filter hides the other ranks' console lines; the rest is in worker_spec.hpp.
 OutputRouting route_output(const LaunchConfig& c, const WorkerSpec& w, bool prefix_lines) {
   OutputRouting out;
   if (prefix_lines) out.prefix = expand_prefix(c.line_prefix_template, w.rank, w.local_rank, c.role);
@@ -143,9 +142,9 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     we.restart_count = in.restart_count;
     we.max_restarts = c.max_restarts;
     we.run_id = c.run_id;
-    const std::string& log_root = in.log_root.empty() ? c.log_dir : in.log_root;
-    if (!log_root.empty()) {
-      w.log_dir = log_root + "/" + c.run_id + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
+    if (!in.log_root.empty()) {
+      w.log_dir =
+          in.log_root + "/" + c.run_id + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
       we.error_file = w.log_dir + "/error.json";
     }
     w.env = in.base_env;

@@ -14,8 +14,10 @@
 namespace ddp::launcher {
 
 // Where one worker's output goes, decided with its spec (from --redirects, --tee,
-// --local_ranks_filter, --log_line_prefix_template and the log directory), so that whatever runs
-// the worker needs only this and a console.
+// --local_ranks_filter, --log_line_prefix_template and the log root), so that whatever runs the
+// worker needs only this and a console. As in torchrun, a redirected or tee'd stream goes to its
+// file; a tee keeps it on the console too. Without a log root a redirected stream has no file
+// (the agent always has one then: node_setup.hpp makes a directory).
 struct OutputRouting {
   std::string prefix;  // put before every console line, e.g. "[3]:"; "" for none
   bool to_console_out = true;
@@ -42,7 +44,7 @@ struct WorkerSpecInputs {
   std::string master_addr;  // the store's address as workers should dial it
   int master_port;
   Environment base_env;             // the launcher's environment
-  std::string log_root;             // overrides config.log_dir when set ("" = config.log_dir)
+  std::string log_root;             // as resolved once (EffectiveConfig::log_root); "" = no files
   long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
 };
 

@@ -269,6 +269,39 @@ TEST_CASE("two nodes that both succeed both exit 0") {
   CHECK(node1.get() == 0);
 }
 
+namespace {
+
+// A process context whose workers cannot start, as when the program vanished after the checks.
+class UnstartableProcesses final : public ProcessContext {
+ public:
+  void start(const std::vector<WorkerSpec>&, ExitCallback) override {
+    throw ddp::UsageError("program 'fake-worker' was not found on PATH; give a path such as ./fake-worker");
+  }
+  void signal(int) override {}
+  std::size_t running() const override { return 0; }
+};
+
+}  // namespace
+
+TEST_CASE("workers that cannot start end the job with 2, no restart, and the other nodes are told") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  auto c = config(1, 0, 2);
+  c.max_restarts = 3;
+  AgentDeps d = fakes(
+      store, [](const WorkerSpec&) { return Script{}; }, rec);
+  int starts = 0;
+  d.processes = [&starts](asio::io_context&, OutputPolicy) {
+    ++starts;
+    return std::make_unique<UnstartableProcesses>();
+  };
+  CHECK(run_agent(c, std::move(d)) == 2);
+  CHECK(starts == 1);
+  const auto outcome = ddp::launcher::Outcome::decode(store->get("ddplaunch/test/r0/outcome", 1s));
+  CHECK(outcome.code == 2);
+  CHECK_THAT(outcome.summary, Catch::Contains("node 0 could not start its workers") && Catch::Contains("not found"));
+}
+
 TEST_CASE("a node that stops heartbeating is reported lost within the heartbeat timeout") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec;

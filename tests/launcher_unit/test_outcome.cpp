@@ -26,7 +26,25 @@ TEST_CASE("outcome: success and failure round-trip", "[outcome]") {
   CHECK(f.summary == summary);
 
   CHECK(Outcome::decode(Outcome::failure(1, "", -1).encode()).origin_node == -1);
+  CHECK(Outcome::decode(Outcome::failure(1, "", -1).encode()).summary.empty());
   CHECK(Outcome::decode(Outcome::failure(255, "x", Outcome::kMaxNodes).encode()).code == 255);
+}
+
+TEST_CASE("outcome: any summary bytes survive, including header-like lines", "[outcome]") {
+  const std::string tricky[] = {
+      "\n",
+      "\n\n\n",
+      "ddplaunch-outcome 1 success 0 0\n",  // a header inside the summary is just text
+      std::string("nul\0inside", 11),
+      "crlf\r\nline\r\n",
+      "\xff\xfe not utf-8",
+  };
+  for (const std::string& summary : tricky) {
+    const Outcome o = Outcome::decode(Outcome::failure(7, summary, 3).encode());
+    CHECK(o.summary == summary);
+    CHECK(o.code == 7);
+    CHECK_FALSE(o.succeeded());
+  }
 }
 
 TEST_CASE("outcome: the encoded form starts with a versioned header line", "[outcome]") {
@@ -52,6 +70,12 @@ TEST_CASE("outcome: malformed values throw, never become a success", "[outcome]"
       "ddplaunch-outcome 1 failure 3\n",           // missing origin
       "ddplaunch-outcome 1 failure 3 1 7\n",       // trailing field
       "ddplaunch-outcome 1 failure  3 1\n",        // double space
+      "ddplaunch-outcome 1 failure 3 1\r\n",       // CR before the newline
+      "ddplaunch-outcome 1 failure +3 1\n",        // sign
+      "ddplaunch-outcome 1 failure 3 1 \n",        // trailing space
+      "ddplaunch-outcome 1 success 0 0\nhello",    // a success with a summary
+      " ddplaunch-outcome 1 success 0 0\n",        // leading space
+      "DDPLAUNCH-OUTCOME 1 success 0 0\n",         // case
   };
   for (const char* v : bad) {
     INFO("value: " << v);
@@ -68,6 +92,9 @@ TEST_CASE("outcome: errors quote the value, cut short", "[outcome]") {
   } catch (const OutcomeError& e) {
     CHECK(std::string(e.what()).size() < 250);
   }
+  // A stranger's bytes never reach the terminal raw.
+  CHECK_THROWS_WITH(Outcome::decode("ddplaunch-outcome 1 failure 999 1\n\x1b[2J\\"),
+                    Catch::Contains("999 1\\n\\x1b[2J\\x5c'") && !Catch::Contains("\x1b"));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // build_worker_specs(): each worker's argv and environment (torchrun's contract), python and
 // module handling, ${local_rank} substitution, the legacy --local_rank argument,
-// --virtual_local_rank device assignment, error-file paths, and that the launcher's own
-// environment is left alone.
+// --virtual_local_rank device assignment, error-file paths, each worker's output routing
+// (console prefix, console streams, log files), and that the launcher's own environment is left
+// alone.
 #include "launcher/worker_spec.hpp"
 
 #include <catch2/catch.hpp>
@@ -187,26 +188,103 @@ TEST_CASE("virtual_local_rank gives each worker exactly one device as device 0",
   }
 }
 
-TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log directory", "[worker_spec]") {
+TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log root", "[worker_spec]") {
   LaunchConfig c = two_by_two();
-  SECTION("no log dir") {
+  SECTION("no log root") {
     for (const auto& w : build(c, {})) {
       CHECK(w.env.at("TORCHELASTIC_ERROR_FILE").empty());
       CHECK(w.log_dir.empty());
     }
   }
-  SECTION("config.log_dir") {
-    c.log_dir = "/tmp/logs";
-    const auto specs = build(c, {}, 1);
+  SECTION("a log root") {
+    const auto specs = build(c, {}, 1, "/tmp/logs");
     CHECK(specs[0].log_dir == "/tmp/logs/job42/attempt_1/0");
     CHECK(specs[0].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/job42/attempt_1/0/error.json");
     CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/job42/attempt_1/1/error.json");
   }
-  SECTION("log_root overrides config.log_dir") {
+  SECTION("the resolved log root is the only one: config.log_dir is not consulted again") {
     c.log_dir = "/tmp/logs";
-    const auto specs = build(c, {}, 0, "/var/run/x");
-    CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/var/run/x/job42/attempt_0/1/error.json");
+    CHECK(build(c, {}, 0, "/var/run/x")[1].env.at("TORCHELASTIC_ERROR_FILE") ==
+          "/var/run/x/job42/attempt_0/1/error.json");
+    CHECK(build(c, {})[1].log_dir.empty());
   }
+}
+
+TEST_CASE("output routing: the console prefix comes from the template, per worker", "[worker_spec][routing]") {
+  LaunchConfig c = two_by_two();
+  SECTION("default template") {
+    const auto specs = build(c, {});
+    CHECK(specs[0].output.prefix == "[2]:");
+    CHECK(specs[1].output.prefix == "[3]:");
+  }
+  SECTION("every variable, repeated") {
+    c.line_prefix_template = "${role_name}/${rank}.${local_rank} ${rank}|";
+    CHECK(build(c, {})[1].output.prefix == "trainer/3.1 3|");
+  }
+  SECTION("an empty template") {
+    c.line_prefix_template = "";
+    CHECK(build(c, {})[0].output.prefix.empty());
+  }
+  SECTION("a job of one worker has no prefix") {
+    c.min_nodes = c.max_nodes = 1;
+    c.node_rank = 0;
+    c.nproc_per_node = 1;
+    CHECK(build(c, {})[0].output.prefix.empty());
+  }
+}
+
+TEST_CASE("output routing: by default both streams go to the console and no file", "[worker_spec][routing]") {
+  for (const auto& w : build(two_by_two(), {}, 0, "/logs")) {
+    CHECK(w.output.to_console_out);
+    CHECK(w.output.to_console_err);
+    CHECK(w.output.stdout_file.empty());
+    CHECK(w.output.stderr_file.empty());
+  }
+}
+
+TEST_CASE("output routing: --redirects moves streams to files, --tee copies them", "[worker_spec][routing]") {
+  LaunchConfig c = two_by_two();
+  SECTION("redirect both streams of every rank") {
+    c.redirects.all = 3;
+    for (const auto& w : build(c, {}, 2, "/logs")) {
+      const std::string dir = "/logs/job42/attempt_2/" + std::to_string(w.local_rank);
+      CHECK_FALSE(w.output.to_console_out);
+      CHECK_FALSE(w.output.to_console_err);
+      CHECK(w.output.stdout_file == dir + "/stdout.log");
+      CHECK(w.output.stderr_file == dir + "/stderr.log");
+    }
+  }
+  SECTION("tee stdout: on the console and in its file") {
+    c.tee.all = 1;
+    const auto specs = build(c, {}, 0, "/logs");
+    CHECK(specs[0].output.to_console_out);
+    CHECK(specs[0].output.to_console_err);
+    CHECK(specs[0].output.stdout_file == "/logs/job42/attempt_0/0/stdout.log");
+    CHECK(specs[0].output.stderr_file.empty());
+  }
+  SECTION("per local rank: only local rank 1's stderr is redirected") {
+    c.redirects.per_rank = {{1, 2}};
+    const auto specs = build(c, {}, 0, "/logs");
+    CHECK(specs[0].output.to_console_err);
+    CHECK(specs[0].output.stderr_file.empty());
+    CHECK(specs[1].output.to_console_out);
+    CHECK_FALSE(specs[1].output.to_console_err);
+    CHECK(specs[1].output.stdout_file.empty());
+    CHECK(specs[1].output.stderr_file == "/logs/job42/attempt_0/1/stderr.log");
+  }
+}
+
+TEST_CASE("output routing: --local_ranks_filter hides the other ranks' console lines only", "[worker_spec][routing]") {
+  LaunchConfig c = two_by_two();
+  c.local_ranks_filter = {1};
+  c.tee.all = 3;
+  const auto specs = build(c, {}, 0, "/logs");
+  CHECK_FALSE(specs[0].output.to_console_out);
+  CHECK_FALSE(specs[0].output.to_console_err);
+  CHECK(specs[0].output.stdout_file == "/logs/job42/attempt_0/0/stdout.log");  // files are kept
+  CHECK(specs[1].output.to_console_out);
+  CHECK(specs[1].output.to_console_err);
+  CHECK(specs[1].output.stderr_file == "/logs/job42/attempt_0/1/stderr.log");
 }
 
 TEST_CASE("building specs never changes the launcher's own environment", "[worker_spec]") {

@@ -12,6 +12,8 @@ namespace ddp::rendezvous {
 
 // Thread-safe; get/wait block on a condition variable (no polling) until the keys exist or the
 // timeout passes (then TimeoutError). add throws ProtocolError on a non-numeric value.
+// interrupt() is Store's no-op: one MemoryStore is shared by every thread of a test (the "nodes"),
+// so there is no one caller's connection to break, and breaking them all would fail the others.
 class MemoryStore final : public Store {
  public:
   void set(const std::string& key, const std::string& value) override;
