@@ -2,8 +2,6 @@
 #include "launcher/worker_process.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -68,7 +68,10 @@ SpawnSupervisor::SpawnSupervisor(std::chrono::milliseconds grace) : grace_(grace
 }
 
 SpawnSupervisor::~SpawnSupervisor() {
-  // Only on an early exit (start() or wait() threw) are copies still running here.
+  // Only on an early exit (start() or wait() threw) are copies still running here. They are
+  // killed and reaped now, while our SIGCHLD handler is in place: the disposition restored below
+  // may be SIG_IGN, which would let the kernel reap them and free their pids before the set's
+  // destructor signals their groups.
   processes_.signal_all(SIGKILL);
   processes_.reap();
   g_signal_pipe.store(-1);
