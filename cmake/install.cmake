@@ -19,6 +19,14 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+if(SKBUILD)
+  # `pip install .` (pyproject.toml, scikit-build-core): the two executables go to the Python
+  # environment's bin/ (the wheel's scripts), beside the interpreter ddplaunch then picks for
+  # Python workers (launcher/python_interpreter.hpp). Nothing else is installed.
+  install(TARGETS ddplaunch ddplaunch-store RUNTIME DESTINATION "${SKBUILD_SCRIPTS_DIR}")
+  return()
+endif()
+
 install(TARGETS ddplaunch ddplaunch-store RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
 if(DDP_WITH_TORCH)

@@ -76,6 +76,10 @@ void Agent::wait_signals() {
 
 void Agent::on_signal(int signo) {
   const bool stopping_signal = signo == SIGINT || signo == SIGTERM || signo == SIGHUP || signo == SIGQUIT;
+  if (!procs_ && !stopping_signal) {
+    log::info("received {} while waiting for nodes; no worker to forward it to", signal_name(signo));
+    return;
+  }
   if (!procs_) {
     // Still in rendezvous (or between rounds): no worker to stop, so stop right away.
     log::info("interrupted by {} while waiting for nodes", signal_name(signo));
@@ -119,9 +123,11 @@ void Agent::on_joined(const JoinedRound& joined) {
   group_rank_ = joined.group_rank;
   nnodes_ = joined.ranks.num_nodes();
   if (group_rank_ == 0) log::info("{}", joined.ranks.describe());
+  if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
   WorkerSpecInputs in{c_,        joined.ranks,          group_rank_,  restart_count_, c_.master_addr,
                       eff_.port, current_environment(), eff_.log_root};
   in.open_files_limit = eff_.open_files_limit;
+  in.python = eff_.python.path;
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
@@ -188,7 +194,9 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
 
 void Agent::on_worker_exit(const WorkerResult& w) {
   if (w.exit_code != 0 && status_.state() == RoundState::Running) {
-    const std::string summary = describe_failure(w, FailureContext{c_.program, eff_.host, group_rank_});
+    const FailureContext context{c_.program, eff_.host, group_rank_,
+                                 runs_with_python(c_) ? eff_.python : PythonInterpreter{}};
+    const std::string summary = describe_failure(w, context);
     return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, group_rank_), true, true);
   }
   check_round_end();

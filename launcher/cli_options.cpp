@@ -84,11 +84,13 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
                       "between SIGTERM and SIGKILL (default 30)"));
   pet.add(app.add_option("--signals_to_handle,--signals-to-handle", v.signals_to_handle,
-                         "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"));
+                         "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2)"));
   app.add_flag("--use_env,--use-env", v.use_env,
                "legacy launcher flag (the default); --use_env=false appends --local_rank=i to worker args");
-  app.add_flag("--local_rank_arg,--local-rank-arg", c.legacy_local_rank_arg,
-               "append --local_rank=i to each worker's arguments (torch.distributed.launch style)");
+  app.add_flag("--local_rank_arg{underscore},--local-rank-arg{underscore}", v.local_rank_arg,
+               "append the local rank to each worker's arguments: underscore (the default) gives "
+               "--local_rank=i (torch 1.x torch.distributed.launch), dash gives --local-rank=i (torch 2.x)")
+      ->check(CLI::IsMember({"underscore", "dash"}));
 }
 
 // Where output goes, and what ddplaunch itself prints.

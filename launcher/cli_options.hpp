@@ -43,6 +43,7 @@ struct CommandLineValues {
   std::string rdzv_timeout = "900";
   std::string heartbeat_timeout = "10";
   bool use_env = true;  // --use_env=false asks for --local_rank=i in the workers' arguments
+  std::string local_rank_arg;  // --local_rank_arg[=underscore|dash]; "" when not given
 };
 
 // Adds every flag, the help footer and --version to `app`, binding the flags to `values` (which

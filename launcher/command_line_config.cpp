@@ -66,10 +66,25 @@ std::vector<int> parse_signals(const std::optional<std::string>& flag, const Env
     throw UsageError("--signals_to_handle is empty; list signals such as SIGTERM,SIGINT,SIGUSR1");
   }
   const std::string names =
-      flag ? *flag : env("TORCHELASTIC_SIGNALS_TO_HANDLE").value_or("SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+      flag ? *flag : env("TORCHELASTIC_SIGNALS_TO_HANDLE").value_or(kDefaultSignalsToHandle);
   std::vector<int> signals;
   for (const std::string& name : split_list(names)) signals.push_back(parse_signal(name));
   return signals;
+}
+
+// torchrun 2.15's rule for a single node (not elastic) with no port given anywhere: a free port
+// and, unless --rdzv_id named one, a random run id, so two single-node jobs on one machine never
+// collide on 29500. MASTER_PORT, when set, is the port instead.
+void apply_single_node_port(const EnvLookup& env, LaunchConfig& c) {
+  if (const auto port = env("MASTER_PORT")) {
+    c.master_port = parse_whole_number("MASTER_PORT", *port);
+    if (c.master_port < 1 || c.master_port > 65535) {
+      throw UsageError(fmt::format("MASTER_PORT={} is not a port number; use 1..65535 or unset it", *port));
+    }
+    return;
+  }
+  c.master_port = 0;
+  if (c.run_id == "none") c.run_id = random_run_id();
 }
 
 }  // namespace
@@ -81,7 +96,10 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   apply_output(v, c);
   c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);
-  if (!v.use_env) c.legacy_local_rank_arg = true;
+  if (!v.use_env) c.local_rank_arg = LaunchConfig::LocalRankArg::Underscore;
+  if (!v.local_rank_arg.empty()) {
+    c.local_rank_arg = v.local_rank_arg == "dash" ? LaunchConfig::LocalRankArg::Dash : LaunchConfig::LocalRankArg::Underscore;
+  }
   if (c.standalone) {
     // A single node is for validate() to insist on: here only what standalone chooses itself.
     c.master_addr = "127.0.0.1";
@@ -90,6 +108,8 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   } else if (!v.nnodes && !v.node_rank && !v.master_addr && env("SLURM_JOB_ID")) {
     // Slurm fills in what the command line left open (see slurm.hpp).
     apply_slurm_environment(env, v.master_port.has_value() || !c.rdzv_endpoint.empty(), c);
+  } else if (c.max_nodes == 1 && !v.master_port && c.rdzv_endpoint.empty()) {
+    apply_single_node_port(env, c);
   }
   return c;
 }

@@ -18,7 +18,10 @@ int print_dry_run(const LaunchConfig& c) {
   }
   const RankMap ranks(nodes);
   std::cout << ranks.describe();
-  const WorkerSpecInputs in{c, ranks, c.node_rank, 0, c.master_addr, c.master_port, current_environment(), c.log_dir};
+  WorkerSpecInputs in{c, ranks, c.node_rank, 0, c.master_addr, c.master_port, current_environment(), c.log_dir};
+  const PythonInterpreter python = choose_python(in.base_env, own_executable());
+  in.python = python.path;
+  if (runs_with_python(c)) std::cout << "python: " << python.path << " (" << python.reason << ")\n";
   for (const auto& w : build_worker_specs(in)) {
     std::cout << "worker local_rank " << w.local_rank << " rank " << w.rank << ":\n  command:";
     for (const auto& a : w.argv) std::cout << " " << a;

@@ -1,6 +1,7 @@
 // Failure summary text; see failure_summary.hpp.
 #include "launcher/failure_summary.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -44,6 +45,13 @@ std::string describe_failure(const WorkerResult& w, const FailureContext& c) {
   if (!w.stderr_tail.empty()) {
     out << "  last stderr lines:\n";
     for (const auto& line : w.stderr_tail) out << "    " << line << "\n";
+  }
+  const bool module_missing = std::any_of(w.stderr_tail.begin(), w.stderr_tail.end(), [](const std::string& line) {
+    return line.find("ModuleNotFoundError") != std::string::npos;
+  });
+  if (module_missing && !c.python.path.empty()) {
+    out << "  hint      : the worker ran " << c.python.path << " (" << c.python.reason
+        << "); install the module for that interpreter, or choose another with PYTHON_EXEC\n";
   }
   out << bar;
   return out.str();

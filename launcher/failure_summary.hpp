@@ -1,10 +1,12 @@
 // The failure summary printed on stderr when a worker fails: torchrun's layout plus the
-// worker's last stderr lines, so the real error is on screen without `@record`.
+// worker's last stderr lines, so the real error is on screen without `@record`. A Python worker
+// whose stderr names a ModuleNotFoundError gets a hint naming the interpreter that ran it.
 #pragma once
 
 #include <string>
 
 #include "launcher/process_context.hpp"
+#include "launcher/python_interpreter.hpp"
 
 namespace ddp::launcher {
 
@@ -12,6 +14,7 @@ struct FailureContext {
   std::string program;
   std::string host;
   int node_rank = 0;
+  PythonInterpreter python;  // the workers' interpreter; path "" when the program is not Python
 };
 
 // Pure apart from reading the worker's error file, if it wrote one.

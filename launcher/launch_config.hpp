@@ -23,6 +23,11 @@ struct StreamSelection {
   int for_rank(int local_rank) const;
 };
 
+// Forwarded to the workers unless --signals_to_handle (or TORCHELASTIC_SIGNALS_TO_HANDLE) says
+// otherwise: torchrun's four stopping signals, plus SIGUSR1 and SIGUSR2, which stop nothing and
+// reach the workers as they are (Slurm's `--signal=USR1@90` preemption warning, checkpoint hooks).
+inline constexpr const char* kDefaultSignalsToHandle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2";
+
 struct LaunchConfig {
   int min_nodes = 1;
   int max_nodes = 1;
@@ -48,7 +53,10 @@ struct LaunchConfig {
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   std::vector<int> signals_to_handle;  // forwarded to the workers' process groups
   bool virtual_local_rank = false;
-  bool legacy_local_rank_arg = false;  // append --local_rank=i to each worker's arguments
+  // Appended to each worker's arguments: nothing, --local_rank=i (torch.distributed.launch up to
+  // torch 1.x, and --use_env=false) or --local-rank=i (torch.distributed.launch in torch 2.x).
+  enum class LocalRankArg { None, Underscore, Dash };
+  LocalRankArg local_rank_arg = LocalRankArg::None;
   bool dry_run = false;
   std::string log_level;  // --log_level: debug, info, warning, error ("" = DDPLAUNCH_LOG_LEVEL or info)
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};

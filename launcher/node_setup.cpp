@@ -56,8 +56,9 @@ NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
   s.effective.host = host_name();
   if (s.effective.host.empty()) s.effective.host = "localhost";
   s.effective.port = c.master_port;
+  s.effective.python = choose_python(current_environment(), own_executable());
   if (o.preflight) {
-    check_program(c, current_environment());
+    check_program(c, s.effective.python);
     check_resolvable(c.master_addr, "--master_addr");
     if (!c.local_addr.empty()) check_resolvable(c.local_addr, "--local_addr");
   }

@@ -9,6 +9,7 @@
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/job_monitor.hpp"
 #include "launcher/launch_config.hpp"
+#include "launcher/python_interpreter.hpp"
 
 namespace ddp::launcher {
 
@@ -17,6 +18,7 @@ struct EffectiveConfig {
   int port = 0;                     // the store's real port (node 0 may have bound port 0)
   std::string log_root;             // --log_dir, or a fresh /tmp directory when streams go to files
   long long open_files_limit = -1;  // before hosting the store raised it; workers get it back
+  PythonInterpreter python;         // runs a .py program or -m module (python_interpreter.hpp)
 };
 
 struct NodeSetupOptions {

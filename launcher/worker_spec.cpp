@@ -41,13 +41,16 @@ std::string resolve_program(const std::string& name) {
   throw UsageError("program '" + name + "' was not found on PATH; give a path such as ./" + name);
 }
 
-void check_program(const LaunchConfig& c, const Environment& env) {
+void check_program(const LaunchConfig& c, const PythonInterpreter& python) {
   if (!runs_with_python(c)) {
     resolve_program(c.program);
     return;
   }
-  const auto it = env.find("PYTHON_EXEC");
-  resolve_program(it != env.end() ? it->second : "python3");
+  try {
+    resolve_program(python.path);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string(e.what()) + " (the Python interpreter, chosen by " + python.reason + ")");
+  }
   if (!c.module && ::access(c.program.c_str(), R_OK) != 0) {
     throw UsageError("script '" + c.program + "' does not exist or is not readable; check the path");
   }
@@ -115,18 +118,18 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
                        "; list more devices or start fewer workers");
     }
   }
-  const std::string python = in.base_env.count("PYTHON_EXEC") ? in.base_env.at("PYTHON_EXEC") : "python3";
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < c.nproc_per_node; ++lr) {
     WorkerSpec w;
     w.local_rank = lr;
     w.rank = base + lr;
     if (runs_with_python(c)) {
-      w.argv = {python, "-u"};
+      w.argv = {in.python, "-u"};
       if (c.module) w.argv.push_back("-m");
     }
     w.argv.push_back(c.program);
-    if (c.legacy_local_rank_arg) w.argv.push_back("--local_rank=" + std::to_string(lr));
+    if (c.local_rank_arg == LaunchConfig::LocalRankArg::Underscore) w.argv.push_back("--local_rank=" + std::to_string(lr));
+    if (c.local_rank_arg == LaunchConfig::LocalRankArg::Dash) w.argv.push_back("--local-rank=" + std::to_string(lr));
     for (const auto& a : c.program_args) w.argv.push_back(substitute_local_rank(a, lr));
 
     worker_env::WorkerEnv we;

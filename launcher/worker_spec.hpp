@@ -9,6 +9,7 @@
 
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/launch_config.hpp"
+#include "launcher/python_interpreter.hpp"
 #include "launcher/rank_map.hpp"
 
 namespace ddp::launcher {
@@ -46,6 +47,7 @@ struct WorkerSpecInputs {
   Environment base_env;             // the launcher's environment
   std::string log_root;             // as resolved once (EffectiveConfig::log_root); "" = no files
   long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
+  std::string python = "python3";   // argv[0] of a Python worker (EffectiveConfig::python.path)
 };
 
 // Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.
@@ -59,8 +61,8 @@ bool runs_with_python(const LaunchConfig& config);
 std::string resolve_program(const std::string& name);
 
 // Checks, before anything starts, that every worker's command can run: the program (or, for a
-// .py script, the interpreter and the script file). Throws UsageError.
-void check_program(const LaunchConfig& config, const Environment& env);
+// .py script, the interpreter `python` and the script file). Throws UsageError.
+void check_program(const LaunchConfig& config, const PythonInterpreter& python);
 
 // Replaces ${local_rank} in `arg`.
 std::string substitute_local_rank(std::string arg, int local_rank);

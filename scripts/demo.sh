@@ -11,9 +11,17 @@ cd "$(dirname "$0")/.."
 nproc_per_node=${1:-2}
 epochs=${2:-3}
 
-bash scripts/setup.sh >/dev/null
+# Set-up prints its steps ("setup: ..."); the build shows one progress line ([n/N] and the file),
+# its full output kept in build/demo-build.log and shown when it fails.
+bash scripts/setup.sh
+echo "demo: configuring build/ (cmake)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$PWD/.venv/bin/python" >/dev/null
-cmake --build build --target ddplaunch train >/dev/null
+echo "demo: building ddplaunch and the example trainer (a few minutes the first time)"
+if ! cmake --build build --target ddplaunch train | bash scripts/build_progress.sh build/demo-build.log; then
+  echo "demo: the build failed; the last lines of build/demo-build.log:" >&2
+  tail -n 30 build/demo-build.log >&2
+  exit 1
+fi
 
 echo "demo: build/bin/ddplaunch --nproc_per_node=$nproc_per_node build/bin/train --epochs $epochs"
 exec build/bin/ddplaunch --nproc_per_node="$nproc_per_node" build/bin/train --epochs "$epochs"

@@ -42,9 +42,18 @@ have=$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])
 if [[ "$have" != "$TORCH_VERSION" ]]; then
   say "installing torch==$TORCH_VERSION into .venv (large download on first run)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" numpy
+  # pip shows its download progress on a terminal (torch is large); -q elsewhere.
+  quiet=(-q)
+  [[ -t 1 ]] && quiet=()
+  .venv/bin/python -m pip install "${quiet[@]}" --disable-pip-version-check "torch==$TORCH_VERSION" numpy
 else
   say "torch $have present in .venv"
+fi
+# Test and packaging tools: pytest for the Python suites, scikit-build-core for `pip wheel .`.
+py_tools=(pytest pytest-timeout scikit-build-core)
+if ! .venv/bin/python -c 'import pytest, pytest_timeout, scikit_build_core' 2>/dev/null; then
+  say "installing ${py_tools[*]} into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check "${py_tools[@]}"
 fi
 say "LibTorch cmake prefix: $(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
 say "ready"

@@ -90,11 +90,11 @@ TEST_CASE("defaults for a bare program", "[cli]") {
   CHECK(c.nproc_per_node == 1);
   CHECK(c.node_rank == 0);
   CHECK(c.master_addr == "127.0.0.1");
-  CHECK(c.master_port == 29500);
-  CHECK(c.run_id == "none");
+  CHECK(c.master_port == 0);  // a free port: a single node with no port given (torchrun 2.15)
+  CHECK(c.run_id != "none");
   CHECK_FALSE(c.standalone);
-  CHECK_FALSE(c.legacy_local_rank_arg);
-  CHECK(c.signals_to_handle == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(c.local_rank_arg == LaunchConfig::LocalRankArg::None);
+  CHECK(c.signals_to_handle == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2});
 }
 
 TEST_CASE("both spellings of each flag are accepted", "[cli]") {
@@ -244,6 +244,32 @@ TEST_CASE("standalone picks a free port and a random run id", "[cli]") {
   CHECK(parse({"--standalone", "--nnodes=1", "--node_rank=0", "prog"}).standalone);
 }
 
+TEST_CASE("a single node with no port given takes a free port and a random run id", "[cli]") {
+  const auto a = parse({"prog"});
+  const auto b = parse({"prog"});
+  CHECK(a.master_port == 0);
+  CHECK(a.run_id != "none");
+  CHECK(a.run_id != b.run_id);
+  CHECK_FALSE(a.standalone);
+  SECTION("a port given anywhere is kept") {
+    CHECK(parse({"--master_port=29501", "prog"}).master_port == 29501);
+    CHECK(parse({"--master_port=29501", "prog"}).run_id == "none");
+    CHECK(parse({"prog"}, {{"PET_MASTER_PORT", "29502"}}).master_port == 29502);
+    CHECK(parse({"prog"}, {{"MASTER_PORT", "29503"}}).master_port == 29503);
+    CHECK(usage_error({"prog"}, {{"MASTER_PORT", "70000"}}).find("MASTER_PORT=70000") != std::string::npos);
+  }
+  SECTION("an explicit run id is kept") {
+    CHECK(parse({"--rdzv_id=exp1", "prog"}).run_id == "exp1");
+    CHECK(parse({"--rdzv_id=exp1", "prog"}).master_port == 0);
+  }
+  SECTION("multi-node and elastic jobs keep 29500") {
+    CHECK(parse({"--nnodes=2", "prog"}).master_port == 29500);
+    CHECK(parse({"--nnodes=2", "prog"}).run_id == "none");
+    CHECK(parse({"--nnodes=1:2", "prog"}).master_port == 29500);
+    CHECK(parse({"--rdzv_endpoint=node7", "prog"}).master_port == 29500);
+  }
+}
+
 TEST_CASE("rdzv_endpoint sets the master address and port", "[cli]") {
   SECTION("host:port") {
     const auto c = parse({"--rdzv_endpoint", "node7:29600", "prog"});
@@ -310,12 +336,17 @@ TEST_CASE("signals_to_handle takes names and numbers", "[cli]") {
   CHECK(parse({"--signals-to-handle=term,Hup", "prog"}).signals_to_handle == std::vector<int>{SIGTERM, SIGHUP});
 }
 
-TEST_CASE("legacy flags ask for --local_rank=i in the worker arguments", "[cli]") {
-  CHECK(parse({"--use_env=false", "prog"}).legacy_local_rank_arg);
-  CHECK(parse({"--use-env=False", "prog"}).legacy_local_rank_arg);
-  CHECK_FALSE(parse({"--use_env=true", "prog"}).legacy_local_rank_arg);
-  CHECK(parse({"--local_rank_arg", "prog"}).legacy_local_rank_arg);
-  CHECK(parse({"--local-rank-arg", "prog"}).legacy_local_rank_arg);
+TEST_CASE("legacy flags ask for the local rank in the worker arguments", "[cli]") {
+  using Arg = LaunchConfig::LocalRankArg;
+  CHECK(parse({"--use_env=false", "prog"}).local_rank_arg == Arg::Underscore);
+  CHECK(parse({"--use-env=False", "prog"}).local_rank_arg == Arg::Underscore);
+  CHECK(parse({"--use_env=true", "prog"}).local_rank_arg == Arg::None);
+  CHECK(parse({"--local_rank_arg", "prog"}).local_rank_arg == Arg::Underscore);
+  CHECK(parse({"--local-rank-arg", "prog"}).local_rank_arg == Arg::Underscore);
+  CHECK(parse({"--local_rank_arg=underscore", "prog"}).local_rank_arg == Arg::Underscore);
+  CHECK(parse({"--local_rank_arg=dash", "prog"}).local_rank_arg == Arg::Dash);
+  CHECK(parse({"--local-rank-arg=dash", "--use_env=false", "prog"}).local_rank_arg == Arg::Dash);
+  CHECK(usage_error({"--local_rank_arg=hyphen", "prog"}).find("hyphen") != std::string::npos);
 }
 
 TEST_CASE("help and version exit early with text", "[cli]") {
@@ -417,8 +448,8 @@ TEST_CASE("Slurm variables fill in nodes and rank and address and port and run i
     CHECK(c.max_nodes == 1);
     CHECK(c.node_rank == 0);
     CHECK(c.master_addr == "127.0.0.1");
-    CHECK(c.master_port == 29500);
-    CHECK(c.run_id == "none");
+    CHECK(c.master_port == 0);  // a single node's free port, as without Slurm
+    CHECK(c.run_id != "slurm-1234");
   }
   SECTION("SLURM_NODEID missing") {
     FakeEnv env = slurm;

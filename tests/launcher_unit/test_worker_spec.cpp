@@ -53,11 +53,12 @@ LaunchConfig two_by_two() {
 
 // Builds the specs for `config` on a map of nodes that all run config.nproc_per_node workers.
 std::vector<WorkerSpec> build(const LaunchConfig& config, const Environment& base_env, int restart_count = 0,
-                              const std::string& log_root = "") {
+                              const std::string& log_root = "", const std::string& python = "python3") {
   std::vector<NodeInfo> nodes;
   for (int r = 0; r < config.max_nodes; ++r) nodes.push_back(node(r, config.nproc_per_node));
   const RankMap ranks(nodes);
-  const WorkerSpecInputs in{config, ranks, config.node_rank, restart_count, "10.0.0.1", 29500, base_env, log_root};
+  WorkerSpecInputs in{config, ranks, config.node_rank, restart_count, "10.0.0.1", 29500, base_env, log_root};
+  in.python = python;
   return build_worker_specs(in);
 }
 
@@ -119,8 +120,8 @@ TEST_CASE("a .py program runs under python with unbuffered output", "[worker_spe
     const auto specs = build(c, {});
     CHECK(specs[0].argv == Args{"python3", "-u", "prog.py", "--lr", "0.1"});
   }
-  SECTION("PYTHON_EXEC is honoured") {
-    const auto specs = build(c, {{"PYTHON_EXEC", "/opt/py/bin/python3.11"}});
+  SECTION("the chosen interpreter (python_interpreter.hpp) is argv[0]") {
+    const auto specs = build(c, {}, 0, "", "/opt/py/bin/python3.11");
     CHECK(specs[1].argv == Args{"/opt/py/bin/python3.11", "-u", "prog.py", "--lr", "0.1"});
   }
   SECTION("--no_python runs the file directly") {
@@ -136,7 +137,7 @@ TEST_CASE("module mode runs python -m and no_python runs the program directly", 
     c.program = "mypkg.train";
     c.program_args = {"--epochs", "3"};
     CHECK(build(c, {})[0].argv == Args{"python3", "-u", "-m", "mypkg.train", "--epochs", "3"});
-    CHECK(build(c, {{"PYTHON_EXEC", "py"}})[0].argv == Args{"py", "-u", "-m", "mypkg.train", "--epochs", "3"});
+    CHECK(build(c, {}, 0, "", "py")[0].argv == Args{"py", "-u", "-m", "mypkg.train", "--epochs", "3"});
   }
   SECTION("no python") {
     c.no_python = true;
@@ -157,7 +158,7 @@ TEST_CASE("the local_rank macro is substituted in the program's arguments", "[wo
 
 TEST_CASE("the legacy --local_rank=i goes right after the program", "[worker_spec]") {
   LaunchConfig c = two_by_two();
-  c.legacy_local_rank_arg = true;
+  c.local_rank_arg = LaunchConfig::LocalRankArg::Underscore;
   SECTION("binary") {
     const auto specs = build(c, {});
     CHECK(specs[0].argv == Args{"./train", "--local_rank=0", "--lr", "0.1"});
@@ -166,6 +167,10 @@ TEST_CASE("the legacy --local_rank=i goes right after the program", "[worker_spe
   SECTION("python script") {
     c.program = "prog.py";
     CHECK(build(c, {})[1].argv == Args{"python3", "-u", "prog.py", "--local_rank=1", "--lr", "0.1"});
+  }
+  SECTION("torch 2.x spelling") {
+    c.local_rank_arg = LaunchConfig::LocalRankArg::Dash;
+    CHECK(build(c, {})[0].argv == Args{"./train", "--local-rank=0", "--lr", "0.1"});
   }
 }
 

@@ -63,6 +63,28 @@ set -e
 grep -q "FAILED" "$work/stderr.txt" || fail "no failure summary on stderr"
 echo "ok: exit code 5 and a failure summary"
 
+# Slurm's preemption warning: `srun --signal=USR1@110 -t 2` asks slurmctld to send SIGUSR1 when
+# 110 s remain, i.e. 10 s in; it checks time limits every 30-60 s, so it comes 30-60 s in. The
+# launcher forwards it (the default --signals_to_handle includes SIGUSR1) and keeps running; the
+# workers "checkpoint" (write a file) and exit 0. Without forwarding, ddplaunch would die of it.
+echo "== srun --signal=USR1@110: the warning reaches every worker and the job ends 0"
+cat > "$work/usr1.sh" <<'W'
+#!/usr/bin/env bash
+trap 'echo checkpoint > "$OUT_DIR/usr1_$RANK"; exit 0' USR1
+for _ in $(seq 1000); do sleep 0.1; done  # 100 s at most, then fail: no signal came
+exit 9
+W
+chmod +x "$work/usr1.sh"
+set +e
+OUT_DIR=$work timeout 150 srun -N2 --ntasks-per-node=1 -t 2 --signal=USR1@110 --export=ALL "$ddplaunch" \
+  --nproc_per_node=2 "$work/usr1.sh" 2> "$work/usr1.err"
+code=$?
+set -e
+[[ $code -eq 0 ]] || { cat "$work/usr1.err"; fail "srun --signal=USR1 exited $code, expected 0"; }
+for r in 0 1 2 3; do [[ -f $work/usr1_$r ]] || { cat "$work/usr1.err"; fail "rank $r never got SIGUSR1"; }; done
+grep -q "received SIGUSR1, forwarding it to the workers" "$work/usr1.err" || fail "no forwarding message"
+echo "ok: SIGUSR1 from Slurm reached ranks 0-3; exit 0"
+
 if [[ -z $train || -z $store ]]; then
   echo "(no train/ddplaunch-store given: srun-without-launcher cases not run)"
   echo "1 passed, 0 failed"
