@@ -35,6 +35,13 @@ void ProcessSet::signal_all(int signo) {
   }
 }
 
+void ProcessSet::signal_each(int signo) {
+  for (const Child& c : children_) {
+    // Not seen ended, so not reaped: the pid is still this child's.
+    if (!c.ended) ::kill(c.pid, signo);
+  }
+}
+
 std::vector<ProcessSet::Exit> ProcessSet::collect() {
   std::vector<Exit> out;
   for (std::size_t i = 0; i < children_.size(); ++i) {

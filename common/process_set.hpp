@@ -42,6 +42,10 @@ class ProcessSet {
   // Sends `signo` to the process group of every child not yet reaped, ended ones included (their
   // leftovers). Never blocks; a group already empty is skipped (ESRCH).
   void signal_all(int signo);
+  // Sends `signo` to each child process that is still running, not to its group: for signals
+  // meant for the program itself (SIGUSR1 for a checkpoint), which would kill helper processes
+  // in the group that do not handle them. Never blocks.
+  void signal_each(int signo);
 
   // The children that ended since the last call, without blocking. Call it whenever SIGCHLD
   // arrived (several exits may share one signal).

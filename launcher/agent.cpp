@@ -87,7 +87,7 @@ void Agent::on_signal(int signo) {
     return finish(exit_code_for_signal(signo));
   }
   log::info("received {}, forwarding it to the workers", signal_name(signo));
-  if (!stopping_signal) return procs_->signal(signo);  // e.g. SIGUSR1 for a checkpoint
+  if (!stopping_signal) return procs_->notify(signo);  // e.g. SIGUSR1 for a checkpoint
   status_.interrupt(signo);
   // Already stopping (SIGTERM sent): pass this one on as well, e.g. a second Ctrl-C.
   if (!status_.stoppable()) return procs_->signal(signo);

@@ -46,6 +46,7 @@ class PosixProcessContext final : public ProcessContext {
   }
 
   void signal(int signo) override { processes_.signal_all(signo); }
+  void notify(int signo) override { processes_.signal_each(signo); }
 
   std::size_t running() const override { return workers_.size() - reported_.size(); }
 

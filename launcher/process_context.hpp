@@ -37,6 +37,9 @@ class ProcessContext {
   virtual void start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) = 0;
   // Sends `signo` to the process group of every worker that has not exited. Never blocks.
   virtual void signal(int signo) = 0;
+  // Sends `signo` to each worker process that has not exited, not to its group (SIGUSR1 and
+  // SIGUSR2 for the training script, which its helper processes may not handle). Never blocks.
+  virtual void notify(int signo) = 0;
   // Workers started and not yet reported through on_exit.
   virtual std::size_t running() const = 0;
 };

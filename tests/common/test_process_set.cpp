@@ -117,6 +117,28 @@ TEST_CASE("ProcessSet: an ended child's leftovers in its group still get signal_
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
+TEST_CASE("ProcessSet: signal_each reaches the child, not the rest of its group", "[process_set]") {
+  ChildSignal sig;
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  ddp::ProcessSet set;
+  // The child handles SIGUSR1 by exiting 7; its background job (same group) would die of it.
+  auto o = sh("trap 'exit 7' USR1; sleep 60 & echo $!; while :; do sleep 0.05; done");
+  o.stdout_fd = fds[1];
+  set.start(o);
+  ::close(fds[1]);
+  char buf[32] = {};
+  REQUIRE(::read(fds[0], buf, sizeof buf - 1) > 0);
+  ::close(fds[0]);
+  const pid_t helper = static_cast<pid_t>(std::stol(buf));
+  set.signal_each(SIGUSR1);
+  const auto exits = wait_exits(set, sig, 1);
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].exit_code == 7);
+  CHECK_FALSE(gone(helper));  // its group was not signalled
+  set.signal_all(SIGKILL);
+}
+
 TEST_CASE("ProcessSet: the destructor kills and reaps whatever is left", "[process_set]") {
   pid_t pid = -1;
   {

@@ -78,6 +78,14 @@ class FakeProcesses final : public ProcessContext {
     }
   }
 
+  // Recorded like signal(); no fake worker stops on it.
+  void notify(int signo) override {
+    std::lock_guard<std::mutex> lock(record_.mutex);
+    for (const auto& w : workers_) {
+      if (!w.done) record_.signals.emplace_back(w.spec.rank, signo);
+    }
+  }
+
   std::size_t running() const override {
     return static_cast<std::size_t>(
         std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w.done; }));
@@ -278,6 +286,7 @@ class UnstartableProcesses final : public ProcessContext {
     throw ddp::UsageError("program 'fake-worker' was not found on PATH; give a path such as ./fake-worker");
   }
   void signal(int) override {}
+  void notify(int) override {}
   std::size_t running() const override { return 0; }
 };
 
