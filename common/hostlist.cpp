@@ -96,14 +96,18 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
   return hosts;
 }
 
+std::optional<int> master_port_override(const EnvLookup& env) {
+  const auto p = env(worker_env::kMasterPort);
+  if (!p || p->empty()) return std::nullopt;
+  int port = 0;
+  const auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), port);
+  if (ec != std::errc() || end != p->data() + p->size() || port < 1 || port > 65535)
+    throw UsageError("MASTER_PORT=" + *p + " is not a port number; use 1..65535 or unset it");
+  return port;
+}
+
 int slurm_master_port(const EnvLookup& env) {
-  if (auto p = env(worker_env::kMasterPort); p && !p->empty()) {
-    int port = 0;
-    const auto [end, ec] = std::from_chars(p->data(), p->data() + p->size(), port);
-    if (ec != std::errc() || end != p->data() + p->size() || port < 1 || port > 65535)
-      throw UsageError("MASTER_PORT=" + *p + " is not a port number; use 1..65535 or unset it");
-    return port;
-  }
+  if (auto port = master_port_override(env)) return *port;
   const auto job = env("SLURM_JOB_ID");
   if (!job || job->empty())
     throw UsageError("SLURM_JOB_ID is not set, so there is no default port; set MASTER_PORT or start under Slurm");

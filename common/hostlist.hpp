@@ -3,6 +3,7 @@
 // that both always agree on the master's address and port.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,5 +24,9 @@ inline constexpr std::size_t kMaxHosts = 1'000'000;
 // length. Throws UsageError naming the variable when MASTER_PORT is not a port, or SLURM_JOB_ID
 // is missing or not a number.
 int slurm_master_port(const EnvLookup& env);
+
+// MASTER_PORT when set and not empty, which beats every per-job rule (Slurm's, MPI's). Throws
+// UsageError when it is not a port number.
+std::optional<int> master_port_override(const EnvLookup& env);
 
 }  // namespace ddp

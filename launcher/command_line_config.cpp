@@ -7,7 +7,10 @@
 #include <fmt/format.h>
 
 #include "common/signals.hpp"
+#include "common/hostlist.hpp"
+#include "common/mpi_env.hpp"
 #include "launcher/flag_parsers.hpp"
+#include "launcher/mpi.hpp"
 #include "launcher/rdzv_conf.hpp"
 #include "launcher/slurm.hpp"
 
@@ -76,11 +79,8 @@ std::vector<int> parse_signals(const std::optional<std::string>& flag, const Env
 // and, unless --rdzv_id named one, a random run id, so two single-node jobs on one machine never
 // collide on 29500. MASTER_PORT, when set, is the port instead.
 void apply_single_node_port(const EnvLookup& env, LaunchConfig& c) {
-  if (const auto port = env("MASTER_PORT")) {
-    c.master_port = parse_whole_number("MASTER_PORT", *port);
-    if (c.master_port < 1 || c.master_port > 65535) {
-      throw UsageError(fmt::format("MASTER_PORT={} is not a port number; use 1..65535 or unset it", *port));
-    }
+  if (const auto port = master_port_override(env)) {
+    c.master_port = *port;
     return;
   }
   c.master_port = 0;
@@ -108,6 +108,9 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   } else if (!v.nnodes && !v.node_rank && !v.master_addr && env("SLURM_JOB_ID")) {
     // Slurm fills in what the command line left open (see slurm.hpp).
     apply_slurm_environment(env, v.master_port.has_value() || !c.rdzv_endpoint.empty(), c);
+  } else if (!v.nnodes && !v.node_rank && under_mpi(env)) {
+    // One launcher per node under mpirun/mpiexec (see mpi.hpp).
+    apply_mpi_environment(env, v.master_addr.has_value(), v.master_port.has_value() || !c.rdzv_endpoint.empty(), c);
   } else if (c.max_nodes == 1 && !v.master_port && c.rdzv_endpoint.empty()) {
     apply_single_node_port(env, c);
   }

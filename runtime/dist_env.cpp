@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/hostlist.hpp"
+#include "common/mpi_env.hpp"
 #include "common/worker_env.hpp"
 
 namespace ddp::runtime {
@@ -233,6 +234,24 @@ DistEnv from_slurm(const EnvLookup& env) {
   return e;
 }
 
+DistEnv from_mpi(const EnvLookup& env) {
+  try {
+    const MpiProcess p = *mpi_process(env);
+    DistEnv e;
+    e.source = EnvSource::Mpi;
+    e.rank = p.rank;
+    e.world_size = p.size;
+    e.local_rank = p.local_rank;
+    e.local_world_size = p.local_size;
+    e.master_addr = p.master_addr.value_or("127.0.0.1");
+    e.master_port = static_cast<std::uint16_t>(mpi_master_port(env, p));
+    e.host_store = p.rank == 0;
+    return e;
+  } catch (const UsageError& bad) {
+    throw EnvError(std::string("mpi environment: ") + bad.what());
+  }
+}
+
 }  // namespace
 
 const char* to_string(EnvSource source) {
@@ -243,6 +262,8 @@ const char* to_string(EnvSource source) {
       return "legacy --local_rank";
     case EnvSource::Slurm:
       return "slurm";
+    case EnvSource::Mpi:
+      return "mpi";
   }
   return "unknown";
 }
@@ -252,17 +273,19 @@ bool has_launch_env(const EnvLookup& env, const std::vector<std::string>& argv) 
     const auto v = env(name);
     return v && !v->empty();
   };
-  return set(we::kLocalRank) || set("SLURM_PROCID") || local_rank_arg(argv).has_value();
+  return set(we::kLocalRank) || set("SLURM_PROCID") || under_mpi(env) || local_rank_arg(argv).has_value();
 }
 
 DistEnv resolve_dist_env(const EnvLookup& env, const std::vector<std::string>& argv) {
   if (auto v = env(we::kLocalRank); v && !v->empty()) return from_torchrun(env, argv);
   if (auto arg = local_rank_arg(argv)) return from_legacy(env, *arg);
   if (auto v = env("SLURM_PROCID"); v && !v->empty()) return from_slurm(env);
+  if (under_mpi(env)) return from_mpi(env);
   throw EnvError(
       "no distributed launch environment: expected LOCAL_RANK, RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, "
       "MASTER_ADDR, MASTER_PORT (start under ddplaunch or torchrun), a --local_rank argument with "
-      "MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, or SLURM_PROCID (start under srun)");
+      "MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, SLURM_PROCID (start under srun), or "
+      "OMPI_COMM_WORLD_RANK / PMI_RANK (start under mpirun)");
 }
 
 DistEnv dist_env_from_process(int argc, const char* const* argv) {

@@ -9,7 +9,9 @@
 
 #include "ddplaunch/cpu_communicator.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "runtime/local_address.hpp"
 #include "runtime/socket_fd.hpp"
 #ifdef DDP_WITH_NCCL
@@ -36,6 +38,24 @@ std::shared_ptr<rendezvous::Store> connect_store(const DistEnv& env, std::chrono
   client.connect_timeout = timeout;
   client.timeout = timeout;
   return std::make_shared<rendezvous::TcpStoreClient>(client);
+}
+
+// Rank 0 of a launcher-less MPI job hosts the store its ranks meet in, on master_addr (so an
+// address that is not this host's fails at once, naming it) and the job's port.
+std::shared_ptr<void> host_store(const DistEnv& env) {
+  rendezvous::TcpStoreServerOptions o;
+  o.host = env.master_addr;
+  o.port = env.master_port;
+  o.log = [](std::string_view) {};
+  try {
+    auto server = std::make_shared<rendezvous::TcpStoreServer>(o);
+    server->start();
+    return server;
+  } catch (const rendezvous::BindError& e) {
+    throw EnvError(std::string(e.what()) + " (rank 0 of the " + to_string(env.source) +
+                   " job hosts the store there; set MASTER_ADDR to an address of rank 0's host and MASTER_PORT "
+                   "to a free port, e.g. mpirun -x MASTER_ADDR=<host> -x MASTER_PORT=<port>)");
+  }
 }
 
 // DDPLAUNCH_SHM=0 keeps same-host ranks on the TCP ring (as NCCL_SHM_DISABLE=1 does for NCCL):
@@ -98,6 +118,8 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   env_ = options.dist_env() ? *options.dist_env() : resolve_dist_env(env, options.argv());
   const Backend backend = choose_backend(options, env);
   const bool cpu_shm = backend == Backend::Cpu && shared_memory_allowed(env);  // bad values fail before connecting
+  timeout_ = options.timeout();
+  if (env_.host_store && !options.store()) hosted_store_ = host_store(env_);
   std::shared_ptr<rendezvous::Store> base = options.store() ? options.store() : connect_store(env_, options.timeout());
   // A restarted job reuses the launcher's store: each round gets fresh keys.
   const std::string round = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
@@ -111,7 +133,17 @@ ProcessGroup::~ProcessGroup() {
 }
 
 void ProcessGroup::close() {
+  if (closed_) return;
+  closed_ = true;
   if (communicator_) communicator_->close();
+  if (!hosted_store_ || !store_) return;
+  // Every rank counts itself out; the host keeps the store up until all have.
+  try {
+    if (store_->add("closed", 1) == env_.world_size) store_->set("all_closed", "1");
+    if (env_.host_store) store_->wait({"all_closed"}, timeout_);
+  } catch (const std::exception&) {
+    // A rank that died never counts itself out: stop waiting at the timeout; the store goes.
+  }
 }
 
 namespace {

@@ -420,6 +420,44 @@ TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
   }
 }
 
+TEST_CASE("MPI variables fill in nodes and rank and address and port and run id", "[cli][mpi]") {
+  const FakeEnv mpi{{"OMPI_COMM_WORLD_RANK", "1"},
+                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                    {"OMPI_MCA_ess_base_jobid", "777"},
+                    {"OMPI_MCA_orte_hnp_uri", "776.0;tcp://10.0.0.9:4000"}};
+  SECTION("defaults from mpirun") {
+    const auto c = parse({"--nproc_per_node=4", "prog"}, mpi);
+    CHECK(c.min_nodes == 2);
+    CHECK(c.max_nodes == 2);
+    CHECK(c.node_rank == 1);
+    CHECK(c.master_addr == "10.0.0.9");
+    CHECK(c.master_port == 15000 + 777);
+    CHECK(c.run_id == "mpi-777");
+  }
+  SECTION("explicit flags are kept") {
+    const auto c = parse({"--master_addr=head", "--master_port=29555", "--rdzv_id=x", "prog"}, mpi);
+    CHECK(c.master_addr == "head");
+    CHECK(c.master_port == 29555);
+    CHECK(c.run_id == "x");
+    CHECK(c.node_rank == 1);
+  }
+  SECTION("an explicit --nnodes turns the MPI defaults off") {
+    CHECK(parse({"--nnodes=1", "prog"}, mpi).node_rank == 0);
+  }
+  SECTION("Slurm wins when both are present (srun --mpi=pmix)") {
+    FakeEnv env = mpi;
+    env.insert({{"SLURM_JOB_ID", "1234"}, {"SLURM_NNODES", "3"}, {"SLURM_NODEID", "2"}, {"SLURM_JOB_NODELIST", "n[1-3]"}});
+    CHECK(parse({"prog"}, env).max_nodes == 3);
+  }
+  SECTION("a malformed variable is a usage error naming it") {
+    FakeEnv env = mpi;
+    env["OMPI_COMM_WORLD_SIZE"] = "x";
+    CHECK(usage_error({"prog"}, env).find("OMPI_COMM_WORLD_SIZE=x") != std::string::npos);
+  }
+}
+
 TEST_CASE("Slurm variables fill in nodes and rank and address and port and run id", "[cli][slurm]") {
   const FakeEnv slurm{
       {"SLURM_JOB_ID", "1234"}, {"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "gpu[01-02]"}};

@@ -1,4 +1,4 @@
-// DistEnv: the torchrun, legacy --local_rank and Slurm init paths, their precedence, and the
+// DistEnv: the torchrun, legacy --local_rank, Slurm and MPI init paths, their precedence, and the
 // messages for missing or inconsistent variables; plus the Slurm hostlist expander.
 #include "ddplaunch/dist_env.hpp"
 
@@ -159,6 +159,42 @@ TEST_CASE("slurm task environment") {
     o = env;
     o["SLURM_JOB_NODELIST"] = "gpu[07-";
     CHECK_THAT(error_of(o), Contains("gpu[07-"));
+  }
+}
+
+TEST_CASE("mpirun without a launcher") {
+  const Env env{{"OMPI_COMM_WORLD_RANK", "2"},       {"OMPI_COMM_WORLD_SIZE", "4"},
+                {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                {"OMPI_MCA_ess_base_jobid", "4242"}, {"OMPI_MCA_orte_hnp_uri", "4241.0;tcp://10.0.0.5:1234"}};
+  DistEnv e = resolve(env);
+  CHECK(e.source == EnvSource::Mpi);
+  CHECK(e.rank == 2);
+  CHECK(e.world_size == 4);
+  CHECK(e.local_rank == 0);
+  CHECK(e.local_world_size == 2);
+  CHECK(e.master_addr == "10.0.0.5");
+  CHECK(e.master_port == 15000 + 4242);
+  CHECK_FALSE(e.host_store);
+  SECTION("rank 0 hosts the store") {
+    Env o = env;
+    o["OMPI_COMM_WORLD_RANK"] = "0";
+    CHECK(resolve(o).host_store);
+  }
+  SECTION("Hydra's variables, the loopback default without mpirun's address") {
+    e = resolve({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "2"}});
+    CHECK(e.master_addr == "127.0.0.1");
+    CHECK(e.master_port == 29500);
+    CHECK(e.host_store);
+  }
+  SECTION("under ddplaunch under mpirun, the launcher's variables win") {
+    Env o = kTorchrun;
+    o.insert(env.begin(), env.end());
+    CHECK(resolve(o).source == EnvSource::Torchrun);
+  }
+  SECTION("errors name the variable") {
+    Env o = env;
+    o["OMPI_COMM_WORLD_SIZE"] = "2";
+    CHECK_THAT(error_of(o), Contains("rank 2 of 2"));
   }
 }
 

@@ -26,7 +26,7 @@ using ddp::EnvLookup;
 using ddp::process_env;
 
 // Which launcher's variables the DistEnv came from.
-enum class EnvSource { Torchrun, LegacyLocalRank, Slurm };
+enum class EnvSource { Torchrun, LegacyLocalRank, Slurm, Mpi };
 
 const char* to_string(EnvSource source);
 
@@ -39,6 +39,9 @@ struct DistEnv {
   std::string master_addr;
   std::uint16_t master_port = 0;
   EnvSource source = EnvSource::Torchrun;
+  // This process hosts the store at master_addr:master_port: rank 0 of an MPI job started without
+  // a launcher (mpirun -np 4 ./train), where no launcher hosts one.
+  bool host_store = false;
 };
 
 // Resolves the distributed environment. Does not block; not affected by other threads (it only
@@ -52,11 +55,17 @@ struct DistEnv {
 //     else SLURM_TASKS_PER_NODE ("2(x3),1") at SLURM_NODEID, else SLURM_NTASKS /
 //     SLURM_JOB_NUM_NODES. Master: MASTER_ADDR or the first host of the node list. Port:
 //     MASTER_PORT or 15000 + SLURM_JOB_ID % 20000.
+//  4. mpirun/mpiexec: OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK is set (common/mpi_env.hpp:
+//     OpenMPI, PMIx, MPICH Hydra). Rank, size, local rank and local size from those variables;
+//     master: MASTER_ADDR, else mpirun's own address (OMPI_MCA_orte_hnp_uri), else 127.0.0.1;
+//     port: MASTER_PORT, else 15000 + job id % 20000 (29500 without a job id). Rank 0 hosts the
+//     store (host_store).
 // Throws EnvError naming the variables when none of the paths applies, a required variable is
 // missing or not a number, or the values contradict each other (rank >= world size, ...).
 DistEnv resolve_dist_env(const EnvLookup& env, const std::vector<std::string>& argv);
 
-// Whether any launcher's marker is present (LOCAL_RANK, SLURM_PROCID or a --local_rank argument),
+// Whether any launcher's marker is present (LOCAL_RANK, SLURM_PROCID, an MPI rank variable or a
+// --local_rank argument),
 // i.e. whether resolve_dist_env has a path to try. Does not validate; does not throw.
 bool has_launch_env(const EnvLookup& env, const std::vector<std::string>& argv);
 

@@ -65,7 +65,9 @@ class ProcessGroup {
 
   // Blocks until every rank has entered; throws as Communicator::barrier.
   void barrier() { communicator_->barrier(); }
-  // Closes the communicator (peers in a collective fail) and drops the store connection.
+  // Closes the communicator (peers in a collective fail) and drops the store connection. The
+  // rank that hosts the store (DistEnv::host_store) first waits, up to the timeout, until every
+  // rank has closed, so nobody loses the store while finishing.
   void close();
 
  private:
@@ -73,6 +75,9 @@ class ProcessGroup {
   torch::Device device_{torch::kCPU};
   std::shared_ptr<ddp::rendezvous::Store> store_;
   std::shared_ptr<Communicator> communicator_;
+  std::shared_ptr<void> hosted_store_;  // the TcpStoreServer when DistEnv::host_store
+  std::chrono::milliseconds timeout_{0};
+  bool closed_ = false;
 };
 
 // The default group, as in torch.distributed. Not thread-safe against each other: call init()
