@@ -12,7 +12,8 @@ TORCH_VERSION="${DDPLAUNCH_TORCH_VERSION:-2.15.0}"
 PKGS=(build-essential cmake ninja-build pkg-config git
       libcli11-dev libboost-dev libboost-system-dev libfmt-dev
       catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev
-      python3 python3-venv python3-dev iproute2 procps)
+      python3 python3-venv python3-dev iproute2 procps
+      openmpi-bin)
 
 say() { printf 'setup: %s\n' "$*"; }
 
