@@ -120,6 +120,7 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   const bool cpu_shm = backend == Backend::Cpu && shared_memory_allowed(env);  // bad values fail before connecting
   timeout_ = options.timeout();
   if (env_.host_store && !options.store()) hosted_store_ = host_store(env_);
+  count_out_ = env_.source == EnvSource::Mpi && !options.store();
   std::shared_ptr<rendezvous::Store> base = options.store() ? options.store() : connect_store(env_, options.timeout());
   // A restarted job reuses the launcher's store: each round gets fresh keys.
   const std::string round = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
@@ -136,7 +137,7 @@ void ProcessGroup::close() {
   if (closed_) return;
   closed_ = true;
   if (communicator_) communicator_->close();
-  if (!hosted_store_ || !store_) return;
+  if (!count_out_ || !store_) return;
   // Every rank counts itself out; the host keeps the store up until all have.
   try {
     if (store_->add("closed", 1) == env_.world_size) store_->set("all_closed", "1");

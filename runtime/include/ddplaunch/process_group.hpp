@@ -77,6 +77,7 @@ class ProcessGroup {
   std::shared_ptr<Communicator> communicator_;
   std::shared_ptr<void> hosted_store_;  // the TcpStoreServer when DistEnv::host_store
   std::chrono::milliseconds timeout_{0};
+  bool count_out_ = false;  // an MPI job's store is hosted by rank 0: every rank counts itself out
   bool closed_ = false;
 };
 
