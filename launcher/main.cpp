@@ -5,6 +5,8 @@
 #include "common/log.hpp"
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
+#include "launcher/job_lifetime.hpp"
+#include "launcher/process_context.hpp"
 
 int main(int argc, char** argv) {
   using namespace ddp::launcher;
@@ -18,7 +20,15 @@ int main(int argc, char** argv) {
     }
     if (!parsed.config.log_level.empty()) log::set_level(log::parse_level(parsed.config.log_level));
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
-    return run_agent(parsed.config);
+    // Before any thread: the reaper is a fork of this process (job_lifetime.hpp).
+    JobLifetime lifetime(JobLifetimeOptions{parsed.config.run_id, parsed.config.shutdown_timeout});
+    AgentDeps deps;
+    deps.processes = [&lifetime](boost::asio::io_context& io, OutputPolicy policy) {
+      return make_supervised_process_context(io, policy, lifetime);
+    };
+    const int code = run_agent(parsed.config, std::move(deps));
+    lifetime.finish();  // nothing of the job is left when we exit
+    return code;
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     return ddp::kExitUsage;
