@@ -54,6 +54,7 @@ std::vector<pid_t> children_of(pid_t parent) {
 JobLifetime::JobLifetime(const JobLifetimeOptions& o) {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     log::debug("cannot become a child subreaper ({}); orphans of workers go to init", std::strerror(errno));
+  if (!o.use_cgroup) log::debug("no cgroup for this job (turned off); stray processes are found through process groups only");
   if (o.use_cgroup) {
     std::string why_not;
     cgroup_ = JobCgroup::create(cgroup_name(o.run_id), &why_not);

@@ -1,5 +1,7 @@
 // ddplaunch: parse → run → exit code.
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
@@ -21,7 +23,10 @@ int main(int argc, char** argv) {
     if (!parsed.config.log_level.empty()) log::set_level(log::parse_level(parsed.config.log_level));
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
     // Before any thread: the reaper is a fork of this process (job_lifetime.hpp).
-    JobLifetime lifetime(JobLifetimeOptions{parsed.config.run_id, parsed.config.shutdown_timeout});
+    // DDPLAUNCH_CGROUP=0: process groups only (what a machine without a writable cgroup v2 gets).
+    const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");
+    const bool use_cgroup = cgroup == nullptr || std::string(cgroup) != "0";
+    JobLifetime lifetime(JobLifetimeOptions{parsed.config.run_id, parsed.config.shutdown_timeout, use_cgroup});
     AgentDeps deps;
     deps.processes = [&lifetime](boost::asio::io_context& io, OutputPolicy policy) {
       return make_supervised_process_context(io, policy, lifetime);
