@@ -2,6 +2,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <system_error>
+
+#include "common/child_process.hpp"
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
@@ -37,6 +40,11 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     return ddp::kExitUsage;
+  } catch (const std::system_error& e) {
+    // EAGAIN from a thread or process we could not create: name the limit that is usually why.
+    const bool limit = e.code() == std::errc::resource_unavailable_try_again;
+    log::error("{}{}", e.what(), limit ? "; " + ddp::process_limit_hint() : "");
+    return ddp::kExitFailure;
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     return ddp::kExitFailure;

@@ -46,5 +46,9 @@ if [[ "$have" != "$TORCH_VERSION" ]]; then
 else
   say "torch $have present in .venv"
 fi
+if ! .venv/bin/python -c 'import pytest, pytest_timeout' 2>/dev/null; then
+  say "installing pytest and pytest-timeout into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check pytest pytest-timeout
+fi
 say "LibTorch cmake prefix: $(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
 say "ready"
