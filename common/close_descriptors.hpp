@@ -15,9 +15,9 @@
 namespace ddp {
 
 enum class CloseMethod {
-  Auto,       // close_range, else /proc/self/fd, else the loop
-  ProcFd,     // /proc/self/fd, else the loop (for tests and for kernels without close_range)
-  Loop,       // 3 .. RLIMIT_NOFILE
+  Auto,    // close_range, else /proc/self/fd, else the loop
+  ProcFd,  // /proc/self/fd, else the loop (for tests and for kernels without close_range)
+  Loop,    // 3 .. RLIMIT_NOFILE
 };
 
 // Closes every descriptor >= 3 not listed in `keep[0..n)` (sorted ascending, each >= 3), and

@@ -102,7 +102,9 @@ std::optional<JobCgroup> JobCgroup::create(const std::string& name, std::string*
 }
 
 JobCgroup::JobCgroup(JobCgroup&& o) noexcept
-    : path_(std::move(o.path_)), procs_fd_(std::exchange(o.procs_fd_, -1)), events_fd_(std::exchange(o.events_fd_, -1)) {}
+    : path_(std::move(o.path_)),
+      procs_fd_(std::exchange(o.procs_fd_, -1)),
+      events_fd_(std::exchange(o.events_fd_, -1)) {}
 
 JobCgroup& JobCgroup::operator=(JobCgroup&& o) noexcept {
   if (this != &o) {
@@ -114,7 +116,9 @@ JobCgroup& JobCgroup::operator=(JobCgroup&& o) noexcept {
   return *this;
 }
 
-JobCgroup::~JobCgroup() { close_fds(); }
+JobCgroup::~JobCgroup() {
+  close_fds();
+}
 
 void JobCgroup::close_fds() {
   if (procs_fd_ >= 0) ::close(std::exchange(procs_fd_, -1));
@@ -143,13 +147,16 @@ void JobCgroup::signal(int signo) const {
   for (const pid_t pid : pids()) ::kill(pid, signo);
 }
 
-bool JobCgroup::kill() const { return write_file(path_ + "/cgroup.kill", "1"); }
+bool JobCgroup::kill() const {
+  return write_file(path_ + "/cgroup.kill", "1");
+}
 
 bool JobCgroup::wait_empty(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (!populated()) return true;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     // cgroup.events signals every change of "populated" with POLLPRI.
     pollfd p{events_fd_, POLLPRI, 0};
@@ -157,6 +164,8 @@ bool JobCgroup::wait_empty(std::chrono::milliseconds timeout) const {
   }
 }
 
-bool JobCgroup::remove() const { return ::rmdir(path_.c_str()) == 0 || errno == ENOENT; }
+bool JobCgroup::remove() const {
+  return ::rmdir(path_.c_str()) == 0 || errno == ENOENT;
+}
 
 }  // namespace ddp

@@ -40,6 +40,8 @@ class JobCgroup {
   const std::string& path() const { return path_; }
   // An O_WRONLY descriptor on cgroup.procs: a process writing "0" to it joins the cgroup.
   int procs_fd() const { return procs_fd_; }
+  // An O_RDONLY descriptor on cgroup.events: poll it for POLLPRI, then call populated().
+  int events_fd() const { return events_fd_; }
 
   // The members' pids (cgroup.procs); empty when it cannot be read.
   std::vector<pid_t> pids() const;
@@ -57,7 +59,8 @@ class JobCgroup {
   bool remove() const;
 
  private:
-  JobCgroup(std::string path, int procs_fd, int events_fd) : path_(std::move(path)), procs_fd_(procs_fd), events_fd_(events_fd) {}
+  JobCgroup(std::string path, int procs_fd, int events_fd)
+      : path_(std::move(path)), procs_fd_(procs_fd), events_fd_(events_fd) {}
   void close_fds();
 
   std::string path_;

@@ -62,7 +62,8 @@ std::size_t ProcessSet::start(const ChildOptions& options) {
       pid = start_child(o);
     } catch (const StartError& e) {
       if (std::strcmp(e.step(), "cgroup.procs") != 0) throw;
-      log::debug("cannot place workers in the job's cgroup ({}); using process groups only", std::strerror(e.error_number()));
+      log::debug("cannot place workers in the job's cgroup ({}); using process groups only",
+                 std::strerror(e.error_number()));
       cgroup_procs_fd_ = -1;
       pid = start_child(options);
     }

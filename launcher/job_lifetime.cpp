@@ -51,10 +51,11 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
-JobLifetime::JobLifetime(const JobLifetimeOptions& o) {
+JobLifetime::JobLifetime(const JobLifetimeOptions& o) : grace_(o.grace) {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     log::debug("cannot become a child subreaper ({}); orphans of workers go to init", std::strerror(errno));
-  if (!o.use_cgroup) log::debug("no cgroup for this job (turned off); stray processes are found through process groups only");
+  if (!o.use_cgroup)
+    log::debug("no cgroup for this job (turned off); stray processes are found through process groups only");
   if (o.use_cgroup) {
     std::string why_not;
     cgroup_ = JobCgroup::create(cgroup_name(o.run_id), &why_not);
@@ -85,7 +86,9 @@ JobLifetime::JobLifetime(const JobLifetimeOptions& o) {
   reaper_ = pid;
 }
 
-JobLifetime::~JobLifetime() { finish(); }
+JobLifetime::~JobLifetime() {
+  finish();
+}
 
 void JobLifetime::send(char op, pid_t pgid) {
   if (socket_ < 0) return;
@@ -140,15 +143,17 @@ void JobLifetime::finish() {
     const pid_t pgid = ::getpgid(pid);
     if (pid != reaper_ && pgid > 1 && pgid != own_group) send('W', pgid);
   }
+  log::debug("stopping what the workers left behind (SIGTERM, SIGKILL after {:g} s)", grace_.count() / 1000.0);
   send('F');
-  if (socket_ >= 0) ::close(socket_);
-  socket_ = -1;
   // Reap whatever exits until the reaper itself does: the orphans it kills are our children, and
-  // their zombies would keep their process groups alive.
+  // their zombies would keep their process groups alive. The socket stays open meanwhile: if we
+  // die now (a second Ctrl-C), its end of file tells the reaper to kill at once.
   for (;;) {
     const pid_t pid = ::waitpid(-1, nullptr, 0);
     if (pid == reaper_ || (pid < 0 && errno == ECHILD)) break;
   }
+  if (socket_ >= 0) ::close(socket_);
+  socket_ = -1;
   reaper_ = -1;
 }
 

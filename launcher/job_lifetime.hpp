@@ -27,9 +27,9 @@
 namespace ddp::launcher {
 
 struct JobLifetimeOptions {
-  std::string run_id;                          // part of the cgroup's name
-  std::chrono::milliseconds grace{30'000};     // --shutdown_timeout
-  bool use_cgroup = true;                      // false: process groups only
+  std::string run_id;                       // part of the cgroup's name
+  std::chrono::milliseconds grace{30'000};  // --shutdown_timeout
+  bool use_cgroup = true;                   // false: process groups only
 };
 
 class JobLifetime {
@@ -64,6 +64,7 @@ class JobLifetime {
   void send(char op, pid_t pgid = 0);
 
   std::optional<JobCgroup> cgroup_;
+  std::chrono::milliseconds grace_;
   bool cgroup_dropped_ = false;
   pid_t reaper_ = -1;
   int socket_ = -1;  // our end; closed by finish()

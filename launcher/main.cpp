@@ -5,7 +5,6 @@
 #include <system_error>
 
 #include "common/child_process.hpp"
-
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "launcher/agent.hpp"

@@ -37,16 +37,25 @@ class ReaperLoop {
       if (n < 0 && errno == EINTR) continue;
       if (n != static_cast<ssize_t>(sizeof m)) return false;  // end of file: the launcher is gone
       switch (m.op) {
-        case 'W': groups_.emplace(m.pgid, std::nullopt); break;
-        case 'E': arm(m.pgid, Clock::now() + grace_); break;
-        case 'N': cgroup_ = nullptr; break;
-        case 'F': return true;
-        default: break;  // not ours; ignore
+        case 'W':
+          groups_.emplace(m.pgid, std::nullopt);
+          break;
+        case 'E':
+          arm(m.pgid, Clock::now() + grace_);
+          break;
+        case 'N':
+          cgroup_ = nullptr;
+          break;
+        case 'F':
+          return true;
+        default:
+          break;  // not ours; ignore
       }
     }
   }
 
-  // SIGTERM to everything left, then wait for it to go, at most the grace.
+  // SIGTERM to everything left, then wait for it to go, at most the grace, or until the launcher
+  // dies meanwhile (a second Ctrl-C): then the caller kills at once.
   void terminate() {
     const auto deadline = Clock::now() + grace_;
     for (auto& [pgid, kill_at] : groups_) {
@@ -56,13 +65,15 @@ class ReaperLoop {
     }
     if (cgroup_) cgroup_->signal(SIGTERM);
     while (!all_gone() && Clock::now() < deadline) {
-      // With a cgroup, cgroup.events wakes us when it empties; process groups have no event
-      // for "empty", so they are checked again every 50 ms.
-      const int ms = std::min(50, timeout_ms(deadline));
-      if (cgroup_) {
-        cgroup_->wait_empty(milliseconds(ms));
-      } else {
-        ::poll(nullptr, 0, ms);
+      // cgroup.events wakes us when the cgroup empties; process groups have no event for
+      // "empty", so without a cgroup they are checked again every 50 ms.
+      pollfd p[2] = {{socket_, POLLIN, 0}, {cgroup_ ? cgroup_->events_fd() : -1, POLLPRI, 0}};
+      int wait = std::min(cgroup_ ? 1000 : 50, timeout_ms(deadline));
+      if (const int next = timeout_ms(next_deadline()); next >= 0) wait = std::min(wait, next);
+      ::poll(p, 2, wait);
+      if (p[0].revents != 0) {
+        ReaperMessage m;
+        if (::recv(socket_, &m, sizeof m, MSG_DONTWAIT) == 0) return;  // the launcher is gone
       }
       kill_expired();
     }

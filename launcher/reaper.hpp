@@ -27,7 +27,7 @@
 namespace ddp::launcher {
 
 struct ReaperMessage {
-  char op = 0;          // 'W', 'E', 'N' or 'F'
+  char op = 0;  // 'W', 'E', 'N' or 'F'
   std::int32_t pgid = 0;
 };
 

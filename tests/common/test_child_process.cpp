@@ -87,7 +87,8 @@ TEST_CASE("start_child: a fork refused by RLIMIT_NPROC says so, with the limit",
       ddp::start_child(o);
     } catch (const ddp::StartError& e) {
       const std::string what = e.what();
-      const bool named = what.find("RLIMIT_NPROC = 0") != std::string::npos && what.find("ulimit -u") != std::string::npos;
+      const bool named =
+          what.find("RLIMIT_NPROC = 0") != std::string::npos && what.find("ulimit -u") != std::string::npos;
       ::_exit(e.error_number() == EAGAIN && named ? 0 : 1);
     }
     ::_exit(2);

@@ -181,6 +181,36 @@ def test_failure_leaves_nothing_when_the_launcher_exits(job, cgroup):
     assert [p for p in j.pids if not gone(p)] == []
 
 
+def test_second_ctrl_c_during_the_final_grace_kills_at_once(ddplaunch, tmp_path):
+    # The worker succeeds at once, leaving a daemon that ignores SIGTERM: the launcher waits the
+    # grace (60 s) for it, and a Ctrl-C meanwhile ends that wait with SIGKILL.
+    pidfile = tmp_path / "daemon"
+    # The daemon prints its pid on the pipe, then closes it: `read` returns once it is written.
+    script = "setsid -f sh -c 'trap \"\" TERM INT; echo $$; exec sleep 298 >/dev/null 2>&1' </dev/null " \
+             f"| (read -r pid; echo $pid > {pidfile})"
+    proc = subprocess.Popen([ddplaunch, "--log_level=debug", "--nproc_per_node=1", "--shutdown_timeout=60",
+                             "/bin/sh", "-c", script], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    daemon = None
+    try:
+        for line in proc.stderr:
+            if "stopping what the workers left behind" in line:
+                break
+        daemon = int(pidfile.read_text())
+        fd = os.pidfd_open(daemon)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+        assert wait_exit({fd: daemon}, 1.0) == []
+        assert time.monotonic() - started < 5
+        os.close(fd)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if daemon and not gone(daemon):
+            os.kill(daemon, signal.SIGKILL)
+
+
 def test_store_port_is_free_right_after_kill9(job, ddplaunch, tmp_path):
     port = free_port()
     j = job(extra=("--master_addr=127.0.0.1", f"--master_port={port}"))
