@@ -29,6 +29,16 @@ std::string cgroup_name(const std::string& run_id) {
   return name;
 }
 
+// The parent pid in a /proc/<pid>/stat line, -1 if unreadable. "pid (comm) state ppid ...":
+// comm may hold spaces and parentheses, so fields are counted from the last ')'.
+pid_t parent_in_stat(const std::string& stat) {
+  const auto close = stat.rfind(')');
+  char state = 0;
+  int ppid = -1;
+  if (close == std::string::npos || std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) return -1;
+  return ppid;
+}
+
 }  // namespace
 
 std::vector<pid_t> children_of(pid_t parent) {
@@ -40,12 +50,7 @@ std::vector<pid_t> children_of(pid_t parent) {
     std::ifstream in(std::string("/proc/") + d->d_name + "/stat");
     std::string stat;
     std::getline(in, stat);
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so go from the last ')'.
-    const auto close = stat.rfind(')');
-    char state = 0;
-    int ppid = 0;
-    if (close == std::string::npos || std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
-    if (ppid == parent) out.push_back(static_cast<pid_t>(std::atoi(d->d_name)));
+    if (parent_in_stat(stat) == parent) out.push_back(static_cast<pid_t>(std::atoi(d->d_name)));
   }
   ::closedir(proc);
   return out;
@@ -90,6 +95,19 @@ JobLifetime::~JobLifetime() {
   finish();
 }
 
+std::vector<pid_t> JobLifetime::adopted_candidates() const {
+  // With a cgroup every orphan of the job is one of its members: a few files, not all of /proc.
+  if (!cgroup_in_use()) return children_of(::getpid());
+  std::vector<pid_t> out;
+  for (const pid_t pid : cgroup_->pids()) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    if (parent_in_stat(stat) == ::getpid()) out.push_back(pid);
+  }
+  return out;
+}
+
 void JobLifetime::send(char op, pid_t pgid) {
   if (socket_ < 0) return;
   const ReaperMessage m{op, static_cast<std::int32_t>(pgid)};
@@ -103,11 +121,11 @@ void JobLifetime::send(char op, pid_t pgid) {
 }
 
 void JobLifetime::adopt(ProcessSet& set) {
-  if (cgroup_ && !cgroup_dropped_) set.place_in_cgroup(cgroup_->procs_fd());
+  if (cgroup_in_use()) set.place_in_cgroup(cgroup_->procs_fd());
 }
 
 void JobLifetime::worker_started(pid_t pid, const ProcessSet& set) {
-  if (cgroup_ && !cgroup_dropped_ && !set.in_cgroup()) {
+  if (cgroup_in_use() && !set.in_cgroup()) {
     cgroup_dropped_ = true;  // ProcessSet said why, once
     send('N');
   }
@@ -129,19 +147,22 @@ void JobLifetime::reap_orphans() {
     ::waitpid(info.si_pid, nullptr, WNOHANG);
   }
   // The first exited child is a worker its set keeps as a zombie (or the reaper): look past it.
-  for (const pid_t pid : children_of(::getpid())) {
+  for (const pid_t pid : adopted_candidates()) {
     if (!ProcessSet::owns(pid) && pid != reaper_) ::waitpid(pid, nullptr, WNOHANG);
   }
 }
 
 void JobLifetime::finish() {
   if (reaper_ < 0) return;
-  // Orphans that left their worker's process group (a setsid daemon whose parent exited) are
-  // our children now: the reaper treats their groups as the workers' ones.
+  // Without a cgroup, orphans that left their worker's process group (a setsid daemon whose
+  // parent exited) are found as our children: the reaper treats their groups as the workers'
+  // ones. With one, the reaper signals every member anyway.
   const pid_t own_group = ::getpgrp();
-  for (const pid_t pid : children_of(::getpid())) {
-    const pid_t pgid = ::getpgid(pid);
-    if (pid != reaper_ && pgid > 1 && pgid != own_group) send('W', pgid);
+  if (!cgroup_in_use()) {
+    for (const pid_t pid : children_of(::getpid())) {
+      const pid_t pgid = ::getpgid(pid);
+      if (pid != reaper_ && pgid > 1 && pgid != own_group) send('W', pgid);
+    }
   }
   log::debug("stopping what the workers left behind (SIGTERM, SIGKILL after {:g} s)", grace_.count() / 1000.0);
   send('F');

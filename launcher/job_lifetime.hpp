@@ -20,6 +20,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/job_cgroup.hpp"
 #include "common/process_set.hpp"
@@ -62,6 +63,10 @@ class JobLifetime {
 
  private:
   void send(char op, pid_t pgid = 0);
+  bool cgroup_in_use() const { return cgroup_ && !cgroup_dropped_; }
+  // Our children that may be adopted orphans: the cgroup's members whose parent we are, or
+  // (without a cgroup) every child of ours.
+  std::vector<pid_t> adopted_candidates() const;
 
   std::optional<JobCgroup> cgroup_;
   std::chrono::milliseconds grace_;
