@@ -12,9 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "common/close_descriptors.hpp"
 #include "common/exit_codes.hpp"
 
 namespace ddp {
@@ -33,7 +37,8 @@ bool move_fd(int fd, int target) {
 }
 
 // Child side of vfork: system calls only. Returns only on failure, with `f` filled in.
-void exec_child(const ChildOptions& o, char* const* argv, char* const* envp, pid_t parent, volatile Failure& f) {
+void exec_child(const ChildOptions& o, const std::vector<int>& keep, char* const* argv, char* const* envp, pid_t parent,
+                volatile Failure& f) {
   const auto fail = [&](const char* step) {
     f.step = step;
     f.error_number = errno;
@@ -49,9 +54,14 @@ void exec_child(const ChildOptions& o, char* const* argv, char* const* envp, pid
     sa.sa_handler = SIG_DFL;
     if (::sigaction(sig, &sa, nullptr) != 0) return fail("sigaction");
   }
+  // Before anything it could start: a child that is in the cgroup takes its children with it.
+  if (o.cgroup_procs_fd >= 0 && ::write(o.cgroup_procs_fd, "0", 1) != 1) return fail("cgroup.procs");
   if (!move_fd(o.stdout_fd, 1)) return fail("dup2 (stdout)");
   if (!move_fd(o.stderr_fd, 2)) return fail("dup2 (stderr)");
-  if (::close_range(3, ~0U, 0) != 0) return fail("close_range");
+  if (const int e = close_descriptors_except(keep.data(), keep.size()); e != 0) {
+    errno = e;
+    return fail("closing inherited descriptors");
+  }
   if (::setpgid(0, 0) != 0) return fail("setpgid");
   if (::prctl(PR_SET_PDEATHSIG, o.death_signal) != 0) return fail("prctl(PR_SET_PDEATHSIG)");
   // The parent died before prctl took effect: give up now instead of running orphaned.
@@ -74,10 +84,23 @@ void exec_child(const ChildOptions& o, char* const* argv, char* const* envp, pid
 }
 
 std::string describe(const std::string& exe, const char* step, int e) {
-  return "cannot start '" + exe + "': " + step + ": " + std::strerror(e);
+  std::string text = "cannot start '" + exe + "': " + step + ": " + std::strerror(e);
+  if (e == EAGAIN && std::strcmp(step, "vfork") == 0) text += "; " + process_limit_hint();
+  return text;
 }
 
 }  // namespace
+
+std::string process_limit_hint() {
+  rlimit procs{};
+  std::string value = "unknown";
+  if (::getrlimit(RLIMIT_NPROC, &procs) == 0)
+    value = procs.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(procs.rlim_cur);
+  return fmt::format(
+      "the process limit is reached (RLIMIT_NPROC = {} for this user, `ulimit -u`; or the cgroup's pids.max); "
+      "raise it (ulimit -u, /etc/security/limits.conf) or start fewer processes",
+      value);
+}
 
 StartError::StartError(const std::string& exe, const char* step, int error_number)
     : Error(describe(exe, step, error_number)), step_(step), errno_(error_number) {}
@@ -93,6 +116,10 @@ pid_t start_child(const ChildOptions& o) {
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
+  std::vector<int> keep = o.keep_fds;
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  keep.erase(std::remove_if(keep.begin(), keep.end(), [](int fd) { return fd <= 2; }), keep.end());
 
   // All signals blocked across the vfork, so that no handler of ours runs in the child on our
   // memory before the child has reset it.
@@ -104,7 +131,7 @@ pid_t start_child(const ChildOptions& o) {
   volatile Failure failure;
   const pid_t pid = ::vfork();
   if (pid == 0) {
-    exec_child(o, argv.data(), envp.data(), parent, failure);
+    exec_child(o, keep, argv.data(), envp.data(), parent, failure);
     ::_exit(kExitExecFailed);
   }
   const int vfork_errno = errno;

@@ -3,9 +3,12 @@
 //   - its own process group (pgid = pid), so a signal to -pid reaches whatever it starts;
 //   - a parent-death signal, so it never outlives the thread that started it;
 //   - every caught signal handler back to its default and an empty signal mask;
-//   - stdout/stderr on the given descriptors, and every other descriptor above 2 closed, so it
-//     starts with stdin/stdout/stderr only (Asio's sockets are not close-on-exec, and a worker
-//     holding the store's listener would keep the port taken after the launcher died);
+//   - optionally, the job's cgroup (it writes "0" to the cgroup.procs it is given, so it is in
+//     the cgroup before it runs a line of its own: nothing it starts can escape cgroup.kill);
+//   - stdout/stderr on the given descriptors, and every other descriptor above 2 closed except
+//     those passed in keep_fds (close_descriptors.hpp), so it starts with stdin/stdout/stderr
+//     only (Asio's sockets are not close-on-exec, and a worker holding the store's listener
+//     would keep the port taken after the launcher died);
 //   - optionally the soft RLIMIT_NOFILE the parent had before it raised its own.
 // Why vfork: fork copies the parent's page tables and takes copy-on-write faults until exec;
 // vfork suspends only the calling thread until the exec (what posix_spawn does internally), and
@@ -31,10 +34,18 @@ struct ChildOptions {
   int stderr_fd = -1;               // becomes the child's fd 2 (-1: inherit)
   long long open_files_limit = -1;  // >= 0: the child's soft RLIMIT_NOFILE (-1: inherited)
   int death_signal = SIGKILL;       // sent to the child when the starting thread dies
+  std::vector<int> keep_fds;        // descriptors (> 2) the child keeps, same numbers
+  int cgroup_procs_fd = -1;         // >= 0: an open cgroup.procs the child joins before exec
 };
 
-// A child could not be started. `step()` names the call that failed ("execve", "setpgid", ...)
-// and `error_number()` its errno; the child was reaped before this was thrown.
+// The fix for a fork that failed with EAGAIN: one sentence naming RLIMIT_NPROC and its current
+// value, e.g. "the process limit is reached (RLIMIT_NPROC = 4096 for this user, `ulimit -u`);
+// raise it or start fewer processes". Never throws.
+std::string process_limit_hint();
+
+// A child could not be started. `step()` names the call that failed ("execve", "setpgid",
+// "cgroup.procs", ...) and `error_number()` its errno; the child was reaped before this was
+// thrown. A vfork that failed with EAGAIN says so with process_limit_hint().
 class StartError : public Error {
  public:
   StartError(const std::string& exe, const char* step, int error_number);

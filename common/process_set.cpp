@@ -6,10 +6,38 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <mutex>
+#include <set>
 
 #include "common/exit_codes.hpp"
+#include "common/log.hpp"
 
 namespace ddp {
+namespace {
+
+// Every pid started by a ProcessSet and not reaped yet, process-wide (see owns()).
+std::mutex owned_mutex;
+std::set<pid_t>& owned() {
+  static std::set<pid_t> pids;
+  return pids;
+}
+
+void own(pid_t pid, bool yes) {
+  std::lock_guard<std::mutex> lock(owned_mutex);
+  if (yes) {
+    owned().insert(pid);
+  } else {
+    owned().erase(pid);
+  }
+}
+
+}  // namespace
+
+bool ProcessSet::owns(pid_t pid) {
+  std::lock_guard<std::mutex> lock(owned_mutex);
+  return owned().count(pid) != 0;
+}
 
 ProcessSet::~ProcessSet() {
   signal_all(SIGKILL);
@@ -19,11 +47,28 @@ ProcessSet::~ProcessSet() {
     while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
     }
     c.reaped = true;
+    own(c.pid, false);
   }
 }
 
 std::size_t ProcessSet::start(const ChildOptions& options) {
-  const pid_t pid = start_child(options);
+  pid_t pid = -1;
+  if (cgroup_procs_fd_ < 0) {
+    pid = start_child(options);
+  } else {
+    ChildOptions o = options;
+    o.cgroup_procs_fd = cgroup_procs_fd_;
+    try {
+      pid = start_child(o);
+    } catch (const StartError& e) {
+      if (std::strcmp(e.step(), "cgroup.procs") != 0) throw;
+      log::debug("cannot place workers in the job's cgroup ({}); using process groups only",
+                 std::strerror(e.error_number()));
+      cgroup_procs_fd_ = -1;
+      pid = start_child(options);
+    }
+  }
+  own(pid, true);
   children_.push_back(Child{pid});
   return children_.size() - 1;
 }
@@ -59,6 +104,7 @@ std::vector<ProcessSet::Exit> ProcessSet::collect() {
     if (r != 0) {
       // ECHILD: someone else (a waitpid(-1) elsewhere in the process) took its status.
       c.reaped = true;
+      own(c.pid, false);
       e.exit_code = kExitFailure;
     } else if (info.si_code == CLD_EXITED) {
       e.exit_code = info.si_status;
@@ -83,6 +129,7 @@ void ProcessSet::reap() {
     while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
     }
     c.reaped = true;
+    own(c.pid, false);
   }
 }
 

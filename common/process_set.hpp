@@ -7,6 +7,9 @@
 // An ended child stays a zombie (seen with WNOWAIT) until reap(): its pid, which is also its
 // process group's id, cannot be reused meanwhile, so signal_all() stays safe and still reaches
 // whatever the child left running in its group.
+//
+// Optionally every child joins a cgroup (place_in_cgroup); if the first join fails, the set says
+// so once at debug level and starts the rest without it (process groups only).
 #pragma once
 
 #include <sys/types.h>
@@ -39,6 +42,16 @@ class ProcessSet {
   std::size_t start(const ChildOptions& options);
   pid_t pid(std::size_t index) const { return children_.at(index).pid; }
 
+  // Children started from now on join the cgroup whose cgroup.procs is open as `procs_fd`
+  // (job_cgroup.hpp); -1 stops that. The descriptor must outlive the set.
+  void place_in_cgroup(int procs_fd) { cgroup_procs_fd_ = procs_fd; }
+  // Whether children still join that cgroup (false once a join failed).
+  bool in_cgroup() const { return cgroup_procs_fd_ >= 0; }
+
+  // Whether `pid` is a child started by any ProcessSet of this process and not reaped yet: a
+  // subreaper reaping its adopted orphans must leave these to their set. Thread-safe.
+  static bool owns(pid_t pid);
+
   // Sends `signo` to the process group of every child not yet reaped, ended ones included (their
   // leftovers). Never blocks; a group already empty is skipped (ESRCH).
   void signal_all(int signo);
@@ -66,6 +79,7 @@ class ProcessSet {
     bool reaped = false;  // waited for; its pid may be reused now
   };
   std::vector<Child> children_;
+  int cgroup_procs_fd_ = -1;
 };
 
 }  // namespace ddp

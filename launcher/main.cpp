@@ -1,10 +1,16 @@
 // ddplaunch: parse → run → exit code.
+#include <cstdlib>
 #include <iostream>
+#include <string>
+#include <system_error>
 
+#include "common/child_process.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
+#include "launcher/job_lifetime.hpp"
+#include "launcher/process_context.hpp"
 
 int main(int argc, char** argv) {
   using namespace ddp::launcher;
@@ -18,10 +24,26 @@ int main(int argc, char** argv) {
     }
     if (!parsed.config.log_level.empty()) log::set_level(log::parse_level(parsed.config.log_level));
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
-    return run_agent(parsed.config);
+    // Before any thread: the reaper is a fork of this process (job_lifetime.hpp).
+    // DDPLAUNCH_CGROUP=0: process groups only (what a machine without a writable cgroup v2 gets).
+    const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");
+    const bool use_cgroup = cgroup == nullptr || std::string(cgroup) != "0";
+    JobLifetime lifetime(JobLifetimeOptions{parsed.config.run_id, parsed.config.shutdown_timeout, use_cgroup});
+    AgentDeps deps;
+    deps.processes = [&lifetime](boost::asio::io_context& io, OutputPolicy policy) {
+      return make_supervised_process_context(io, policy, lifetime);
+    };
+    const int code = run_agent(parsed.config, std::move(deps));
+    lifetime.finish();  // nothing of the job is left when we exit
+    return code;
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     return ddp::kExitUsage;
+  } catch (const std::system_error& e) {
+    // EAGAIN from a thread or process we could not create: name the limit that is usually why.
+    const bool limit = e.code() == std::errc::resource_unavailable_try_again;
+    log::error("{}{}", e.what(), limit ? "; " + ddp::process_limit_hint() : "");
+    return ddp::kExitFailure;
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     return ddp::kExitFailure;

@@ -19,7 +19,9 @@ namespace asio = boost::asio;
 
 class PosixProcessContext final : public ProcessContext {
  public:
-  PosixProcessContext(asio::io_context& io, OutputPolicy policy) : io_(io), policy_(policy), sigchld_(io, SIGCHLD) {
+  PosixProcessContext(asio::io_context& io, OutputPolicy policy, JobLifetime* lifetime)
+      : io_(io), policy_(policy), lifetime_(lifetime), sigchld_(io, SIGCHLD) {
+    if (lifetime_) lifetime_->adopt(processes_);
     wait_sigchld();
   }
 
@@ -35,6 +37,7 @@ class PosixProcessContext final : public ProcessContext {
       for (const auto& spec : specs) {
         workers_.push_back(std::make_unique<WorkerProcess>(io_, spec, OutputOptions{policy_.console}, processes_));
         WorkerProcess* w = workers_.back().get();
+        if (lifetime_) lifetime_->worker_started(w->pid(), processes_);
         w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });
       }
     } catch (...) {
@@ -55,12 +58,15 @@ class PosixProcessContext final : public ProcessContext {
     sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;
       for (const ProcessSet::Exit& exit : processes_.collect()) {
+        // Before anything else: its group's number is still ours (the worker is a zombie).
+        if (lifetime_) lifetime_->worker_exited(exit.pid);
         for (auto& w : workers_) {
           if (w->index() != exit.index) continue;
           w->set_exited(exit);
           maybe_report(*w);
         }
       }
+      if (lifetime_) lifetime_->reap_orphans();
       wait_sigchld();
     });
   }
@@ -97,6 +103,7 @@ class PosixProcessContext final : public ProcessContext {
 
   asio::io_context& io_;
   OutputPolicy policy_;
+  JobLifetime* lifetime_;  // null: unsupervised (tests)
   asio::signal_set sigchld_;
   ProcessSet processes_;  // declared before workers_: outlives their pipes
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
@@ -107,7 +114,12 @@ class PosixProcessContext final : public ProcessContext {
 }  // namespace
 
 std::unique_ptr<ProcessContext> make_posix_process_context(asio::io_context& io, OutputPolicy policy) {
-  return std::make_unique<PosixProcessContext>(io, policy);
+  return std::make_unique<PosixProcessContext>(io, policy, nullptr);
+}
+
+std::unique_ptr<ProcessContext> make_supervised_process_context(asio::io_context& io, OutputPolicy policy,
+                                                                JobLifetime& lifetime) {
+  return std::make_unique<PosixProcessContext>(io, policy, &lifetime);
 }
 
 }  // namespace ddp::launcher

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "launcher/console_writer.hpp"
+#include "launcher/job_lifetime.hpp"
 #include "launcher/worker_spec.hpp"
 
 namespace ddp::launcher {
@@ -52,5 +53,10 @@ struct OutputPolicy {
 // Real processes: one ProcessSet (own process groups, parent-death signal, only stdio inherited),
 // exits through SIGCHLD on `io`, output through pipes read by `io`.
 std::unique_ptr<ProcessContext> make_posix_process_context(boost::asio::io_context& io, OutputPolicy policy);
+// The same, supervised by the job's lifetime (job_lifetime.hpp): workers join the job's cgroup,
+// the rest of a worker's process group is stopped when it exits, adopted orphans are reaped on
+// SIGCHLD. `lifetime` must outlive the context.
+std::unique_ptr<ProcessContext> make_supervised_process_context(boost::asio::io_context& io, OutputPolicy policy,
+                                                                JobLifetime& lifetime);
 
 }  // namespace ddp::launcher

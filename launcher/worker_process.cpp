@@ -61,8 +61,9 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   try {
     index_ = processes.start(child);
   } catch (const StartError& e) {
+    const bool limit = e.error_number() == EAGAIN && std::string(e.step()) == "vfork";
     throw UsageError("cannot start '" + spec.argv.front() + "': " + e.step() + ": " + std::strerror(e.error_number()) +
-                     "; check that it is an executable program");
+                     "; " + (limit ? process_limit_hint() : "check that it is an executable program"));
   }
   pid_ = processes.pid(index_);
   // Our copies of the write ends close with the Pipe objects, so end of file comes when the

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +60,47 @@ TEST_CASE("start_child: the child holds only stdin, stdout and stderr", "[child]
   ::close(leaked);
   CHECK(WIFEXITED(status));
   CHECK(numbers(out) == std::set<int>{0, 1, 2, 3});
+}
+
+TEST_CASE("start_child: a descriptor passed in keep_fds stays, with its number", "[child]") {
+  const int leaked = ::dup2(::open("/dev/null", O_RDONLY), 57);
+  const int kept = ::dup3(leaked, 58, O_CLOEXEC);
+  REQUIRE(kept == 58);
+  ddp::ChildOptions o;
+  o.keep_fds = {58, 1, 58};  // duplicates and stdio are allowed and ignored
+  const auto [out, status] = run_sh("ls /proc/self/fd", o);
+  ::close(leaked);
+  ::close(kept);
+  CHECK(numbers(out) == std::set<int>{0, 1, 2, 3, 58});
+}
+
+TEST_CASE("start_child: a fork refused by RLIMIT_NPROC says so, with the limit", "[child]") {
+  // In a child that gives up root (root ignores the limit) with a limit of 0 processes.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    rlimit none{0, 0};
+    if (::setrlimit(RLIMIT_NPROC, &none) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    ddp::ChildOptions o;
+    o.exe = "/bin/true";
+    try {
+      ddp::start_child(o);
+    } catch (const ddp::StartError& e) {
+      const std::string what = e.what();
+      const bool named =
+          what.find("RLIMIT_NPROC = 0") != std::string::npos && what.find("ulimit -u") != std::string::npos;
+      ::_exit(e.error_number() == EAGAIN && named ? 0 : 1);
+    }
+    ::_exit(2);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) {
+    WARN("skipped: cannot drop to uid 65534 here (not root)");
+    return;
+  }
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("start_child: own process group, given environment, exact argv", "[child]") {

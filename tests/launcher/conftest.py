@@ -1,2 +1,11 @@
+# Fixtures for the pytest suites in tests/launcher: the ddplaunch binary under test.
+import pytest
+
+
 def pytest_addoption(parser):
-    parser.addoption("--ddplaunch", required=True, help="the ddplaunch binary under test")
+    parser.addoption("--ddplaunch", required=True, help="path of the ddplaunch binary")
+
+
+@pytest.fixture(scope="session")
+def ddplaunch(request):
+    return request.config.getoption("--ddplaunch")

@@ -20,11 +20,6 @@ import pytest
 TIMEOUT = 60
 
 
-@pytest.fixture
-def ddplaunch(request):
-    return request.config.getoption("--ddplaunch")
-
-
 def script(tmp_path, name, body):
     path = tmp_path / name
     path.write_text(textwrap.dedent(body))

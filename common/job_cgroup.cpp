@@ -1,0 +1,171 @@
+// See job_cgroup.hpp.
+#include "common/job_cgroup.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace ddp {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+bool write_file(const std::string& path, const char* text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const auto n = static_cast<ssize_t>(std::strlen(text));
+  const bool ok = ::write(fd, text, n) == n;
+  const int e = errno;
+  ::close(fd);
+  errno = e;
+  return ok;
+}
+
+// Makes `dir`, opens its cgroup.procs and cgroup.events; "" or the reason it failed.
+std::string make_at(const std::string& dir, int* procs, int* events) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return fmt::format("mkdir {}: {}", dir, std::strerror(errno));
+  const auto undo = [&](const char* what) {
+    const std::string why = fmt::format("{} in {}: {}", what, dir, std::strerror(errno));
+    ::rmdir(dir.c_str());  // best effort: we made it, and it is empty
+    return why;
+  };
+  if (::access((dir + "/cgroup.kill").c_str(), W_OK) != 0) return undo("cgroup.kill (Linux 5.14 or later)");
+  *procs = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  if (*procs < 0) return undo("cgroup.procs");
+  *events = ::open((dir + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
+  if (*events < 0) {
+    ::close(*procs);
+    return undo("cgroup.events");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string cgroup2_mount_point() {
+  std::ifstream in("/proc/self/mountinfo");
+  // Fields: id parent major:minor root mount-point options [optional...] - fstype source options
+  for (std::string line; std::getline(in, line);) {
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, dev, root, mount;
+    if (fields >> id >> parent >> dev >> root >> mount) return mount;
+  }
+  return "";
+}
+
+std::string own_cgroup2_path() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  }
+  return "";
+}
+
+std::optional<JobCgroup> JobCgroup::create(const std::string& name, std::string* why_not) {
+  const std::string mount = cgroup2_mount_point();
+  if (mount.empty()) {
+    *why_not = "no cgroup v2 hierarchy is mounted";
+    return std::nullopt;
+  }
+  std::string own = own_cgroup2_path();
+  if (own == "/") own.clear();
+  std::vector<std::string> parents;
+  if (!own.empty()) parents.push_back(mount + own);
+  parents.push_back(mount);
+  std::string reasons;
+  for (const std::string& parent : parents) {
+    int procs = -1, events = -1;
+    const std::string dir = parent + "/" + name;
+    const std::string why = make_at(dir, &procs, &events);
+    if (why.empty()) return JobCgroup(dir, procs, events);
+    reasons += (reasons.empty() ? "" : "; ") + why;
+  }
+  *why_not = reasons;
+  return std::nullopt;
+}
+
+JobCgroup::JobCgroup(JobCgroup&& o) noexcept
+    : path_(std::move(o.path_)),
+      procs_fd_(std::exchange(o.procs_fd_, -1)),
+      events_fd_(std::exchange(o.events_fd_, -1)) {}
+
+JobCgroup& JobCgroup::operator=(JobCgroup&& o) noexcept {
+  if (this != &o) {
+    close_fds();
+    path_ = std::move(o.path_);
+    procs_fd_ = std::exchange(o.procs_fd_, -1);
+    events_fd_ = std::exchange(o.events_fd_, -1);
+  }
+  return *this;
+}
+
+JobCgroup::~JobCgroup() {
+  close_fds();
+}
+
+void JobCgroup::close_fds() {
+  if (procs_fd_ >= 0) ::close(std::exchange(procs_fd_, -1));
+  if (events_fd_ >= 0) ::close(std::exchange(events_fd_, -1));
+}
+
+std::vector<pid_t> JobCgroup::pids() const {
+  std::vector<pid_t> out;
+  std::istringstream in(read_file(path_ + "/cgroup.procs"));
+  for (pid_t pid; in >> pid;) out.push_back(pid);
+  return out;
+}
+
+bool JobCgroup::populated() const {
+  // Read through events_fd_ itself: that read is what re-arms its POLLPRI (kernfs notes which
+  // change each open file has seen), so wait_empty() sleeps until the next change.
+  char buf[256];
+  const ssize_t n = ::pread(events_fd_, buf, sizeof buf - 1, 0);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return std::strstr(buf, "populated 1") != nullptr;
+}
+
+void JobCgroup::signal(int signo) const {
+  // ESRCH: it exited since cgroup.procs was read; nothing to do.
+  for (const pid_t pid : pids()) ::kill(pid, signo);
+}
+
+bool JobCgroup::kill() const {
+  return write_file(path_ + "/cgroup.kill", "1");
+}
+
+bool JobCgroup::wait_empty(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (!populated()) return true;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    // cgroup.events signals every change of "populated" with POLLPRI.
+    pollfd p{events_fd_, POLLPRI, 0};
+    ::poll(&p, 1, static_cast<int>(left.count()));
+  }
+}
+
+bool JobCgroup::remove() const {
+  return ::rmdir(path_.c_str()) == 0 || errno == ENOENT;
+}
+
+}  // namespace ddp

@@ -1,0 +1,82 @@
+// What keeps anything a worker started from outliving the job, on the launcher's side.
+//
+// Created once by main before any thread starts, it
+//   - makes the launcher a child subreaper (PR_SET_CHILD_SUBREAPER), so a worker's orphaned
+//     descendants (a background job, a daemon after its double fork) become our children: they
+//     are reaped as they exit (reap_orphans) and found again at the end (finish);
+//   - creates the job's cgroup v2 (job_cgroup.hpp) when the machine lets us, which every worker
+//     joins before exec; otherwise it says so once at debug level and relies on process groups;
+//   - forks the reaper (reaper.hpp), which acts on the messages sent here and, if the launcher
+//     dies (even by SIGKILL), kills everything left at once.
+// On a worker's exit, the rest of its process group gets SIGTERM now and SIGKILL after the grace
+// (--shutdown_timeout). finish() (also run by the destructor) ends the job: SIGTERM to what is
+// left, the grace, SIGKILL, the cgroup removed; it returns when the reaper is done, so nothing
+// of the job is left when the launcher exits.
+// Not thread-safe: the agent's loop thread (and main) only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/job_cgroup.hpp"
+#include "common/process_set.hpp"
+
+namespace ddp::launcher {
+
+struct JobLifetimeOptions {
+  std::string run_id;                       // part of the cgroup's name
+  std::chrono::milliseconds grace{30'000};  // --shutdown_timeout
+  bool use_cgroup = true;                   // false: process groups only
+};
+
+class JobLifetime {
+ public:
+  // Blocks for the fork and the cgroup's creation (milliseconds). Throws Error when the reaper
+  // cannot be forked (with the RLIMIT_NPROC hint when fork says EAGAIN). Call it while the
+  // process has one thread (the reaper is a fork of it).
+  explicit JobLifetime(const JobLifetimeOptions& options);
+  ~JobLifetime();
+  JobLifetime(const JobLifetime&) = delete;
+  JobLifetime& operator=(const JobLifetime&) = delete;
+
+  // The job's cgroup, or null when process groups are all there is.
+  const JobCgroup* cgroup() const { return cgroup_ ? &*cgroup_ : nullptr; }
+  pid_t reaper_pid() const { return reaper_; }
+
+  // Makes the children `set` starts join the job's cgroup.
+  void adopt(ProcessSet& set);
+  // A worker (leader of process group `pid`) was started by `set`; watch its group.
+  void worker_started(pid_t pid, const ProcessSet& set);
+  // A worker exited (not reaped yet, so its group's number is still ours): SIGTERM the rest of
+  // its group now, SIGKILL after the grace. Never blocks.
+  void worker_exited(pid_t pid);
+  // Reaps every exited child that no ProcessSet owns (adopted orphans). Never blocks; call it
+  // on SIGCHLD.
+  void reap_orphans();
+  // Ends the job as described above; blocks up to the grace plus a few seconds, reaping every
+  // child meanwhile. Call it after every ProcessSet is gone. Idempotent.
+  void finish();
+
+ private:
+  void send(char op, pid_t pgid = 0);
+  bool cgroup_in_use() const { return cgroup_ && !cgroup_dropped_; }
+  // Our children that may be adopted orphans: the cgroup's members whose parent we are, or
+  // (without a cgroup) every child of ours.
+  std::vector<pid_t> adopted_candidates() const;
+
+  std::optional<JobCgroup> cgroup_;
+  std::chrono::milliseconds grace_;
+  bool cgroup_dropped_ = false;
+  pid_t reaper_ = -1;
+  int socket_ = -1;  // our end; closed by finish()
+};
+
+// The pids whose parent is `parent` (read from /proc/<pid>/stat: this kernel may lack
+// /proc/<pid>/task/<tid>/children). Never throws; empty when /proc is unreadable.
+std::vector<pid_t> children_of(pid_t parent);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,78 @@
+// JobCgroup: creation where the process lives (or under the root), a child joining it before
+// exec, signal/kill of every member including one that left its process group, wait_empty on
+// cgroup.events, removal. Skips (with the reason) where cgroup v2 is not writable.
+#include "common/job_cgroup.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <csignal>
+#include <string>
+
+#include "common/child_process.hpp"
+
+namespace {
+
+std::optional<ddp::JobCgroup> make(const std::string& tag) {
+  std::string why;
+  auto cg = ddp::JobCgroup::create("ddplaunch-test-" + std::to_string(::getpid()) + "-" + tag, &why);
+  if (!cg) WARN("skipped: no writable cgroup v2 here (" << why << ")");
+  return cg;
+}
+
+pid_t start_in(const ddp::JobCgroup& cg, const std::string& script) {
+  ddp::ChildOptions o;
+  o.exe = "/bin/sh";
+  o.argv = {"sh", "-c", script};
+  o.env = {{"PATH", "/usr/bin:/bin"}};
+  o.cgroup_procs_fd = cg.procs_fd();
+  o.death_signal = SIGKILL;
+  return ddp::start_child(o);
+}
+
+TEST_CASE("JobCgroup: the hierarchy and our place in it are found", "[cgroup]") {
+  if (ddp::cgroup2_mount_point().empty()) {
+    WARN("skipped: no cgroup v2 mounted");
+    return;
+  }
+  CHECK(ddp::own_cgroup2_path().rfind('/', 0) == 0);
+}
+
+TEST_CASE("JobCgroup: a child joins before exec; kill takes every member; remove", "[cgroup]") {
+  auto cg = make("kill");
+  if (!cg) return;
+  CHECK(cg->path().find(ddp::cgroup2_mount_point()) == 0);
+  CHECK_FALSE(cg->populated());
+  // The shell starts a daemon in its own session (out of its process group) and then waits.
+  const pid_t pid = start_in(*cg, "setsid sleep 300 & exec sleep 300");
+  auto pids = cg->pids();
+  CHECK(std::find(pids.begin(), pids.end(), pid) != pids.end());
+  CHECK(cg->populated());
+  CHECK_FALSE(cg->remove());  // EBUSY while members remain
+  REQUIRE(cg->kill());
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  // The daemon is not our child: cgroup.events tells when it is gone too.
+  CHECK(cg->wait_empty(std::chrono::seconds(5)));
+  CHECK(cg->pids().empty());
+  CHECK(cg->remove());
+}
+
+TEST_CASE("JobCgroup: signal reaches every member; wait_empty times out while one remains", "[cgroup]") {
+  auto cg = make("signal");
+  if (!cg) return;
+  const pid_t pid = start_in(*cg, "exec sleep 300");
+  CHECK_FALSE(cg->wait_empty(std::chrono::milliseconds(50)));
+  cg->signal(SIGTERM);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM));
+  CHECK(cg->wait_empty(std::chrono::seconds(5)));
+  CHECK(cg->remove());
+}
+
+}  // namespace
