@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/worker_env.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
 
 namespace ddp::launcher {
 
@@ -140,7 +141,8 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     we.group_rank = in.node_rank;
     we.group_world_size = in.ranks.num_nodes();
     we.role_name = c.role;
-    we.master_addr = in.master_addr;
+    // Without brackets, as torchrun passes it: PyTorch's TCPStore resolves "::1", not "[::1]".
+    we.master_addr = rendezvous::unbracket_host(in.master_addr);
     we.master_port = in.master_port;
     we.restart_count = in.restart_count;
     we.max_restarts = c.max_restarts;

@@ -174,6 +174,16 @@ TEST_CASE("the legacy --local_rank=i goes right after the program", "[worker_spe
   }
 }
 
+TEST_CASE("an IPv6 master address reaches workers without brackets, as torchrun passes it", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  std::vector<NodeInfo> nodes{node(0, 2), node(1, 2)};
+  const RankMap ranks(nodes);
+  for (const std::string addr : {"[::1]", "::1"}) {
+    const WorkerSpecInputs in{c, ranks, 1, 0, addr, 29500, {}, ""};
+    CHECK(build_worker_specs(in)[0].env.at("MASTER_ADDR") == "::1");
+  }
+}
+
 TEST_CASE("virtual_local_rank gives each worker exactly one device as device 0", "[worker_spec]") {
   LaunchConfig c = two_by_two();
   c.virtual_local_rank = true;
