@@ -23,6 +23,10 @@ std::string resolve_program(const std::string& name) {
     if (::access(name.c_str(), F_OK) != 0) {
       throw UsageError("program '" + name + "' does not exist; check the path");
     }
+    struct stat st {};
+    if (::stat(name.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw UsageError("program '" + name + "' is a directory; give the program (or .py script) inside it");
+    }
     if (::access(name.c_str(), X_OK) != 0) {
       throw UsageError("program '" + name +
                        "' is not executable; chmod +x it, or run a .py script (it runs with python3)");
@@ -54,6 +58,10 @@ void check_program(const LaunchConfig& c, const PythonInterpreter& python) {
   }
   if (!c.module && ::access(c.program.c_str(), R_OK) != 0) {
     throw UsageError("script '" + c.program + "' does not exist or is not readable; check the path");
+  }
+  struct stat st {};
+  if (!c.module && ::stat(c.program.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw UsageError("script '" + c.program + "' is a directory; give the .py file inside it");
   }
 }
 

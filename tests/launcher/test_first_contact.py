@@ -96,6 +96,22 @@ def test_usr1_reaches_the_workers_and_the_job_goes_on(ddplaunch, tmp_path):
     assert "received SIGUSR1, forwarding it to the workers" in err
 
 
+@pytest.mark.parametrize("program", ["dir", "dir.py"])
+def test_a_directory_as_the_program_says_so(ddplaunch, tmp_path, program):
+    (tmp_path / program).mkdir()
+    r = subprocess.run([ddplaunch, str(tmp_path / program)], env=dict(os.environ, PYTHON_EXEC=sys.executable),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 2
+    assert "is a directory" in r.stderr and str(tmp_path / program) in r.stderr
+
+
+def test_nproc_per_node_above_the_cap_is_a_usage_error(ddplaunch):
+    r = subprocess.run([ddplaunch, "--nproc_per_node=100000", "/bin/true"], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 2
+    assert "--nproc_per_node=100000 is not 1..4096" in r.stderr
+
+
 def test_dry_run_names_the_interpreter(ddplaunch, tmp_path):
     prog = script(tmp_path, "t.py", "print('x')\n")
     env = dict(os.environ, PYTHON_EXEC="/opt/none/python")
