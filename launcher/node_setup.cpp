@@ -68,6 +68,9 @@ NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
     s.effective.open_files_limit = raise_open_file_limit();
     rendezvous::TcpStoreServerOptions so;
     so.port = static_cast<std::uint16_t>(c.master_port);
+    // A single node's workers all dial --master_addr on this host: bind only there (loopback by
+    // default), not on every interface. Multi-node stores listen on every interface, as torchrun's.
+    if (c.max_nodes == 1) so.host = c.master_addr;
     so.log = [](std::string_view line) { log::info("store: {}", line); };
     try {
       s.server = std::make_unique<rendezvous::TcpStoreServer>(so);
