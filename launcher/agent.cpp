@@ -122,6 +122,8 @@ void Agent::on_joined(const JoinedRound& joined) {
   restart_count_ += joined.late_rounds;  // the job's restart count, as the members see it
   group_rank_ = joined.group_rank;
   nnodes_ = joined.ranks.num_nodes();
+  hosts_.clear();
+  for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
   if (group_rank_ == 0) log::info("{}", joined.ranks.describe());
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
   WorkerSpecInputs in{c_,        joined.ranks,          group_rank_,  restart_count_, c_.master_addr,
@@ -220,9 +222,16 @@ void Agent::on_outcome(const std::string& value) {
                                        -1),
                       false, false);
   }
-  const std::string where = outcome.origin_node < 0 ? "" : fmt::format(" on node {}", outcome.origin_node);
-  outcome.summary = fmt::format("ddplaunch: stopping: the job failed{}:\n{}", where, outcome.summary);
+  // Another node's words: shown as its report, never as raw bytes on this terminal.
+  const std::string where =
+      outcome.origin_node < 0 ? "" : fmt::format(" reported by node {}{}", outcome.origin_node, host_of(outcome.origin_node));
+  outcome.summary = fmt::format("ddplaunch: stopping: a failure{}:\n{}", where, printable(outcome.summary));
   stop_round(std::move(outcome), true, false);
+}
+
+std::string Agent::host_of(int node) const {
+  if (node < 0 || node >= static_cast<int>(hosts_.size())) return "";
+  return fmt::format(" ({})", printable(hosts_[static_cast<std::size_t>(node)]));
 }
 
 void Agent::on_lost(const std::string& message, bool store_lost) {

@@ -71,6 +71,8 @@ class Agent {
  private:
   std::string key(const std::string& name) const { return "r" + std::to_string(round_) + "/" + name; }
   std::shared_ptr<rendezvous::Store> connect_job();
+  // " (host)" of group rank `node` in this round, "" when unknown.
+  std::string host_of(int node) const;
   // Posts an event from a helper thread; it is dropped if the round it belongs to is over.
   void post_for_round(int round, std::function<void()> event);
 
@@ -106,6 +108,7 @@ class Agent {
   int restart_count_ = 0;
   int group_rank_ = 0;
   int nnodes_ = 1;
+  std::vector<std::string> hosts_;  // host name of each node of the round, by group rank
   RoundStatus status_;  // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued

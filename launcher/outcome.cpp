@@ -48,6 +48,20 @@ bool valid(const Outcome& o) {
 
 }  // namespace
 
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto b = static_cast<unsigned char>(ch);
+    if ((b < 0x20 && ch != '\n' && ch != '\t') || b == 0x7f || ch == '\\') {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 Outcome Outcome::success(int origin_node) {
   return Outcome{Kind::Success, 0, "", origin_node};
 }

@@ -41,4 +41,8 @@ struct Outcome {
   static Outcome decode(const std::string& value);
 };
 
+// `text` safe to print on a terminal: control bytes other than newline and tab (escape sequences,
+// carriage returns, DEL) become \xNN, as a backslash does (\x5c). Pure.
+std::string printable(const std::string& text);
+
 }  // namespace ddp::launcher
