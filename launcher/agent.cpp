@@ -133,7 +133,7 @@ void Agent::on_joined(const JoinedRound& joined) {
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
-  procs_ = deps_.processes(io_, OutputPolicy{&console_});
+  procs_ = deps_.processes(io_, OutputPolicy{&console_, &log_tally_});
   try {
     procs_->start(build_worker_specs(in), [this](const WorkerResult& w) { on_worker_exit(w); });
   } catch (const UsageError& e) {
@@ -303,6 +303,11 @@ int Agent::run() {
     console_.flush();
     std::cout.flush();
     std::_Exit(*exit_code_);
+  }
+  if (log_tally_.lines_lost > 0) {
+    // The exit code stays the workers' own; the message says what the files miss.
+    log::error("log files incomplete: {} line(s) not written to {} ({})", log_tally_.lines_lost, eff_.log_root,
+               log_tally_.first_error);
   }
   if (joiner_->job() && exit_code_ == kExitOk && nnodes_ > 1) {
     leave_job(*joiner_->job(), key(""), nnodes_, server_ != nullptr,

@@ -108,7 +108,8 @@ class Agent {
   int restart_count_ = 0;
   int group_rank_ = 0;
   int nnodes_ = 1;
-  std::vector<std::string> hosts_;  // host name of each node of the round, by group rank
+  std::vector<std::string> hosts_;
+  LogFileTally log_tally_;  // lines that missed their log files (reported at the end)  // host name of each node of the round, by group rank
   RoundStatus status_;  // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued

@@ -97,7 +97,7 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
 void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--log_dir,--log-dir", c.log_dir,
-                         "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log"));
+                         "write <dir>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log"));
   pet.add(app.add_option("-r,--redirects", v.redirects,
                          "streams to files only: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:3"));
   pet.add(app.add_option("-t,--tee", v.tee, "streams to files and the console (same syntax)"));

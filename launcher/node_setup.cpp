@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <cstdlib>
 
 #include "common/host_name.hpp"
@@ -38,14 +41,22 @@ bool any_streams(const StreamSelection& sel) {
          std::any_of(sel.per_rank.begin(), sel.per_rank.end(), [](const auto& kv) { return kv.second != 0; });
 }
 
+// This run's own directory, <base>/<run_id>_<random> as torchrun names it, so that a second run
+// with the same --log_dir never overwrites the first's logs. The base is --log_dir, or /tmp when
+// streams are redirected or teed without one (they need files).
 std::string log_root_for(const LaunchConfig& c) {
-  if (!c.log_dir.empty() || !(any_streams(c.redirects) || any_streams(c.tee))) return c.log_dir;
-  // torchrun's behaviour: redirected streams need files, so without --log_dir make a directory.
-  char tmpl[] = "/tmp/ddplaunch_XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    throw Error("cannot create a log directory under /tmp for --redirects/--tee; pass --log_dir");
+  const bool streams = any_streams(c.redirects) || any_streams(c.tee);
+  if (c.log_dir.empty() && !streams) return "";
+  const std::string base = c.log_dir.empty() ? "/tmp" : c.log_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(base, ec);
+  std::string tmpl = base + "/" + c.run_id + "_XXXXXX";
+  if (ec || ::mkdtemp(tmpl.data()) == nullptr) {
+    const int err = ec ? ec.value() : errno;
+    throw UsageError(fmt::format("cannot create a log directory under {}: {}; pass a writable --log_dir", base,
+                                 std::strerror(err)));
   }
-  log::info("worker logs go to {} (pass --log_dir to choose)", tmpl);
+  log::info("logs: {}", tmpl);
   return tmpl;
 }
 

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "launcher/console_writer.hpp"
+#include "launcher/log_file.hpp"
 #include "launcher/job_lifetime.hpp"
 #include "launcher/worker_spec.hpp"
 
@@ -48,6 +49,7 @@ class ProcessContext {
 // Where worker output goes; each worker's routing comes with its spec (WorkerSpec::output).
 struct OutputPolicy {
   ConsoleWriter* console = nullptr;
+  LogFileTally* log_tally = nullptr;  // lines that missed their log files, over the run
 };
 
 // Real processes: one ProcessSet (own process groups, parent-death signal, only stdio inherited),

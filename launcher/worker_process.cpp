@@ -45,9 +45,14 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   out_.console = route.to_console_out;
   err_.console = route.to_console_err;
   err_.is_err = true;
-  if (!spec.log_dir.empty()) std::filesystem::create_directories(spec.log_dir);
-  if (!route.stdout_file.empty()) out_.file.open(route.stdout_file, std::ios::trunc);
-  if (!route.stderr_file.empty()) err_.file.open(route.stderr_file, std::ios::trunc);
+  if (!spec.log_dir.empty()) {
+    std::error_code ignored;  // a directory that cannot be made shows as the files' open error
+    std::filesystem::create_directories(spec.log_dir, ignored);
+  }
+  if (!route.stdout_file.empty() || !route.stderr_file.empty())
+    DDP_ASSERT(output_.log_tally != nullptr, "worker log files need a tally");
+  if (!route.stdout_file.empty()) out_.file = std::make_unique<LogFile>(route.stdout_file, *output_.log_tally);
+  if (!route.stderr_file.empty()) err_.file = std::make_unique<LogFile>(route.stderr_file, *output_.log_tally);
 
   Pipe out_pipe, err_pipe;
   ChildOptions child;
@@ -148,7 +153,9 @@ void WorkerProcess::end_stream(Stream& s) {
 }
 
 void WorkerProcess::emit_lines(Stream& s, const char* data, std::size_t n) {
-  if (s.file.is_open()) s.file.write(data, static_cast<std::streamsize>(n));
+  // Lines meant for a file only (--redirects) that it cannot take go to the console instead.
+  const bool file_failed = s.file && !s.file->write(data, n);
+  const bool to_console = s.console || file_failed;
   const char* const end = data + n;
   if (s.is_err && output_.tail_lines > 0) {
     // Only the last tail_lines lines of this block can stay in the tail: find where they start.
@@ -168,7 +175,7 @@ void WorkerProcess::emit_lines(Stream& s, const char* data, std::size_t n) {
     }
     while (tail_.size() > output_.tail_lines) tail_.pop_front();
   }
-  if (!s.console) return;
+  if (!to_console) return;
   const int fd = s.is_err ? 2 : 1;
   const std::string& prefix = spec_.output.prefix;
   if (prefix.empty()) {
@@ -195,7 +202,7 @@ void WorkerProcess::emit_lines(Stream& s, const char* data, std::size_t n) {
 void WorkerProcess::close_stream(Stream& s) {
   boost::system::error_code ignored;  // closing a pipe at EOF cannot fail meaningfully
   s.pipe->close(ignored);
-  if (s.file.is_open()) s.file.close();
+  s.file.reset();
   if (--open_pipes_ == 0 && output_done_cb_) output_done_cb_();
 }
 

@@ -157,7 +157,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     we.run_id = c.run_id;
     if (!in.log_root.empty()) {
       w.log_dir =
-          in.log_root + "/" + c.run_id + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
+          in.log_root + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
       we.error_file = w.log_dir + "/error.json";
     }
     w.env = in.base_env;

@@ -213,14 +213,14 @@ TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log root", "[worker_spec]") {
   }
   SECTION("a log root") {
     const auto specs = build(c, {}, 1, "/tmp/logs");
-    CHECK(specs[0].log_dir == "/tmp/logs/job42/attempt_1/0");
-    CHECK(specs[0].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/job42/attempt_1/0/error.json");
-    CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/job42/attempt_1/1/error.json");
+    CHECK(specs[0].log_dir == "/tmp/logs/attempt_1/0");
+    CHECK(specs[0].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/attempt_1/0/error.json");
+    CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/attempt_1/1/error.json");
   }
   SECTION("the resolved log root is the only one: config.log_dir is not consulted again") {
     c.log_dir = "/tmp/logs";
     CHECK(build(c, {}, 0, "/var/run/x")[1].env.at("TORCHELASTIC_ERROR_FILE") ==
-          "/var/run/x/job42/attempt_0/1/error.json");
+          "/var/run/x/attempt_0/1/error.json");
     CHECK(build(c, {})[1].log_dir.empty());
   }
 }
@@ -262,7 +262,7 @@ TEST_CASE("output routing: --redirects moves streams to files, --tee copies them
   SECTION("redirect both streams of every rank") {
     c.redirects.all = 3;
     for (const auto& w : build(c, {}, 2, "/logs")) {
-      const std::string dir = "/logs/job42/attempt_2/" + std::to_string(w.local_rank);
+      const std::string dir = "/logs/attempt_2/" + std::to_string(w.local_rank);
       CHECK_FALSE(w.output.to_console_out);
       CHECK_FALSE(w.output.to_console_err);
       CHECK(w.output.stdout_file == dir + "/stdout.log");
@@ -274,7 +274,7 @@ TEST_CASE("output routing: --redirects moves streams to files, --tee copies them
     const auto specs = build(c, {}, 0, "/logs");
     CHECK(specs[0].output.to_console_out);
     CHECK(specs[0].output.to_console_err);
-    CHECK(specs[0].output.stdout_file == "/logs/job42/attempt_0/0/stdout.log");
+    CHECK(specs[0].output.stdout_file == "/logs/attempt_0/0/stdout.log");
     CHECK(specs[0].output.stderr_file.empty());
   }
   SECTION("per local rank: only local rank 1's stderr is redirected") {
@@ -285,7 +285,7 @@ TEST_CASE("output routing: --redirects moves streams to files, --tee copies them
     CHECK(specs[1].output.to_console_out);
     CHECK_FALSE(specs[1].output.to_console_err);
     CHECK(specs[1].output.stdout_file.empty());
-    CHECK(specs[1].output.stderr_file == "/logs/job42/attempt_0/1/stderr.log");
+    CHECK(specs[1].output.stderr_file == "/logs/attempt_0/1/stderr.log");
   }
 }
 
@@ -296,10 +296,10 @@ TEST_CASE("output routing: --local_ranks_filter hides the other ranks' console l
   const auto specs = build(c, {}, 0, "/logs");
   CHECK_FALSE(specs[0].output.to_console_out);
   CHECK_FALSE(specs[0].output.to_console_err);
-  CHECK(specs[0].output.stdout_file == "/logs/job42/attempt_0/0/stdout.log");  // files are kept
+  CHECK(specs[0].output.stdout_file == "/logs/attempt_0/0/stdout.log");  // files are kept
   CHECK(specs[1].output.to_console_out);
   CHECK(specs[1].output.to_console_err);
-  CHECK(specs[1].output.stderr_file == "/logs/job42/attempt_0/1/stderr.log");
+  CHECK(specs[1].output.stderr_file == "/logs/attempt_0/1/stderr.log");
 }
 
 TEST_CASE("building specs never changes the launcher's own environment", "[worker_spec]") {
