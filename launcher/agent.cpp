@@ -86,11 +86,18 @@ void Agent::on_signal(int signo) {
     joiner_->cancel();
     return finish(exit_code_for_signal(signo));
   }
+  if (!stopping_signal) {
+    log::info("received {}, forwarding it to the workers", signal_name(signo));
+    return procs_->notify(signo);  // e.g. SIGUSR1 for a checkpoint
+  }
+  if (!status_.stoppable()) {
+    // Already in the shutdown grace: a second Ctrl-C (or SIGTERM) means now.
+    log::info("received {} during the shutdown grace; sending SIGKILL to the workers", signal_name(signo));
+    status_.interrupt(signo);
+    return procs_->signal(SIGKILL);
+  }
   log::info("received {}, forwarding it to the workers", signal_name(signo));
-  if (!stopping_signal) return procs_->notify(signo);  // e.g. SIGUSR1 for a checkpoint
   status_.interrupt(signo);
-  // Already stopping (SIGTERM sent): pass this one on as well, e.g. a second Ctrl-C.
-  if (!status_.stoppable()) return procs_->signal(signo);
   stop_round(Outcome::failure(
                  exit_code_for_signal(signo),
                  fmt::format("the launcher on node {} ({}) received {}", group_rank_, eff_.host, signal_name(signo)),

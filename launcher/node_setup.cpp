@@ -16,6 +16,7 @@
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include "launcher/flag_parsers.hpp"
 #include "launcher/worker_spec.hpp"
 
 namespace ddp::launcher {
@@ -100,6 +101,12 @@ StoreConnector store_connector(const LaunchConfig& c, const EffectiveConfig& eff
   o.port = static_cast<std::uint16_t>(eff.port);
   o.connect_timeout = c.rdzv_timeout;
   o.timeout = std::max<std::chrono::milliseconds>(c.heartbeat_timeout, std::chrono::seconds(1));
+  // A node started before node 0 listens says so about every 10 s instead of staying silent for
+  // up to --rdzv_timeout. DDPLAUNCH_STATUS_INTERVAL (seconds) changes the interval (tests).
+  o.on_waiting = [](const std::string& line) { log::info("{}", line); };
+  if (const char* v = std::getenv("DDPLAUNCH_STATUS_INTERVAL")) {
+    if (const auto interval = parse_seconds(v)) o.waiting_interval = std::max(*interval, std::chrono::milliseconds(10));
+  }
   return [o] { return std::make_shared<rendezvous::TcpStoreClient>(o); };
 }
 

@@ -53,6 +53,7 @@ void TcpStoreClient::connect_with_retries() {
   auto backoff = std::chrono::milliseconds(10);
   std::string last_error;
   int attempts = 0;
+  auto next_status = start + options_.waiting_interval;
   for (;;) {
     ++attempts;
     try {
@@ -72,6 +73,12 @@ void TcpStoreClient::connect_with_retries() {
     socket_.reset();
     const auto now = Clock::now();
     if (now >= deadline) break;
+    if (options_.on_waiting && now >= next_status) {
+      next_status = now + options_.waiting_interval;
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
+      options_.on_waiting("still waiting for the store at " + format_endpoint(options_.host, options_.port) +
+                          " (node 0's launcher) after " + std::to_string(waited) + " s; last error: " + last_error);
+    }
     // No event tells when a server starts listening, so retrying after a sleep is the only way:
     // exponential backoff with jitter, capped at 1 s and at the deadline.
     std::uniform_int_distribution<int> jitter(0, static_cast<int>(backoff.count() / 2));

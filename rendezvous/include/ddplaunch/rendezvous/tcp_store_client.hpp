@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,11 @@ struct TcpStoreClientOptions {
   // How long the constructor keeps retrying (exponential backoff with jitter) to connect and
   // complete the VALIDATE/PING handshake.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  // While the constructor retries, `on_waiting` (when set) gets a status line about every
+  // `waiting_interval`: the address, how long so far, and the last connect error. It runs on the
+  // constructing thread and must not throw.
+  std::function<void(const std::string&)> on_waiting;
+  std::chrono::milliseconds waiting_interval{std::chrono::seconds(10)};
   // Deadline for every reply of a non-waiting call (set, add, …). Waits take their own timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string key_prefix = "/";
