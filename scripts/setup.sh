@@ -4,6 +4,7 @@
 #      libFuzzer and sanitizer runtimes, python3-venv.
 #   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
+#   3. pytest and pytest-timeout in .venv/: the Python suites (tests/conftest.py) run under them.
 # Idempotent: on a ready machine it checks and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,12 @@ if [[ "$have" != "$TORCH_VERSION" ]]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" numpy
 else
   say "torch $have present in .venv"
+fi
+if .venv/bin/python -c 'import pytest, pytest_timeout' 2>/dev/null; then
+  say "pytest $(.venv/bin/python -c 'import pytest; print(pytest.__version__)') and pytest-timeout present in .venv"
+else
+  say "installing pytest and pytest-timeout into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check pytest pytest-timeout
 fi
 say "LibTorch cmake prefix: $(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
 say "ready"
