@@ -48,7 +48,7 @@ void ServerConnection::on_read(std::size_t n) {
   try {
     Request request;
     while (parser_.parse(input, request)) {
-      server_.state_->handle(id_, std::move(request), outgoing);
+      server_.handle(*this, std::move(request), outgoing);
       server_.deliver(outgoing);
       outgoing.clear();
       if (closed_) return;

@@ -45,6 +45,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   // "host:port" of the peer, for log lines.
   std::string peer() const;
+  ClientId id() const { return id_; }
 
  private:
   void read_some();

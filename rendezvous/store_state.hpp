@@ -56,8 +56,10 @@ class StoreState {
 
   std::size_t num_keys() const { return kv_.size(); }
   std::size_t num_clients() const { return clients_.size(); }
-  // Connections with a WAIT or BARRIER pending.
+  // Connections with a WAIT or BARRIER pending. Counts every connection: O(connections).
   std::size_t num_waiting() const;
+  // Keys at least one connection is parked on, WAIT keys and BARRIER keys counted apart. O(1).
+  std::size_t num_parked_keys() const { return waiters_.size() + barrier_waiters_.size(); }
 
  private:
   struct Client {

@@ -153,9 +153,21 @@ void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_cl
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   if (!reason.empty()) log("closed connection from " + it->second->peer() + ": " + std::string(reason));
+  // num_waiting() walks every connection: counted only when the line is wanted.
+  const bool debug = log::enabled(log::Level::Debug);
+  const std::size_t before = debug ? state_->num_waiting() : 0;
   state_->disconnect(id);
+  if (debug) log_waiters(before, "disconnect", *it->second);
   it->second->close(peer_closed);
   connections_.erase(it);
+}
+
+void TcpStoreServer::handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out) {
+  if (!log::enabled(log::Level::Debug)) return state_->handle(conn.id(), std::move(request), out);
+  const std::size_t before = state_->num_waiting();
+  const QueryType type = request.type;
+  state_->handle(conn.id(), std::move(request), out);
+  log_waiters(before, query_name(type), conn);
 }
 
 void TcpStoreServer::deliver(std::vector<Outgoing>& outgoing) {
@@ -167,6 +179,12 @@ void TcpStoreServer::deliver(std::vector<Outgoing>& outgoing) {
 
 void TcpStoreServer::log(const std::string& line) const {
   options_.log(line);
+}
+
+void TcpStoreServer::log_waiters(std::size_t before, std::string_view event, const ServerConnection& conn) const {
+  const std::size_t now = state_->num_waiting();
+  if (now == before) return;
+  log::debug("{} from {}: waiters: {} (parked on {} key(s))", event, conn.peer(), now, state_->num_parked_keys());
 }
 
 }  // namespace ddp::rendezvous

@@ -4,6 +4,7 @@
 #      libFuzzer and sanitizer runtimes, python3-venv.
 #   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
+#   3. pytest and pytest-timeout in .venv/: the Python suites (tests/conftest.py) run under them.
 # Idempotent: on a ready machine it checks and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."

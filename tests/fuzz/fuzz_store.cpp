@@ -6,8 +6,9 @@
 // connection's RequestParser. Every complete request goes to one shared StoreState, just as the
 // server does. A ProtocolError closes that connection (disconnect + a fresh id), as the server
 // does. Invariants checked after every step: each parsed request re-encodes to bytes that parse
-// back to the same request, no reply goes to an unknown connection, and the waiter count never
-// exceeds the connection count. Sanitizers catch the rest.
+// back to the same request, no reply goes to an unknown connection, the waiter count never
+// exceeds the connection count, and some key has waiters exactly when some connection is
+// parked. Sanitizers catch the rest.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -85,6 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       state.connect(c.id);
     }
     DDP_ASSERT(state.num_waiting() <= state.num_clients(), "more waiters than connections");
+    DDP_ASSERT((state.num_parked_keys() == 0) == (state.num_waiting() == 0),
+               "parked keys without parked connections, or the reverse");
   }
   return 0;
 }

@@ -1,6 +1,6 @@
 """Interop test: our C++ DistributedDataParallel against PyTorch's, step by step.
 
-Usage:  python test_ddp_vs_pytorch.py DDPLAUNCH DDP_STEP_WORKER
+Run by ctest:  python -m pytest test_ddp_vs_pytorch.py --ddplaunch DDPLAUNCH --ddp-step-worker DDP_STEP_WORKER
 
 Trains the same model from the same initial weights on the same per-rank batches twice, both
 started by our launcher (``DDPLAUNCH --nproc_per_node W``, a free port per run):
@@ -20,28 +20,29 @@ checksums are identical on every rank. Against the reference of the same world s
   world 2, bf16 compression hook         within 1e-2, and the loss at least halves on every rank
                                          (mean of the first 5 steps vs the last 5)
 
-Prints the largest relative difference of each configuration. OMP_NUM_THREADS=1 everywhere.
-Every launcher run is bounded (SIGTERM, then SIGKILL of its process group); the whole script by a
-watchdog. Exit 0 on success, 1 on a failed check, 124 on watchdog.
+Reports the largest relative difference of each configuration (pytest's "notes" section).
+OMP_NUM_THREADS=1 everywhere. Every launcher run is bounded (SIGTERM, then SIGKILL of its process
+group); each test by pytest-timeout. The reference runs are shared by the tests of this file.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
-import traceback
+
+import pytest
+
+from pyfixtures import Processes, free_port, note
+
+pytestmark = pytest.mark.timeout(600)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "ddp_reference.py")
 STEPS = 30
 RUN_TIMEOUT_S = 240
-TOTAL_TIMEOUT_S = 1500
 EXACT_TOL = 1e-5
 BF16_TOL = 1e-2
 
@@ -49,33 +50,6 @@ FLOAT = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)"
 STEP_RE = re.compile(rf"step (\d+) rank (\d+) loss ({FLOAT})")
 CHECKSUM_RE = re.compile(rf"checksum rank (\d+) sum ({FLOAT}) abssum ({FLOAT})")
 BUCKETS_RE = re.compile(r"\bbuckets (\d+)")
-
-_running: list[subprocess.Popen] = []
-
-
-def log(msg: str) -> None:
-    print(f"[ddp-vs-pytorch] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop(p: subprocess.Popen) -> None:
-    """SIGTERM the launcher (it forwards the signal to its workers), then SIGKILL its group."""
-    if p.poll() is not None:
-        return
-    try:
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # exited between the timeout and the kill
-        p.wait()
 
 
 class Run:
@@ -108,7 +82,7 @@ class Run:
                 self.fail(f"rank {r} and rank 0 report the same loss at step 0; the data should differ")
 
 
-def launch(ddplaunch: str, name: str, world: int, program: list[str]) -> Run:
+def launch(procs: Processes, ddplaunch: str, name: str, world: int, program: list[str]) -> Run:
     env = dict(os.environ)
     env.update({"OMP_NUM_THREADS": "1", "PYTHON_EXEC": sys.executable, "PYTHONUNBUFFERED": "1"})
     if "GLOO_SOCKET_IFNAME" not in env and os.path.exists("/sys/class/net/lo"):
@@ -116,22 +90,18 @@ def launch(ddplaunch: str, name: str, world: int, program: list[str]) -> Run:
     cmd = [ddplaunch, "--nproc_per_node", str(world), "--master_addr", "127.0.0.1", "--master_port",
            str(free_port()), "--shutdown_timeout", "5", *program]
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         text=True, start_new_session=True)
-    _running.append(p)
+    p = procs.start(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = p.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        stop(p)
+        procs.stop(p, grace=15)
         out, _ = p.communicate()
         raise AssertionError(f"{name}: still running after {RUN_TIMEOUT_S} s (stopped)\n{out[-6000:]}")
-    finally:
-        _running.remove(p)
     run = Run(name, world, out)
     if p.returncode != 0:
         run.fail(f"launcher exited with {p.returncode}: {' '.join(cmd)}")
     run.check_self()
-    log(f"{name}: {time.monotonic() - t0:.1f} s" + (f", {run.buckets} buckets" if run.buckets else ""))
+    note(f"ddp vs pytorch: {name}: {time.monotonic() - t0:.1f} s" + (f", {run.buckets} buckets" if run.buckets else ""))
     return run
 
 
@@ -144,13 +114,12 @@ def max_rel(run: Run, ref: Run) -> tuple[float, tuple[int, int]]:
     return worst, where
 
 
-def compare(run: Run, ref: Run, tol: float, results: list) -> None:
+def compare(run: Run, ref: Run, tol: float) -> None:
     worst, (rank, step) = max_rel(run, ref)
     params = max(abs(float(a) - float(b)) / max(abs(float(b)), 1e-30)
                  for a, b in zip(run.checksums[0], ref.checksums[0]))
-    results.append((run.name, worst, params))
-    log(f"{run.name} vs {ref.name}: max relative loss difference {worst:.3g} (rank {rank}, step {step}); "
-        f"checksums {params:.3g}")
+    note(f"ddp vs pytorch: {run.name:<42} max rel. loss diff {worst:<10.3g} (rank {rank}, step {step}); "
+         f"checksum diff {params:.3g}")
     if worst > tol:
         rows = [f"  step {s:2d} rank {r}: ours {run.losses[(r, s)]:.9g} torch {ref.losses[(r, s)]:.9g}"
                 for s in range(STEPS) for r in range(run.world)]
@@ -158,95 +127,56 @@ def compare(run: Run, ref: Run, tol: float, results: list) -> None:
                              f"step {step} (allowed {tol:g})\n" + "\n".join(rows))
 
 
-def main() -> int:
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    ddplaunch, worker = (os.path.abspath(a) for a in sys.argv[1:])
-    for path in (ddplaunch, worker):
-        if not os.access(path, os.X_OK):
-            print(f"FAIL: {path} is not an executable file", file=sys.stderr)
-            return 2
-    steps = ["--steps", str(STEPS)]
-    results: list = []
-    failed = []
+STEP_ARGS = ["--steps", str(STEPS)]
 
-    def check(name: str, body) -> None:
-        try:
-            body()
-            print(f"PASS {name}", flush=True)
-        except Exception as e:  # noqa: BLE001
-            print(f"FAIL {name}: {e}" + ("" if isinstance(e, AssertionError) else "\n" + traceback.format_exc()),
-                  flush=True)
-            failed.append(name)
 
+@pytest.fixture(scope="module")
+def reference(ddplaunch):
+    """reference(world) -> the Run of torch's DDP with `world` ranks, run once per module."""
     refs: dict[int, Run] = {}
+    procs = Processes()
 
-    def reference(world: int) -> Run:
+    def get(world: int) -> Run:
         if world not in refs:
-            refs[world] = launch(ddplaunch, f"torch DDP, {world} ranks", world, [REFERENCE, *steps])
+            refs[world] = launch(procs, ddplaunch, f"torch DDP, {world} ranks", world, [REFERENCE, *STEP_ARGS])
         return refs[world]
 
-    def ours(world: int, name: str, *extra: str) -> Run:
-        return launch(ddplaunch, name, world, ["--no_python", worker, *steps, *extra])
-
-    def exact(world: int) -> None:
-        compare(ours(world, f"ours, {world} ranks"), reference(world), EXACT_TOL, results)
-
-    def many_buckets() -> None:
-        run = ours(2, "ours, 2 ranks, --bucket-cap-mb 0.0001", "--bucket-cap-mb", "0.0001")
-        if run.buckets is None or run.buckets <= 3:
-            run.fail(f"expected more than 3 buckets with a 105-byte cap, got {run.buckets}")
-        compare(run, reference(2), EXACT_TOL, results)
-
-    def divide_first() -> None:
-        compare(ours(3, "ours, 3 ranks, divide-first hook", "--comm-hook", "divide-first"), reference(3), EXACT_TOL,
-                results)
-
-    def bf16() -> None:
-        run = ours(2, "ours, 2 ranks, bf16 hook", "--comm-hook", "bf16")
-        compare(run, reference(2), BF16_TOL, results)
-        for r in range(2):
-            first = sum(run.losses[(r, s)] for s in range(5)) / 5
-            last = sum(run.losses[(r, s)] for s in range(STEPS - 5, STEPS)) / 5
-            if not last < 0.5 * first:
-                run.fail(f"rank {r}: mean loss of the first 5 steps {first:.6g}, of the last 5 {last:.6g}; "
-                         "expected it to at least halve")
-
-    check("2 ranks, default hook", lambda: exact(2))
-    check("2 ranks, many buckets", many_buckets)
-    check("2 ranks, bf16 hook", bf16)
-    check("3 ranks, default hook", lambda: exact(3))
-    check("3 ranks, divide-first hook", divide_first)
-
-    print("\nconfiguration                                max rel. loss diff   checksum diff")
-    for name, worst, params in results:
-        print(f"  {name:<42} {worst:<20.3g} {params:.3g}")
-    if failed:
-        print("FAILED: " + ", ".join(failed))
-        return 1
-    print("OK")
-    return 0
+    yield get
+    procs.kill_all()
 
 
-def watchdog() -> None:
-    time.sleep(TOTAL_TIMEOUT_S)
-    print(f"FAIL: watchdog: test_ddp_vs_pytorch still running after {TOTAL_TIMEOUT_S} s", flush=True)
-    for p in list(_running):
-        stop(p)
-    os._exit(124)
+@pytest.fixture
+def ours(procs, ddplaunch, ddp_step_worker):
+    """ours(world, name, *extra) -> the Run of our C++ DDP (ddp_step_worker) with `world` ranks."""
+
+    def run(world: int, name: str, *extra: str) -> Run:
+        return launch(procs, ddplaunch, name, world, ["--no_python", ddp_step_worker, *STEP_ARGS, *extra])
+
+    return run
 
 
-if __name__ == "__main__":
-    threading.Thread(target=watchdog, daemon=True).start()
-    rc = 1
-    try:
-        rc = main()
-    except BaseException:  # noqa: BLE001
-        traceback.print_exc()
-        print("FAIL: unexpected error in the test driver", flush=True)
-    finally:
-        for p in list(_running):
-            stop(p)
-    sys.stdout.flush()
-    os._exit(rc)
+@pytest.mark.parametrize("world", [2, 3])
+def test_default_hook(world, ours, reference):
+    compare(ours(world, f"ours, {world} ranks"), reference(world), EXACT_TOL)
+
+
+def test_many_buckets(ours, reference):
+    run = ours(2, "ours, 2 ranks, --bucket-cap-mb 0.0001", "--bucket-cap-mb", "0.0001")
+    if run.buckets is None or run.buckets <= 3:
+        run.fail(f"expected more than 3 buckets with a 105-byte cap, got {run.buckets}")
+    compare(run, reference(2), EXACT_TOL)
+
+
+def test_bf16_hook(ours, reference):
+    run = ours(2, "ours, 2 ranks, bf16 hook", "--comm-hook", "bf16")
+    compare(run, reference(2), BF16_TOL)
+    for r in range(2):
+        first = sum(run.losses[(r, s)] for s in range(5)) / 5
+        last = sum(run.losses[(r, s)] for s in range(STEPS - 5, STEPS)) / 5
+        if not last < 0.5 * first:
+            run.fail(f"rank {r}: mean loss of the first 5 steps {first:.6g}, of the last 5 {last:.6g}; "
+                     "expected it to at least halve")
+
+
+def test_divide_first_hook(ours, reference):
+    compare(ours(3, "ours, 3 ranks, divide-first hook", "--comm-hook", "divide-first"), reference(3), EXACT_TOL)

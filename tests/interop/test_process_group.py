@@ -1,198 +1,119 @@
 """Interop test: real ``torch.distributed`` gloo process groups rendezvous through ddplaunch-store.
 
-Usage:  python test_process_group.py /path/to/ddplaunch-store
+Run by ctest:  python -m pytest test_process_group.py --store /path/to/ddplaunch-store
 
 For each variant (plain, and with TORCH_DIST_INIT_BARRIER=1) it starts a fresh server
-and two worker processes (this same file with ``--worker``, same python) with env
+and two worker processes (process_group_worker.py next to this file, same python) with env
 RANK, WORLD_SIZE=2, LOCAL_RANK, MASTER_ADDR, MASTER_PORT and
 TORCHELASTIC_USE_AGENT_STORE=True, i.e. exactly as torchrun's workers: every rank is
 a pure TCPStore client of the external store.  Each worker runs
 ``dist.init_process_group("gloo", init_method="env://", timeout=60 s)``, all_reduces
 ``tensor([r+1.0, 10.0*(r+1)])`` and checks the sum ``[3, 30]``, runs ``dist.barrier()``
-and ``destroy_process_group()``, then exits 0.  The driver then checks, over a raw
+and ``destroy_process_group()``, then exits 0.  The test then checks, over a raw
 connection, that both workers registered in the un-prefixed "init/" counter, and
-(informationally / for the barrier variant) which keys the process group used.
+(for the barrier variant) that the process group used a store_based_barrier_key; the keys
+in the store are reported either way.
 
-Workers are killed at 120 s per variant; the whole script is bounded by a 300 s
-watchdog; every process started is killed on exit or failure.  Exit 0 on success,
-1 with the failing variant's worker output on failure, 124 on watchdog.
+Workers are killed at 120 s per variant; each variant is bounded by pytest-timeout; every
+process started is killed on exit or failure.  A failure shows the workers' output.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
+from datetime import timedelta
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import pytest
+import torch.distributed as dist
+
+from pyfixtures import note
+
+pytestmark = pytest.mark.timeout(200)
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "process_group_worker.py")
 WORLD_SIZE = 2
-WORKER_PG_TIMEOUT_S = 60
 WORKER_KILL_S = 120
-TOTAL_TIMEOUT_S = 300
+VALIDATE, ADD = 0, 4
+MAGIC = 0x3C85F7CE
 
 
-# ----------------------------------------------------------------------------- worker
-def worker() -> int:
-    from datetime import timedelta
-
-    import torch
-    import torch.distributed as dist
-
-    rank = int(os.environ["RANK"])
-    ws = int(os.environ["WORLD_SIZE"])
-    tag = f"[worker rank {rank}]"
-    t0 = time.monotonic()
-    dist.init_process_group("gloo", init_method="env://",
-                            timeout=timedelta(seconds=WORKER_PG_TIMEOUT_S))
-    print(f"{tag} init_process_group done in {time.monotonic() - t0:.2f} s", flush=True)
-    assert dist.get_rank() == rank, (dist.get_rank(), rank)
-    assert dist.get_world_size() == ws, (dist.get_world_size(), ws)
-
-    t = torch.tensor([rank + 1.0, 10.0 * (rank + 1)])
-    dist.all_reduce(t)
-    n = ws * (ws + 1) / 2
-    want = torch.tensor([n, 10.0 * n])
-    if not torch.equal(t, want):
-        print(f"{tag} FAIL: all_reduce gave {t.tolist()}, expected {want.tolist()}", flush=True)
-        return 1
-    print(f"{tag} all_reduce ok: {t.tolist()}", flush=True)
-    dist.barrier()
-    print(f"{tag} barrier ok", flush=True)
-    dist.destroy_process_group()
-    print(f"{tag} destroyed, exiting 0", flush=True)
-    return 0
+def init_counter(server) -> int:
+    """Reads the un-prefixed "init/" counter (ADD 0 on the raw wire key), which Python clients
+    cannot address through the TCPStore API."""
+    key = b"init/"
+    with socket.create_connection((server.host, server.port), timeout=10) as s:
+        s.sendall(struct.pack("<BI", VALIDATE, MAGIC))
+        s.sendall(struct.pack("<BQ", ADD, len(key)) + key + struct.pack("<q", 0))
+        reply = b""
+        while len(reply) < 8:
+            chunk = s.recv(8 - len(reply))
+            assert chunk, "server closed the connection"
+            reply += chunk
+        return struct.unpack("<q", reply)[0]
 
 
-# ----------------------------------------------------------------------------- driver
-def run_variant(binary: str, name: str, extra_env: dict) -> None:
-    import store_server
-    from store_server import log, raw_add, running_store
+@pytest.mark.parametrize("name, extra_env", [("plain", {}), ("init_barrier", {"TORCH_DIST_INIT_BARRIER": "1"})])
+def test_gloo_process_group(name, extra_env, start_store, procs, tmp_path):
+    server = start_store()
+    workers, logs = [], []
+    for rank in range(WORLD_SIZE):
+        env = dict(os.environ)
+        env.update({
+            "RANK": str(rank),
+            "WORLD_SIZE": str(WORLD_SIZE),
+            "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(WORLD_SIZE),
+            "MASTER_ADDR": server.host,
+            "MASTER_PORT": str(server.port),
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.pop("TORCH_DIST_INIT_BARRIER", None)
+        # keep gloo on loopback (hostname resolution may point elsewhere)
+        if "GLOO_SOCKET_IFNAME" not in os.environ and os.path.exists("/sys/class/net/lo"):
+            env["GLOO_SOCKET_IFNAME"] = "lo"
+        env.update(extra_env)
+        log = tmp_path / f"rank{rank}.log"
+        logs.append(log)
+        with open(log, "w") as f:
+            workers.append(procs.start([sys.executable, WORKER], env=env, stdout=f, stderr=subprocess.STDOUT))
 
-    log(f"=== variant {name} ===")
-    with running_store(binary) as (host, port):
-        procs = []
-        logs = []
+    # A crashed worker would leave its peer hanging until its own timeout; keep waiting anyway
+    # (the peer's exit code is reported below).
+    deadline = time.monotonic() + WORKER_KILL_S
+    timed_out = []
+    for rank, p in enumerate(workers):
         try:
-            for rank in range(WORLD_SIZE):
-                env = dict(os.environ)
-                env.update({
-                    "RANK": str(rank),
-                    "WORLD_SIZE": str(WORLD_SIZE),
-                    "LOCAL_RANK": str(rank),
-                    "LOCAL_WORLD_SIZE": str(WORLD_SIZE),
-                    "MASTER_ADDR": host,
-                    "MASTER_PORT": str(port),
-                    "TORCHELASTIC_USE_AGENT_STORE": "True",
-                    "PYTHONUNBUFFERED": "1",
-                })
-                env.pop("TORCH_DIST_INIT_BARRIER", None)
-                # keep gloo on loopback (hostname resolution may point elsewhere)
-                if "GLOO_SOCKET_IFNAME" not in os.environ and os.path.exists("/sys/class/net/lo"):
-                    env["GLOO_SOCKET_IFNAME"] = "lo"
-                env.update(extra_env)
-                f = tempfile.TemporaryFile(mode="w+")
-                logs.append(f)
-                procs.append(store_server.spawn(
-                    [sys.executable, os.path.abspath(__file__), "--worker"],
-                    env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out.append(rank)
+    for rank in timed_out:
+        procs.kill(workers[rank])
+    rcs = [p.wait() for p in workers]
 
-            deadline = time.monotonic() + WORKER_KILL_S
-            while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-                # a crashed worker would leave its peer hanging until its own timeout;
-                # keep waiting anyway (the peer's exit code is reported below)
-                time.sleep(0.2)
-            timed_out = [r for r, p in enumerate(procs) if p.poll() is None]
-            for r in timed_out:
-                store_server._kill(procs[r])
-            rcs = [p.wait() for p in procs]
+    def outputs() -> str:
+        return "".join(f"\n----- {name}: worker rank {r} output (exit code {rcs[r]}) -----\n"
+                       f"{logs[r].read_text()[-6000:].rstrip()}" for r in range(WORLD_SIZE))
 
-            def dump():
-                for r, f in enumerate(logs):
-                    f.seek(0)
-                    out = f.read()
-                    print(f"----- {name}: worker rank {r} output (exit code {rcs[r]}) -----")
-                    print(out[-6000:].rstrip())
-                print("-----", flush=True)
+    why = f"workers {timed_out} still running after {WORKER_KILL_S} s (killed); " if timed_out else ""
+    assert not timed_out and rcs == [0] * WORLD_SIZE, f"variant {name}: {why}worker exit codes {rcs}{outputs()}"
 
-            if timed_out or any(rc != 0 for rc in rcs):
-                dump()
-                why = (f"workers {timed_out} still running after {WORKER_KILL_S} s (killed); "
-                       if timed_out else "")
-                raise AssertionError(f"variant {name}: {why}worker exit codes {rcs}")
-            if os.environ.get("INTEROP_VERBOSE"):
-                dump()
+    if os.environ.get("INTEROP_VERBOSE"):
+        note(outputs())
 
-            # Both workers connected with world_size=2 -> "init/" counted to 2
-            init_count = raw_add(host, port, b"init/", 0)
-            if init_count != WORLD_SIZE:
-                raise AssertionError(f"variant {name}: 'init/' counter is {init_count}, "
-                                     f"expected {WORLD_SIZE}")
-            import torch.distributed as dist
-            from datetime import timedelta
-            s = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=10),
-                              use_libuv=True)
-            if hasattr(s, "list_keys"):
-                keys = sorted(s.list_keys())
-                log(f"variant {name}: keys in store after the run: {keys}")
-                if "TORCH_DIST_INIT_BARRIER" in extra_env:
-                    if not any("store_based_barrier_key" in k for k in keys):
-                        raise AssertionError(f"variant {name}: no store_based_barrier_key "
-                                             f"in the store: {keys}")
-            log(f"variant {name}: PASS (num_keys={s.num_keys()}, init/={init_count})")
-            del s
-        finally:
-            for p in procs:
-                store_server._kill(p)
-            for f in logs:
-                f.close()
-
-
-def main() -> int:
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    sys.path.insert(0, HERE)
-    import store_server
-
-    binary = os.path.abspath(sys.argv[1])
-    if not os.access(binary, os.X_OK):
-        print(f"FAIL: {binary} is not an executable file", file=sys.stderr)
-        return 2
-    store_server.install_watchdog(TOTAL_TIMEOUT_S, "test_process_group")
-    failed = []
-    for name, extra in (("plain", {}), ("init_barrier", {"TORCH_DIST_INIT_BARRIER": "1"})):
-        t0 = time.monotonic()
-        try:
-            run_variant(binary, name, extra)
-            print(f"PASS {name} ({time.monotonic() - t0:.1f} s)", flush=True)
-        except Exception as e:  # noqa: BLE001
-            detail = f"{type(e).__name__}: {e}"
-            if not isinstance(e, AssertionError):
-                detail += "\n" + traceback.format_exc()
-            print(f"FAIL {name}: {detail}", flush=True)
-            failed.append(name)
-    if failed:
-        print("FAILED: " + ", ".join(failed))
-        return 1
-    print("OK")
-    return 0
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        sys.exit(worker())
-    rc = 1
-    try:
-        rc = main()
-    except BaseException:  # noqa: BLE001
-        traceback.print_exc()
-        print("FAIL: unexpected error in the test driver", flush=True)
-    finally:
-        if "store_server" in sys.modules:
-            sys.modules["store_server"].kill_all()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(rc)
+    # Both workers connected with world_size=2 -> "init/" counted to 2
+    init_count = init_counter(server)
+    assert init_count == WORLD_SIZE, f"variant {name}: 'init/' counter is {init_count}, expected {WORLD_SIZE}"
+    s = dist.TCPStore(server.host, server.port, is_master=False, timeout=timedelta(seconds=10), use_libuv=True)
+    if hasattr(s, "list_keys"):
+        keys = sorted(s.list_keys())
+        note(f"process group, variant {name}: keys in store after the run: {keys}")
+        if "TORCH_DIST_INIT_BARRIER" in extra_env:
+            assert any("store_based_barrier_key" in k for k in keys), \
+                f"variant {name}: no store_based_barrier_key in the store: {keys}"
+    note(f"process group, variant {name}: num_keys={s.num_keys()}, init/={init_count}")

@@ -1,66 +1,41 @@
-#!/usr/bin/env python3
-"""End-to-end tests of the ddplaunch binary.
+"""End-to-end tests of the ddplaunch binary: the worker environment contract (one node, two
+nodes on loopback, CUDA_VISIBLE_DEVICES, descriptor limits), argument passing (--local_rank_arg,
+${local_rank}, --dry-run, output prefixes), faults (exit codes, signals, the launcher killed, a
+lost node, restarts; no worker survives any of them), a PyTorch script against torchrun's
+losses, and malformed invocations (exit 2, one "ddplaunch:" message, no crash).
 
-    python3 test_e2e.py /path/to/ddplaunch /path/to/venv/python
+    python -m pytest test_e2e.py --ddplaunch /path/to/ddplaunch
+
+The PyTorch case uses the interpreter running the tests (the venv's) for PYTHON_EXEC and
+torchrun. Each test is bounded by pytest-timeout and kills every process it started.
 """
+import importlib.util
 import os
 import re
+import resource
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import unittest
 
-LAUNCHER = None
-VENV_PY = None
+import pytest
+
+from pyfixtures import alive, free_port
+
+pytestmark = pytest.mark.timeout(300)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMEOUT = 60
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Launches:
+    """Runs ddplaunch for one test in the test's own directory (also its PIDDIR); workers write
+    their pid to PIDDIR/pid.* so the test can check that none survives the launcher."""
 
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0); treat it as dead
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-class Base(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="ddplaunch_e2e_")
-        self.dir = self.tmp.name
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait(timeout=10)
-        self.kill_pids()
-        self.tmp.cleanup()
-
-    def kill_pids(self):
-        for pid in self.pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    def __init__(self, launcher, procs, directory):
+        self.launcher = launcher
+        self.procs = procs
+        self.dir = str(directory)
 
     def script(self, name, body, mode=0o755):
         path = os.path.join(self.dir, name)
@@ -69,22 +44,27 @@ class Base(unittest.TestCase):
         os.chmod(path, mode)
         return path
 
-    def start(self, args, env=None):
+    def start(self, args, env=None, **kwargs):
         e = dict(os.environ)
         e.pop("OMP_NUM_THREADS", None)
         e.pop("CUDA_VISIBLE_DEVICES", None)
         e["PIDDIR"] = self.dir
         if env:
             e.update(env)
-        p = subprocess.Popen([LAUNCHER] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             stdin=subprocess.DEVNULL, text=True, env=e, start_new_session=True,
-                             cwd=self.dir)
-        self.procs.append(p)
-        return p
+        return self.procs.start([self.launcher] + args, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=self.dir, **kwargs)
 
-    def run_l(self, args, env=None, timeout=TIMEOUT):
+    def communicate(self, p, timeout=TIMEOUT):
+        try:
+            return p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.procs.kill(p)
+            out, err = p.communicate()
+            pytest.fail(f"{p.args} did not finish within {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
+
+    def run(self, args, env=None, timeout=TIMEOUT):
         p = self.start(args, env)
-        out, err = p.communicate(timeout=timeout)
+        out, err = self.communicate(p, timeout)
         return p.returncode, out, err
 
     def pids(self):
@@ -102,19 +82,26 @@ class Base(unittest.TestCase):
         while time.time() < end:
             if len(self.pids()) >= n:
                 return
-            time.sleep(0.05)
-        self.fail(f"only {len(self.pids())} of {n} workers wrote their pid")
+            time.sleep(0.05)  # no event for "a worker wrote its pid file" short of inotify
+        pytest.fail(f"only {len(self.pids())} of {n} workers wrote their pid")
 
     def assert_no_survivors(self, timeout=5):
         end = time.time() + timeout
         while time.time() < end and any(alive(p) for p in self.pids()):
-            time.sleep(0.05)
+            time.sleep(0.05)  # no event tells us when a process we did not start exits
         left = [p for p in self.pids() if alive(p)]
-        self.assertEqual(left, [], "worker processes survived the launcher")
+        assert left == [], "worker processes survived the launcher"
 
-    def read_env(self, path):
+    def kill_workers(self):
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # exited already, as it should have
+
+    def read_env(self, name):
         env = {}
-        with open(path) as f:
+        with open(os.path.join(self.dir, name)) as f:
             for line in f.read().split("\0"):
                 if "=" in line:
                     k, v = line.split("=", 1)
@@ -122,294 +109,314 @@ class Base(unittest.TestCase):
         return env
 
 
+@pytest.fixture
+def lx(ddplaunch, procs, tmp_path):
+    launches = Launches(ddplaunch, procs, tmp_path)
+    yield launches
+    launches.kill_workers()  # procs' teardown kills the launchers and everything they started
+
+
+# ----------------------------------------------------------------------------- environment contract
 ENV_DUMP = """#!/bin/bash
 env -0 > "$PIDDIR/env.$RANK"
 """
 
 
-class EnvContract(Base):
-    def test_single_node_four_workers(self):
-        prog = self.script("dump.sh", ENV_DUMP)
-        rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "4", "--no_python", prog])
-        self.assertEqual(rc, 0, err)
-        for r in range(4):
-            e = self.read_env(os.path.join(self.dir, f"env.{r}"))
-            self.assertEqual(e["RANK"], str(r))
-            self.assertEqual(e["LOCAL_RANK"], str(r))
-            self.assertEqual(e["WORLD_SIZE"], "4")
-            self.assertEqual(e["LOCAL_WORLD_SIZE"], "4")
-            self.assertEqual(e["GROUP_RANK"], "0")
-            self.assertEqual(e["TORCHELASTIC_USE_AGENT_STORE"], "True")
-            self.assertEqual(e["TORCHELASTIC_RESTART_COUNT"], "0")
-            self.assertTrue(e.get("TORCHELASTIC_RUN_ID"))
-            self.assertTrue(e.get("MASTER_ADDR"))
-            self.assertTrue(int(e["MASTER_PORT"]) > 0)
-            self.assertEqual(e["OMP_NUM_THREADS"], "1")
-
-    def test_store_host_raises_its_descriptor_limit_but_not_the_workers(self):
-        # Every rank holds a connection to node 0's store: the launcher hosting it raises its
-        # soft RLIMIT_NOFILE to the hard limit; workers get the limit the launcher started with.
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard != resource.RLIM_INFINITY and hard <= 512:
-            self.skipTest(f"hard descriptor limit {hard} leaves nothing to raise")
-        prog = self.script("limits.sh", '#!/bin/sh\nulimit -Sn > "$PIDDIR/mine.$RANK"\n'
-                                        'grep "Max open files" /proc/$PPID/limits > "$PIDDIR/launcher.$RANK"\n')
-        lowered = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
-        p = subprocess.Popen([LAUNCHER, "--master_port", "0", "--nproc_per_node", "2", "--no_python", prog],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.dir,
-                             env=dict(os.environ, PIDDIR=self.dir), preexec_fn=lowered, start_new_session=True)
-        self.procs.append(p)
-        out, err = p.communicate(timeout=TIMEOUT)
-        self.assertEqual(p.returncode, 0, err)
-        for r in range(2):
-            with open(os.path.join(self.dir, f"mine.{r}")) as f:
-                self.assertEqual(f.read().strip(), "256")
-            with open(os.path.join(self.dir, f"launcher.{r}")) as f:
-                launcher_soft = f.read().split()[3]
-            expected = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
-            self.assertEqual(launcher_soft, expected)
-
-    def _two_nodes(self, n0, n1):
-        prog = self.script("dump.sh", ENV_DUMP)
-        port = str(free_port())
-        ps = [self.start(["--nnodes", "2", "--node_rank", str(i), "--master_addr", "127.0.0.1",
-                          "--master_port", port, "--nproc_per_node", str(n), "--no_python", prog])
-              for i, n in ((0, n0), (1, n1))]
-        for p in ps:
-            out, err = p.communicate(timeout=TIMEOUT)
-            self.assertEqual(p.returncode, 0, err)
-        envs = {r: self.read_env(os.path.join(self.dir, f"env.{r}")) for r in range(n0 + n1)}
-        for r, e in envs.items():
-            self.assertEqual(e["RANK"], str(r))
-            self.assertEqual(e["WORLD_SIZE"], str(n0 + n1))
-            node = 0 if r < n0 else 1
-            self.assertEqual(e["GROUP_RANK"], str(node))
-            self.assertEqual(e["LOCAL_RANK"], str(r if node == 0 else r - n0))
-        return envs
-
-    def test_two_nodes_loopback(self):
-        envs = self._two_nodes(2, 2)
-        self.assertEqual(envs[2]["GROUP_RANK"], "1")
-        self.assertEqual(envs[3]["LOCAL_RANK"], "1")
-
-    def test_two_nodes_heterogeneous(self):
-        envs = self._two_nodes(3, 1)
-        self.assertEqual(envs[3]["GROUP_RANK"], "1")
-        self.assertEqual(envs[3]["WORLD_SIZE"], "4")
-
-    def test_cuda_visible_devices_passthrough(self):
-        prog = self.script("dump.sh", ENV_DUMP)
-        rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog],
-                                  env={"CUDA_VISIBLE_DEVICES": "3,5"})
-        self.assertEqual(rc, 0, err)
-        for r in range(2):
-            self.assertEqual(self.read_env(os.path.join(self.dir, f"env.{r}"))["CUDA_VISIBLE_DEVICES"], "3,5")
+def test_single_node_four_workers(lx):
+    prog = lx.script("dump.sh", ENV_DUMP)
+    rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "4", "--no_python", prog])
+    assert rc == 0, err
+    for r in range(4):
+        e = lx.read_env(f"env.{r}")
+        assert e["RANK"] == str(r)
+        assert e["LOCAL_RANK"] == str(r)
+        assert e["WORLD_SIZE"] == "4"
+        assert e["LOCAL_WORLD_SIZE"] == "4"
+        assert e["GROUP_RANK"] == "0"
+        assert e["TORCHELASTIC_USE_AGENT_STORE"] == "True"
+        assert e["TORCHELASTIC_RESTART_COUNT"] == "0"
+        assert e.get("TORCHELASTIC_RUN_ID")
+        assert e.get("MASTER_ADDR")
+        assert int(e["MASTER_PORT"]) > 0
+        assert e["OMP_NUM_THREADS"] == "1"
 
 
+def test_store_host_raises_its_descriptor_limit_but_not_the_workers(lx):
+    # Every rank holds a connection to node 0's store: the launcher hosting it raises its
+    # soft RLIMIT_NOFILE to the hard limit; workers get the limit the launcher started with.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 512:
+        pytest.skip(f"hard descriptor limit {hard} leaves nothing to raise")
+    prog = lx.script("limits.sh", '#!/bin/sh\nulimit -Sn > "$PIDDIR/mine.$RANK"\n'
+                                  'grep "Max open files" /proc/$PPID/limits > "$PIDDIR/launcher.$RANK"\n')
+
+    def lowered():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    p = lx.procs.start([lx.launcher, "--master_port", "0", "--nproc_per_node", "2", "--no_python", prog],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=lx.dir,
+                       env=dict(os.environ, PIDDIR=lx.dir), preexec_fn=lowered)
+    out, err = lx.communicate(p)
+    assert p.returncode == 0, err
+    for r in range(2):
+        with open(os.path.join(lx.dir, f"mine.{r}")) as f:
+            assert f.read().strip() == "256"
+        with open(os.path.join(lx.dir, f"launcher.{r}")) as f:
+            launcher_soft = f.read().split()[3]
+        expected = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+        assert launcher_soft == expected
+
+
+def two_nodes(lx, n0, n1):
+    prog = lx.script("dump.sh", ENV_DUMP)
+    port = str(free_port())
+    ps = [lx.start(["--nnodes", "2", "--node_rank", str(i), "--master_addr", "127.0.0.1",
+                    "--master_port", port, "--nproc_per_node", str(n), "--no_python", prog])
+          for i, n in ((0, n0), (1, n1))]
+    for p in ps:
+        out, err = lx.communicate(p)
+        assert p.returncode == 0, err
+    envs = {r: lx.read_env(f"env.{r}") for r in range(n0 + n1)}
+    for r, e in envs.items():
+        assert e["RANK"] == str(r)
+        assert e["WORLD_SIZE"] == str(n0 + n1)
+        node = 0 if r < n0 else 1
+        assert e["GROUP_RANK"] == str(node)
+        assert e["LOCAL_RANK"] == str(r if node == 0 else r - n0)
+    return envs
+
+
+def test_two_nodes_loopback(lx):
+    envs = two_nodes(lx, 2, 2)
+    assert envs[2]["GROUP_RANK"] == "1"
+    assert envs[3]["LOCAL_RANK"] == "1"
+
+
+def test_two_nodes_heterogeneous(lx):
+    envs = two_nodes(lx, 3, 1)
+    assert envs[3]["GROUP_RANK"] == "1"
+    assert envs[3]["WORLD_SIZE"] == "4"
+
+
+def test_cuda_visible_devices_passthrough(lx):
+    prog = lx.script("dump.sh", ENV_DUMP)
+    rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog],
+                          env={"CUDA_VISIBLE_DEVICES": "3,5"})
+    assert rc == 0, err
+    for r in range(2):
+        assert lx.read_env(f"env.{r}")["CUDA_VISIBLE_DEVICES"] == "3,5"
+
+
+# ----------------------------------------------------------------------------- arguments
 ARGV_DUMP = """#!/bin/bash
 printf '%s\\n' "$@" > "$PIDDIR/argv.$LOCAL_RANK"
 """
 
 
-class Args(Base):
-    def argv(self, r):
-        with open(os.path.join(self.dir, f"argv.{r}")) as f:
-            return f.read().splitlines()
-
-    def test_local_rank_arg(self):
-        prog = self.script("argv.sh", ARGV_DUMP)
-        rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2", "--local_rank_arg",
-                                   "--no_python", prog, "a", "b"])
-        self.assertEqual(rc, 0, err)
-        for r in range(2):
-            self.assertEqual(self.argv(r), [f"--local_rank={r}", "a", "b"])
-
-    def test_local_rank_substitution(self):
-        prog = self.script("argv.sh", ARGV_DUMP)
-        rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog,
-                                   "--dev=cuda:${local_rank}", "${local_rank}"])
-        self.assertEqual(rc, 0, err)
-        for r in range(2):
-            self.assertEqual(self.argv(r), [f"--dev=cuda:{r}", str(r)])
-
-    def test_dry_run(self):
-        prog = self.script("mark.sh", "#!/bin/bash\ntouch \"$PIDDIR/marker\"\n")
-        rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2", "--dry-run",
-                                   "--no_python", prog])
-        self.assertEqual(rc, 0, err)
-        both = out + err
-        self.assertIn(prog, both)
-        self.assertIn("RANK=0", both)
-        self.assertIn("RANK=1", both)
-        time.sleep(0.3)
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "marker")))
-
-    def test_output_prefix(self):
-        prog = self.script("hello.sh", "#!/bin/bash\necho hello $RANK\n")
-        rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog])
-        self.assertEqual(rc, 0, err)
-        lines = [l.strip() for l in out.splitlines()]
-        self.assertIn("[0]:hello 0", lines)
-        self.assertIn("[1]:hello 1", lines)
+def argv_of(lx, r):
+    with open(os.path.join(lx.dir, f"argv.{r}")) as f:
+        return f.read().splitlines()
 
 
+def test_local_rank_arg(lx):
+    prog = lx.script("argv.sh", ARGV_DUMP)
+    rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--local_rank_arg",
+                           "--no_python", prog, "a", "b"])
+    assert rc == 0, err
+    for r in range(2):
+        assert argv_of(lx, r) == [f"--local_rank={r}", "a", "b"]
+
+
+def test_local_rank_substitution(lx):
+    prog = lx.script("argv.sh", ARGV_DUMP)
+    rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog,
+                           "--dev=cuda:${local_rank}", "${local_rank}"])
+    assert rc == 0, err
+    for r in range(2):
+        assert argv_of(lx, r) == [f"--dev=cuda:{r}", str(r)]
+
+
+def test_dry_run(lx):
+    prog = lx.script("mark.sh", "#!/bin/bash\ntouch \"$PIDDIR/marker\"\n")
+    rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--dry-run", "--no_python", prog])
+    assert rc == 0, err
+    both = out + err
+    assert prog in both
+    assert "RANK=0" in both
+    assert "RANK=1" in both
+    # A negative check: no event says "no worker was started", so give a stray one a moment.
+    time.sleep(0.3)
+    assert not os.path.exists(os.path.join(lx.dir, "marker"))
+
+
+def test_output_prefix(lx):
+    prog = lx.script("hello.sh", "#!/bin/bash\necho hello $RANK\n")
+    rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog])
+    assert rc == 0, err
+    lines = [line.strip() for line in out.splitlines()]
+    assert "[0]:hello 0" in lines
+    assert "[1]:hello 1" in lines
+
+
+# ----------------------------------------------------------------------------- faults
 WORKER = """#!/bin/bash
 echo $$ > "$PIDDIR/pid.$RANK.$TORCHELASTIC_RESTART_COUNT"
 """
 
 
-class Faults(Base):
-    def fault(self, rank1_body, extra=(), nproc=2):
-        prog = self.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then\n' + rank1_body +
-                           '\nfi\nsleep 30\n')
-        return self.run_l(["--master_port", "0", "--nproc_per_node", str(nproc), *extra,
-                           "--no_python", prog])
-
-    def test_exit_code(self):
-        rc, out, err = self.fault("echo 'boom tail line' >&2; sleep 0.3; exit 3")
-        self.assertEqual(rc, 3, err)
-        self.assertIn("FAILED", err)
-        self.assertIn("exitcode", err)
-        self.assertIn("boom tail line", err)
-        self.assertIn("rank", err)
-        self.assert_no_survivors()
-
-    def test_sigsegv(self):
-        rc, out, err = self.fault("sleep 0.3; kill -SEGV $$")
-        self.assertEqual(rc, 139, err)
-        self.assert_no_survivors()
-
-    def test_sigkill(self):
-        rc, out, err = self.fault("sleep 0.3; kill -KILL $$")
-        self.assertEqual(rc, 137, err)
-        self.assert_no_survivors()
-
-    def test_sigterm_ignoring_worker_is_killed(self):
-        prog = self.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then sleep 1; exit 5; fi\n'
-                           "trap '' TERM\nwhile true; do sleep 0.1; done\n")
-        t0 = time.time()
-        rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2",
-                                   "--shutdown_timeout", "1", "--no_python", prog])
-        self.assertEqual(rc, 5, err)
-        self.assertLess(time.time() - t0, 20)  # 1 s to fail + 1 s grace; without SIGKILL it never ends
-        self.assert_no_survivors()
-
-    def _signal_launcher(self, sig, expected):
-        prog = self.script("w.sh", WORKER + "sleep 30\n")
-        p = self.start(["--master_port", "0", "--nproc_per_node", "2", "--shutdown_timeout", "2",
-                        "--no_python", prog])
-        self.wait_pids(2)
-        os.kill(p.pid, sig)
-        out, err = p.communicate(timeout=TIMEOUT)
-        self.assertEqual(p.returncode, expected, err)
-        self.assert_no_survivors()
-
-    def test_sigint(self):
-        self._signal_launcher(signal.SIGINT, 130)
-
-    def test_sigterm(self):
-        self._signal_launcher(signal.SIGTERM, 143)
-
-    def test_launcher_sigkill_kills_workers(self):
-        prog = self.script("w.sh", WORKER + "sleep 30\n")
-        p = self.start(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog])
-        self.wait_pids(2)
-        os.kill(p.pid, signal.SIGKILL)
-        p.communicate(timeout=TIMEOUT)
-        self.assert_no_survivors(timeout=5)
-
-    def test_restart_recovers(self):
-        body = '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 4; exit 0'
-        prog = self.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then ' + body + '; fi\nexit 0\n')
-        for _ in range(3):  # a stale attempt-0 event once broke the restart now and then
-            rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2", "--max_restarts", "1",
-                                       "--no_python", prog])
-            self.assertEqual(rc, 0, err)
-            self.assertIn("restarting the job (restart 1 of 1)", err)
-        self.assert_no_survivors()
-
-    def _two_launchers(self):
-        prog = self.script("w.sh", WORKER + "sleep 30\n")
-        port = str(free_port())
-        common = ["--nnodes", "2", "--master_port", port, "--nproc_per_node", "2", "--heartbeat_timeout", "2",
-                  "--shutdown_timeout", "2", "--no_python", prog]
-        p0 = self.start(["--node_rank", "0"] + common)
-        p1 = self.start(["--node_rank", "1"] + common)
-        self.wait_pids(4)
-        return p0, p1
-
-    def test_non_master_launcher_killed(self):
-        p0, p1 = self._two_launchers()
-        os.kill(p1.pid, signal.SIGKILL)
-        t0 = time.time()
-        out, err = p0.communicate(timeout=TIMEOUT)
-        self.assertEqual(p0.returncode, 1, err)
-        self.assertIn("lost node 1", err)
-        self.assertLess(time.time() - t0, 20)
-        p1.communicate(timeout=TIMEOUT)
-        self.assert_no_survivors()
-
-    def test_master_launcher_killed(self):
-        p0, p1 = self._two_launchers()
-        os.kill(p0.pid, signal.SIGKILL)
-        out, err = p1.communicate(timeout=TIMEOUT)
-        self.assertEqual(p1.returncode, 1, err)
-        self.assertIn("node 0", err)
-        p0.communicate(timeout=TIMEOUT)
-        self.assert_no_survivors()
-
-    def test_failure_without_restarts(self):
-        body = '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 4; exit 0'
-        prog = self.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then ' + body + '; fi\nexit 0\n')
-        rc, out, err = self.run_l(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog])
-        self.assertEqual(rc, 4, err)
-        self.assert_no_survivors()
+def fault(lx, rank1_body, extra=(), nproc=2):
+    prog = lx.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then\n' + rank1_body + '\nfi\nsleep 30\n')
+    return lx.run(["--master_port", "0", "--nproc_per_node", str(nproc), *extra, "--no_python", prog])
 
 
-class Torch(Base):
-    LOSS = re.compile(r"step (\d+) loss ([0-9.eE+-]+)")
-
-    def losses(self, text, prefix):
-        res = []
-        for line in text.splitlines():
-            line = line.strip()
-            if prefix:
-                if not line.startswith("[0]:"):
-                    continue
-                line = line[len("[0]:"):]
-            m = self.LOSS.fullmatch(line.strip())
-            if m:
-                res.append((int(m.group(1)), m.group(2)))
-        return res
-
-    def test_train_ddp_matches_torchrun(self):
-        if not VENV_PY or not os.path.exists(VENV_PY):
-            self.skipTest("no venv python")
-        script = os.path.join(REPO, "examples", "train_ddp.py")
-        port = str(free_port())
-        env = {"PYTHON_EXEC": VENV_PY}
-        ps = [self.start(["--nnodes", "2", "--node_rank", str(i), "--master_addr", "127.0.0.1",
-                          "--master_port", port, "--nproc_per_node", "2", script, "--steps", "5"],
-                         env=env) for i in (0, 1)]
-        outs = []
-        for i, p in enumerate(ps):
-            out, err = p.communicate(timeout=TIMEOUT)
-            self.assertEqual(p.returncode, 0, err)
-            outs.append(out)
-        ours = self.losses(outs[0], prefix=True)
-        e = dict(os.environ)
-        e.pop("OMP_NUM_THREADS", None)
-        ref = subprocess.run([VENV_PY, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node",
-                              "4", "--master_port", str(free_port()), script, "--steps", "5"],
-                             capture_output=True, text=True, timeout=TIMEOUT, env=e,
-                             start_new_session=True)
-        self.assertEqual(ref.returncode, 0, ref.stderr)
-        theirs = self.losses(ref.stdout, prefix=False)
-        self.assertEqual(len(ours), 5, outs[0])
-        self.assertEqual(ours, theirs)
+def test_exit_code(lx):
+    rc, out, err = fault(lx, "echo 'boom tail line' >&2; sleep 0.3; exit 3")
+    assert rc == 3, err
+    assert "FAILED" in err
+    assert "exitcode" in err
+    assert "boom tail line" in err
+    assert "rank" in err
+    lx.assert_no_survivors()
 
 
+def test_sigsegv(lx):
+    rc, out, err = fault(lx, "sleep 0.3; kill -SEGV $$")
+    assert rc == 139, err
+    lx.assert_no_survivors()
+
+
+def test_sigkill(lx):
+    rc, out, err = fault(lx, "sleep 0.3; kill -KILL $$")
+    assert rc == 137, err
+    lx.assert_no_survivors()
+
+
+def test_sigterm_ignoring_worker_is_killed(lx):
+    prog = lx.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then sleep 1; exit 5; fi\n'
+                     "trap '' TERM\nwhile true; do sleep 0.1; done\n")
+    t0 = time.time()
+    rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--shutdown_timeout", "1", "--no_python",
+                           prog])
+    assert rc == 5, err
+    assert time.time() - t0 < 20  # 1 s to fail + 1 s grace; without SIGKILL it never ends
+    lx.assert_no_survivors()
+
+
+@pytest.mark.parametrize("sig, expected", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["sigint", "sigterm"])
+def test_signal_to_launcher(lx, sig, expected):
+    prog = lx.script("w.sh", WORKER + "sleep 30\n")
+    p = lx.start(["--master_port", "0", "--nproc_per_node", "2", "--shutdown_timeout", "2", "--no_python", prog])
+    lx.wait_pids(2)
+    os.kill(p.pid, sig)
+    out, err = lx.communicate(p)
+    assert p.returncode == expected, err
+    lx.assert_no_survivors()
+
+
+def test_launcher_sigkill_kills_workers(lx):
+    prog = lx.script("w.sh", WORKER + "sleep 30\n")
+    p = lx.start(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog])
+    lx.wait_pids(2)
+    os.kill(p.pid, signal.SIGKILL)
+    lx.communicate(p)
+    lx.assert_no_survivors(timeout=5)
+
+
+def test_restart_recovers(lx):
+    body = '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 4; exit 0'
+    prog = lx.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then ' + body + '; fi\nexit 0\n')
+    for _ in range(3):  # a stale attempt-0 event once broke the restart now and then
+        rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--max_restarts", "1", "--no_python",
+                               prog])
+        assert rc == 0, err
+        assert "restarting the job (restart 1 of 1)" in err
+    lx.assert_no_survivors()
+
+
+def two_launchers(lx):
+    prog = lx.script("w.sh", WORKER + "sleep 30\n")
+    port = str(free_port())
+    common = ["--nnodes", "2", "--master_port", port, "--nproc_per_node", "2", "--heartbeat_timeout", "2",
+              "--shutdown_timeout", "2", "--no_python", prog]
+    p0 = lx.start(["--node_rank", "0"] + common)
+    p1 = lx.start(["--node_rank", "1"] + common)
+    lx.wait_pids(4)
+    return p0, p1
+
+
+def test_non_master_launcher_killed(lx):
+    p0, p1 = two_launchers(lx)
+    os.kill(p1.pid, signal.SIGKILL)
+    t0 = time.time()
+    out, err = lx.communicate(p0)
+    assert p0.returncode == 1, err
+    assert "lost node 1" in err
+    assert time.time() - t0 < 20
+    lx.communicate(p1)
+    lx.assert_no_survivors()
+
+
+def test_master_launcher_killed(lx):
+    p0, p1 = two_launchers(lx)
+    os.kill(p0.pid, signal.SIGKILL)
+    out, err = lx.communicate(p1)
+    assert p1.returncode == 1, err
+    assert "node 0" in err
+    lx.communicate(p0)
+    lx.assert_no_survivors()
+
+
+def test_failure_without_restarts(lx):
+    body = '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 4; exit 0'
+    prog = lx.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then ' + body + '; fi\nexit 0\n')
+    rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--no_python", prog])
+    assert rc == 4, err
+    lx.assert_no_survivors()
+
+
+# ----------------------------------------------------------------------------- PyTorch
+LOSS = re.compile(r"step (\d+) loss ([0-9.eE+-]+)")
+
+
+def losses(text, prefix):
+    res = []
+    for line in text.splitlines():
+        line = line.strip()
+        if prefix:
+            if not line.startswith("[0]:"):
+                continue
+            line = line[len("[0]:"):]
+        m = LOSS.fullmatch(line.strip())
+        if m:
+            res.append((int(m.group(1)), m.group(2)))
+    return res
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch in this interpreter")
+def test_train_ddp_matches_torchrun(lx):
+    script = os.path.join(REPO, "examples", "train_ddp.py")
+    port = str(free_port())
+    env = {"PYTHON_EXEC": sys.executable}
+    ps = [lx.start(["--nnodes", "2", "--node_rank", str(i), "--master_addr", "127.0.0.1", "--master_port", port,
+                    "--nproc_per_node", "2", script, "--steps", "5"], env=env) for i in (0, 1)]
+    outs = []
+    for p in ps:
+        out, err = lx.communicate(p)
+        assert p.returncode == 0, err
+        outs.append(out)
+    ours = losses(outs[0], prefix=True)
+    e = dict(os.environ)
+    e.pop("OMP_NUM_THREADS", None)
+    rc, ref_out, ref_err, _ = lx.procs.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+                                            "--nproc_per_node", "4", "--master_port", str(free_port()), script,
+                                            "--steps", "5"], timeout=TIMEOUT, env=e)
+    assert rc == 0, ref_err
+    theirs = losses(ref_out, prefix=False)
+    assert len(ours) == 5, outs[0]
+    assert ours == theirs
+
+
+# ----------------------------------------------------------------------------- malformed invocations
 BAD = [
     ["--bogus", "x"],
     ["--nproc_per_node=0", "x"],
@@ -463,19 +470,14 @@ BAD = [
 ]
 
 
-class Malformed(Base):
-    def test_malformed_invocations(self):
-        self.assertGreaterEqual(len(BAD), 30)
-        for args in BAD:
-            with self.subTest(args=args):
-                rc, out, err = self.run_l(args, timeout=20)
-                self.assertEqual(rc, 2, err)
-                self.assertTrue(err.startswith("ddplaunch:"), err)
-                self.assertNotIn("terminate", err)
-                self.assertNotIn("Traceback", err)
+def test_enough_malformed_invocations():
+    assert len(BAD) >= 30
 
 
-if __name__ == "__main__":
-    LAUNCHER = os.path.abspath(sys.argv[1])
-    VENV_PY = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
-    unittest.main(argv=[sys.argv[0], "-v"])
+@pytest.mark.parametrize("args", BAD, ids=lambda args: " ".join(args) or "no arguments")
+def test_malformed_invocation(lx, args):
+    rc, out, err = lx.run(args, timeout=20)
+    assert rc == 2, err
+    assert err.startswith("ddplaunch:"), err
+    assert "terminate" not in err
+    assert "Traceback" not in err

@@ -13,7 +13,10 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 TIMEOUT = 60
+pytestmark = pytest.mark.timeout(120)
 
 
 def free_port():

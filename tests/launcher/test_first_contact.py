@@ -18,6 +18,7 @@ import textwrap
 import pytest
 
 TIMEOUT = 60
+pytestmark = pytest.mark.timeout(120)
 
 
 def script(tmp_path, name, body):

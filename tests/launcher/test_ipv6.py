@@ -34,7 +34,8 @@ def ipv6_loopback_usable():
         return False
 
 
-pytestmark = pytest.mark.skipif(not ipv6_loopback_usable(), reason="no IPv6 loopback here")
+pytestmark = [pytest.mark.timeout(240),
+              pytest.mark.skipif(not ipv6_loopback_usable(), reason="no IPv6 loopback here")]
 
 
 def free_port():

@@ -21,7 +21,7 @@ import pytest
 TIMEOUT = 60
 LINES = 3000
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 // with get_i64/get_u32 as a client would. Covers the VALIDATE handshake, PING, every key-value
 // query (SET, GET, ADD, COMPARE_SET's four cases, CHECK, GETNUMKEYS, DELETE_KEY, APPEND,
 // MULTI_GET, MULTI_SET, LIST_KEYS), the queues, WAIT with parked waiters (woken by every kind of
-// write, all at once, or one per QUEUE_PUSH), CANCEL_WAIT, disconnects while waiting, and BARRIER.
+// write, all at once, or one per QUEUE_PUSH), CANCEL_WAIT, disconnects while waiting, BARRIER, and
+// the counts of parked connections and keys.
 #include "rendezvous/store_state.hpp"
 
 // Lets failed comparisons of Replies print the (client, bytes) pairs.
@@ -692,4 +693,31 @@ TEST_CASE("a disconnect during a BARRIER drops the parked arrival", "[store_stat
   server.state.disconnect(1);
   CHECK(server.state.num_waiting() == 1);
   CHECK(server.send(3, barrier_req("/b", 3)) == Replies{{2, kStopWaiting}, {3, kStopWaiting}});
+}
+
+TEST_CASE("num_parked_keys counts the keys and barriers connections are parked on", "[store_state]") {
+  Server server{1, 2, 3, 4};
+  CHECK(server.state.num_parked_keys() == 0);
+  CHECK(server.send(1, wait_req({"a", "b"})).empty());
+  CHECK(server.send(2, wait_req({"a"})).empty());
+  CHECK(server.state.num_parked_keys() == 2);
+  CHECK(server.state.num_waiting() == 2);
+
+  // A parked BARRIER arrival counts its key.
+  CHECK(server.send(3, barrier_req("bar", 2)).empty());
+  CHECK(server.state.num_parked_keys() == 3);
+  CHECK(server.state.num_waiting() == 3);
+
+  // Waking every waiter of "a" forgets the key; connection 1 stays parked on "b".
+  CHECK(server.send(4, set_req("a", "1")) == Replies{{2, kStopWaiting}});
+  CHECK(server.state.num_parked_keys() == 2);
+  CHECK(server.state.num_waiting() == 2);
+
+  // A disconnect and a CANCEL_WAIT drop the rest.
+  server.state.disconnect(1);
+  CHECK(server.state.num_parked_keys() == 1);
+  CHECK(server.state.num_waiting() == 1);
+  CHECK(server.call(3, cancel_req()) == kWaitCanceled);
+  CHECK(server.state.num_parked_keys() == 0);
+  CHECK(server.state.num_waiting() == 0);
 }

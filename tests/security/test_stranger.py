@@ -19,6 +19,7 @@ import pytest
 import torch.distributed as dist
 
 TIMEOUT = 60
+pytestmark = pytest.mark.timeout(120)
 RUN_ID = "victim"
 
 

@@ -21,6 +21,7 @@ namespace ddp::rendezvous {
 // header does not pull them in.
 class StoreState;
 struct Outgoing;
+struct Request;
 using ClientId = std::uint64_t;
 
 struct TcpStoreServerOptions {
@@ -66,8 +67,17 @@ class TcpStoreServer {
   void accept_next();
   // Forgets a connection and closes it; logs `reason` unless empty. `peer_closed`: after EOF.
   void on_close(ClientId id, std::string_view reason, bool peer_closed = false);
+  // Applies one request of `conn` to the state; replies go to `out`. Throws what
+  // StoreState::handle throws. At debug level, logs the waiter count when it changed.
+  void handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out);
   void deliver(std::vector<Outgoing>& outgoing);
   void log(const std::string& line) const;
+  // Debug level only: when the number of parked connections differs from `before`, logs
+  // "<event> from <peer>: waiters: N (parked on K key(s))". So there is one line each time a
+  // WAIT or BARRIER parks and each time waiters are woken or dropped, and a test (or a user) can
+  // see that a waiter has parked instead of sleeping. Logged before the replies go out: a client
+  // that got its reply can rely on the line having been written.
+  void log_waiters(std::size_t before, std::string_view event, const ServerConnection& conn) const;
 
   TcpStoreServerOptions options_;
   boost::asio::io_context io_;
