@@ -79,7 +79,9 @@ class Job:
         self.nproc = nproc
         self.proc = subprocess.Popen(
             [ddplaunch, "--log_level", "debug", f"--nproc_per_node={nproc}", "--shutdown_timeout=2", *extra, WORKER],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True, text=True)
+            # Unbuffered bytes: readline() then reads no further than the line, so select() on the pipe
+            # never misses a line already pulled into a buffer.
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True, bufsize=0)
         self.lines = []
         self.pids = []
 
@@ -92,7 +94,7 @@ class Job:
             r, _, _ = select.select([self.proc.stdout], [], [], left)
             if not r:
                 continue
-            line = self.proc.stdout.readline()
+            line = self.proc.stdout.readline().decode(errors="replace")
             assert line, "ddplaunch ended early:\n" + "".join(self.lines)
             self.lines.append(line)
             ready += line.rstrip().endswith("ready")
@@ -104,7 +106,7 @@ class Job:
 
     def finish(self, timeout=30):
         out, _ = self.proc.communicate(timeout=timeout)
-        self.lines.append(out)
+        self.lines.append(out.decode(errors="replace"))
         return self.proc.returncode
 
     def output(self):
