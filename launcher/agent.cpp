@@ -37,7 +37,7 @@ Agent::~Agent() {
 }
 
 std::shared_ptr<Store> Agent::connect_job() {
-  return std::make_shared<PrefixStore>("ddplaunch/" + c_.run_id, deps_.connect_root());
+  return std::make_shared<PrefixStore>("ddplaunch/" + c_.run_id, connect_running_());
 }
 
 void Agent::post_for_round(int round, std::function<void()> event) {
@@ -61,7 +61,13 @@ bool Agent::prepare() {
     return false;
   }
   if (!deps_.processes) deps_.processes = make_posix_process_context;
-  if (!deps_.connect_root) deps_.connect_root = store_connector(c_, eff_);
+  if (!deps_.connect_root) {
+    deps_.connect_root = store_connector(c_, eff_);
+    connect_running_ =
+        store_connector(c_, eff_, std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
+  } else {
+    connect_running_ = deps_.connect_root;
+  }
   joiner_ = std::make_unique<RoundJoiner>(io_, deps_.connect_root, c_, eff_);
   return true;
 }

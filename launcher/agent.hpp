@@ -70,6 +70,7 @@ class Agent {
 
  private:
   std::string key(const std::string& name) const { return "r" + std::to_string(round_) + "/" + name; }
+  // A connection for the monitor of a running round, bounded by the heartbeat timeout.
   std::shared_ptr<rendezvous::Store> connect_job();
   // " (host)" of group rank `node` in this round, "" when unknown.
   std::string host_of(int node) const;
@@ -109,7 +110,8 @@ class Agent {
   int group_rank_ = 0;
   int nnodes_ = 1;
   std::vector<std::string> hosts_;
-  LogFileTally log_tally_;  // lines that missed their log files (reported at the end)  // host name of each node of the round, by group rank
+  LogFileTally log_tally_;
+  StoreConnector connect_running_;  // the monitor's connections (see connect_job)  // lines that missed their log files (reported at the end)  // host name of each node of the round, by group rank
   RoundStatus status_;  // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued

@@ -95,11 +95,12 @@ NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
   return s;
 }
 
-StoreConnector store_connector(const LaunchConfig& c, const EffectiveConfig& eff) {
+StoreConnector store_connector(const LaunchConfig& c, const EffectiveConfig& eff,
+                               std::optional<std::chrono::milliseconds> connect_timeout) {
   rendezvous::TcpStoreClientOptions o;
   o.host = c.master_addr;
   o.port = static_cast<std::uint16_t>(eff.port);
-  o.connect_timeout = c.rdzv_timeout;
+  o.connect_timeout = connect_timeout.value_or(c.rdzv_timeout);
   o.timeout = std::max<std::chrono::milliseconds>(c.heartbeat_timeout, std::chrono::seconds(1));
   // A node started before node 0 listens says so about every 10 s instead of staying silent for
   // up to --rdzv_timeout. DDPLAUNCH_STATUS_INTERVAL (seconds) changes the interval (tests).

@@ -3,7 +3,9 @@
 // what the agent uses from then on instead of recomputing from the LaunchConfig.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
@@ -39,6 +41,10 @@ NodeSetup set_up_node(const LaunchConfig& config, const NodeSetupOptions& option
 // New connections to the store root (un-prefixed) at --master_addr and the effective port, as
 // TcpStoreClients that retry until --rdzv_timeout and time replies out after the heartbeat
 // timeout (at least 1 s), so a cut link cannot stall the teardown for longer.
-StoreConnector store_connector(const LaunchConfig& config, const EffectiveConfig& effective);
+// `connect_timeout` replaces --rdzv_timeout as the connect bound: the monitor of a running round
+// connects to a store that is known to be up, so one that does not answer within the heartbeat
+// timeout is lost (waiting --rdzv_timeout there would hold the teardown for minutes).
+StoreConnector store_connector(const LaunchConfig& config, const EffectiveConfig& effective,
+                               std::optional<std::chrono::milliseconds> connect_timeout = std::nullopt);
 
 }  // namespace ddp::launcher

@@ -54,6 +54,21 @@ ddp::ChildOptions sh(const std::string& script) {
   return o;
 }
 
+// Starts `script` in `set`; returns the pid it prints first (of a process it started).
+pid_t start_printing_pid(ddp::ProcessSet& set, const std::string& script) {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  auto o = sh(script);
+  o.stdout_fd = fds[1];
+  set.start(o);
+  ::close(fds[1]);
+  char buf[32] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
+  ::close(fds[0]);
+  REQUIRE(n > 0);
+  return static_cast<pid_t>(std::stol(buf));
+}
+
 bool gone(pid_t pid) {
   return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
@@ -95,17 +110,8 @@ TEST_CASE("ProcessSet: an ended child's leftovers in its group still get signal_
   // As a subreaper, the orphaned grandchild becomes ours, so its end is an event we can wait for.
   REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
   ChildSignal sig;
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
   ddp::ProcessSet set;
-  auto o = sh("sleep 60 & echo $!; exit 0");
-  o.stdout_fd = fds[1];
-  set.start(o);
-  ::close(fds[1]);
-  char buf[32] = {};
-  REQUIRE(::read(fds[0], buf, sizeof buf - 1) > 0);
-  ::close(fds[0]);
-  const pid_t leftover = static_cast<pid_t>(std::stol(buf));
+  const pid_t leftover = start_printing_pid(set, "sleep 60 & echo $!; exit 0");
   const auto exits = wait_exits(set, sig, 1);
   REQUIRE(exits.size() == 1);
   CHECK(exits[0].exit_code == 0);
@@ -119,18 +125,9 @@ TEST_CASE("ProcessSet: an ended child's leftovers in its group still get signal_
 
 TEST_CASE("ProcessSet: signal_each reaches the child, not the rest of its group", "[process_set]") {
   ChildSignal sig;
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
   ddp::ProcessSet set;
   // The child handles SIGUSR1 by exiting 7; its background job (same group) would die of it.
-  auto o = sh("trap 'exit 7' USR1; sleep 60 & echo $!; while :; do sleep 0.05; done");
-  o.stdout_fd = fds[1];
-  set.start(o);
-  ::close(fds[1]);
-  char buf[32] = {};
-  REQUIRE(::read(fds[0], buf, sizeof buf - 1) > 0);
-  ::close(fds[0]);
-  const pid_t helper = static_cast<pid_t>(std::stol(buf));
+  const pid_t helper = start_printing_pid(set, "trap 'exit 7' USR1; sleep 60 & echo $!; while :; do sleep 0.05; done");
   set.signal_each(SIGUSR1);
   const auto exits = wait_exits(set, sig, 1);
   REQUIRE(exits.size() == 1);

@@ -61,18 +61,29 @@ def wait_running(store):
 def finish(nodes):
     try:
         return [p.communicate(timeout=TIMEOUT) for p in nodes]
+    except subprocess.TimeoutExpired:
+        for p in nodes:
+            p.kill()
+        outs = [p.communicate() for p in nodes]
+        pytest.fail(f"a launcher did not end within {TIMEOUT} s: {outs}")
     finally:
         for p in nodes:
             p.kill()
 
 
-def test_a_forged_success_never_exits_0(ddplaunch, worker):
+def forge_outcome(ddplaunch, worker, value):
+    """Runs the job, writes `value` as its outcome once the workers run; returns the nodes and
+    their (stdout, stderr)."""
     port = free_port()
     nodes = start_job(ddplaunch, worker, port)
     s = stranger(port)
     wait_running(s)
-    s.set(f"ddplaunch/{RUN_ID}/r0/outcome", "ddplaunch-outcome 1 success 0 1\n")
-    outs = finish(nodes)
+    s.set(f"ddplaunch/{RUN_ID}/r0/outcome", value)
+    return nodes, finish(nodes)
+
+
+def test_a_forged_success_never_exits_0(ddplaunch, worker):
+    nodes, outs = forge_outcome(ddplaunch, worker, "ddplaunch-outcome 1 success 0 1\n")
     for p, (out, err) in zip(nodes, outs):
         assert p.returncode == 1, err
     # The node that reads the forged value first says why; the other may instead lose the store
@@ -81,12 +92,7 @@ def test_a_forged_success_never_exits_0(ddplaunch, worker):
 
 
 def test_a_forged_failure_is_shown_escaped(ddplaunch, worker):
-    port = free_port()
-    nodes = start_job(ddplaunch, worker, port)
-    s = stranger(port)
-    wait_running(s)
-    s.set(f"ddplaunch/{RUN_ID}/r0/outcome", "ddplaunch-outcome 1 failure 77 1\n\x1b[2J\x1b[31mpwned\r")
-    outs = finish(nodes)
+    nodes, outs = forge_outcome(ddplaunch, worker, "ddplaunch-outcome 1 failure 77 1\n\x1b[2J\x1b[31mpwned\r")
     _, err0 = outs[0]
     assert nodes[0].returncode != 0
     assert "\x1b" not in err0 and "\r" not in err0
