@@ -13,7 +13,7 @@ namespace asio = boost::asio;
 
 ServerConnection::ServerConnection(TcpStoreServer& server, ClientId id, asio::ip::tcp::socket socket,
                                    const asio::ip::tcp::endpoint& peer)
-    : server_(server), id_(id), socket_(std::move(socket)), peer_(peer) {
+    : server_(server), id_(id), socket_(std::move(socket)), peer_(peer), handshake_timer_(socket_.get_executor()) {
   boost::system::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);  // latency only; failure is harmless
   // Writes go straight to the socket (flush); Asio would set this for its own operations anyway.
@@ -27,6 +27,11 @@ std::string ServerConnection::peer() const {
 
 void ServerConnection::start() {
   if (closed_) return server_.on_close(id_, "cannot make the socket non-blocking");
+  handshake_timer_.expires_after(server_.options_.handshake_timeout);
+  handshake_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (ec || self->closed_) return;
+    self->server_.on_close(self->id_, "no complete request within the handshake deadline");
+  });
   read_some();
 }
 
@@ -42,27 +47,38 @@ void ServerConnection::read_some() {
 
 void ServerConnection::on_read(std::size_t n) {
   auto self = shared_from_this();  // on_close below may drop the server's reference
-  std::string_view input(buffer_.data(), n);
+  if (handle_input(std::string_view(buffer_.data(), n)) && !paused_) read_some();
+}
+
+bool ServerConnection::handle_input(std::string_view input) {
   std::vector<Outgoing> outgoing;
   batching_ = true;
   try {
     Request request;
-    while (parser_.parse(input, request)) {
+    while (unsent() <= server_.options_.max_unsent_bytes && parser_.parse(input, request)) {
+      if (!handshaken_) {
+        handshaken_ = true;
+        handshake_timer_.cancel();
+      }
       server_.handle(*this, std::move(request), outgoing);
       server_.deliver(outgoing);
       outgoing.clear();
-      if (closed_) return;
+      if (closed_) return false;
     }
   } catch (const Error& e) {
     server_.deliver(outgoing);
     batching_ = false;
     flush();  // the replies before the bad request still go out, as they did one by one
     server_.on_close(id_, e.what());
-    return;
+    return false;
   }
   batching_ = false;
+  // Over the cap: keep the rest of the input and stop reading until the replies drain (flush()
+  // resumes). The parser holds any partial request itself, so only unparsed bytes wait here.
+  paused_ = !input.empty();
+  backlog_.assign(input);
   flush();
-  if (!closed_) read_some();
+  return !closed_;
 }
 
 void ServerConnection::send(std::string_view bytes) {
@@ -93,7 +109,15 @@ void ServerConnection::flush() {
                       self->writing_ = false;
                       self->in_flight_.clear();
                       self->flush();
+                      self->resume();
                     });
+}
+
+void ServerConnection::resume() {
+  if (closed_ || !paused_ || unsent() > server_.options_.max_unsent_bytes) return;
+  const std::string input = std::exchange(backlog_, {});
+  paused_ = false;
+  if (handle_input(input) && !paused_) read_some();
 }
 
 void ServerConnection::close(bool peer_closed) {
@@ -103,6 +127,7 @@ void ServerConnection::close(bool peer_closed) {
   // After the peer's EOF close() alone sends our FIN; shutdown() would be one more system call.
   if (!peer_closed) socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  handshake_timer_.cancel();
 }
 
 }  // namespace ddp::rendezvous

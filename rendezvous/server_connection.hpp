@@ -12,6 +12,9 @@
 //      straight to the non-blocking socket: one write() and no trip through the event loop.
 //   3. Only what the kernel does not take at once waits for an async write, and bytes sent
 //      meanwhile queue behind it, in order.
+// Limits (TcpStoreServerOptions): no complete request within the handshake deadline closes the
+// connection; with more than max_unsent_bytes of replies unsent, the connection's remaining
+// input waits (parsing and reading pause) until the client has read enough of them.
 #pragma once
 
 #include <array>
@@ -20,6 +23,7 @@
 #include <string_view>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "rendezvous/request_parser.hpp"
 #include "rendezvous/store_state.hpp"
@@ -52,6 +56,13 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   void on_read(std::size_t n);
   // Hands pending_ to the kernel (step 2) or to an async write (step 3).
   void flush();
+  // Parses and handles what is in `input` until it is used up or the unsent replies exceed the
+  // cap; keeps the rest in backlog_. Returns false when the connection was closed meanwhile.
+  bool handle_input(std::string_view input);
+  // After a write completed: when paused and the unsent replies are under the cap again,
+  // handles the backlog and reads on.
+  void resume();
+  std::size_t unsent() const { return pending_.size() + in_flight_.size(); }
 
   TcpStoreServer& server_;
   ClientId id_;
@@ -64,6 +75,10 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   bool writing_ = false;   // an async write is in flight
   bool batching_ = false;  // handling this connection's requests: collect its replies
   bool closed_ = false;
+  bool handshaken_ = false;  // a complete request arrived: the handshake deadline is off
+  bool paused_ = false;       // input waits in backlog_ until the unsent replies drain
+  std::string backlog_;       // input not parsed yet because of the cap
+  boost::asio::steady_timer handshake_timer_;  // cancelled by the first complete request
 };
 
 }  // namespace ddp::rendezvous

@@ -2,6 +2,8 @@
 // shutdown. All of it runs on the one event loop thread, so StoreState needs no lock.
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
+#include <sys/resource.h>
+
 #include <fstream>
 #include <iostream>
 
@@ -47,7 +49,17 @@ std::vector<tcp::endpoint> bind_candidates(asio::io_context& io, const std::stri
 }  // namespace
 
 TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
-    : options_(std::move(options)), acceptor_(io_), accept_retry_(io_), state_(std::make_unique<StoreState>()) {
+    : options_(std::move(options)),
+      acceptor_(io_),
+      accept_retry_(io_),
+      state_(std::make_unique<StoreState>()),
+      report_timer_(io_) {
+  max_connections_ = options_.max_connections;
+  if (max_connections_ == 0) {
+    rlimit lim{};
+    const rlim_t soft = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 1024;
+    max_connections_ = soft == RLIM_INFINITY || soft > (1u << 20) ? (1u << 20) : soft > 128 ? soft - 64 : 64;
+  }
   if (!options_.log) {
     options_.log = [](std::string_view line) { log::info("{}", line); };
   }
@@ -109,6 +121,7 @@ void TcpStoreServer::stop() {
     boost::system::error_code ignored;  // closing a listening socket only fails if it is closed
     acceptor_.close(ignored);
     accept_retry_.cancel();
+    report_timer_.cancel();
     for (auto& [id, conn] : connections_) conn->close();
     connections_.clear();
     io_.stop();
@@ -139,6 +152,13 @@ void TcpStoreServer::accept_next() {
     } else {
       if (accept_starved_) log("accepting connections again");
       accept_starved_ = false;
+      if (connections_.size() >= max_connections_) {
+        const std::string who = format_endpoint(accepted_peer_.address().to_string(), accepted_peer_.port());
+        boost::system::error_code ignored;  // refusing: nothing to report about a close
+        socket.close(ignored);
+        count_closed(who, "refused: " + std::to_string(connections_.size()) + " connections open (the cap)");
+        return accept_next();
+      }
       const ClientId id = next_id_++;
       auto conn = std::make_shared<ServerConnection>(*this, id, std::move(socket), accepted_peer_);
       connections_.emplace(id, conn);
@@ -152,7 +172,7 @@ void TcpStoreServer::accept_next() {
 void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_closed) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
-  if (!reason.empty()) log("closed connection from " + it->second->peer() + ": " + std::string(reason));
+  if (!reason.empty()) count_closed(it->second->peer(), reason);
   // num_waiting() walks every connection: counted only when the line is wanted.
   const bool debug = log::enabled(log::Level::Debug);
   const std::size_t before = debug ? state_->num_waiting() : 0;
@@ -179,6 +199,20 @@ void TcpStoreServer::deliver(std::vector<Outgoing>& outgoing) {
 
 void TcpStoreServer::log(const std::string& line) const {
   options_.log(line);
+}
+
+void TcpStoreServer::count_closed(const std::string& peer, std::string_view reason) {
+  if (options_.report_interval.count() == 0) return log("closed connection from " + peer + ": " + std::string(reason));
+  log::debug("closed connection from {}: {}", peer, reason);
+  if (closed_count_++ == 0) {
+    closed_example_ = peer + ": " + std::string(reason);
+    report_timer_.expires_after(options_.report_interval);
+    report_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || stopped_) return;
+      log(fmt::format("closed {} connection(s) in the last {:g} s, e.g. {}", std::exchange(closed_count_, 0),
+                      options_.report_interval.count() / 1000.0, closed_example_));
+    });
+  }
 }
 
 void TcpStoreServer::log_waiters(std::size_t before, std::string_view event, const ServerConnection& conn) const {

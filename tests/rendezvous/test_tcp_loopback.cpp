@@ -25,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -132,6 +133,7 @@ struct Loopback {
   TcpStoreServer server{[this] {
     auto o = server_options();
     o.log = log.sink();
+    o.report_interval = std::chrono::milliseconds(0);  // a line per closed connection
     return o;
   }()};
   Loopback() { server.start(); }
@@ -989,4 +991,90 @@ TEST_CASE("a client disconnecting while waiting does not disturb the others", "[
   check_usable(*c, "after disconnects");
   auto fresh = connect(lb.port());
   check_usable(*fresh, "fresh after disconnects");
+}
+
+namespace {
+
+// The resident set of this process (the server runs in it), from /proc/self/status.
+std::size_t rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// A server with small limits and its log (a summary line per 200 ms).
+struct LimitedLoopback {
+  LogCapture log;
+  TcpStoreServer server{[this] {
+    auto o = server_options();
+    o.log = log.sink();
+    o.handshake_timeout = 300ms;
+    o.max_unsent_bytes = std::size_t{4} << 20;
+    o.max_connections = 8;
+    o.report_interval = 200ms;
+    return o;
+  }()};
+  LimitedLoopback() { server.start(); }
+  std::uint16_t port() const { return server.port(); }
+};
+
+}  // namespace
+
+TEST_CASE("a connection that never completes a request is closed at the handshake deadline", "[loopback][limits]") {
+  LimitedLoopback lb;
+  RawConnection idle(lb.port());
+  auto client = connect(lb.port());  // a real client is served meanwhile
+  check_usable(*client, "beside-idle");
+  const auto start = Clock::now();
+  CHECK_THROWS_WITH(idle.read_exact(1, kLong), Catch::Matchers::Contains("connection closed"));
+  CHECK(since(start) < 5s);
+  CHECK(lb.log.wait_for_line({"closed 1 connection(s)", "handshake deadline"}, kLong));
+  check_usable(*client, "after-idle");  // past the deadline: a handshaken client is not affected
+}
+
+TEST_CASE("a client that never reads its replies cannot grow the server", "[loopback][limits]") {
+  LimitedLoopback lb;
+  auto writer = connect(lb.port());
+  const std::string big(std::size_t{8} << 20, 'v');
+  writer->set("big", big);
+  REQUIRE(writer->get("big", kLong).size() == big.size());  // SET has no reply: be sure it landed
+  RawConnection greedy(lb.port());
+  REQUIRE(greedy.send_bytes(std::string("\x00\xce\xf7\x85\x3c", 5)));  // VALIDATE
+  // 400 GETs of the 8 MiB value (3.2 GB of replies), never read.
+  std::string get;
+  get += '\x03';  // GET
+  const std::string key = "/big";
+  const std::uint64_t len = key.size();
+  get.append(reinterpret_cast<const char*>(&len), sizeof len);
+  get += key;
+  const std::size_t before = rss_bytes();
+  std::string gets;
+  for (int i = 0; i < 400; ++i) gets += get;
+  REQUIRE(greedy.send_bytes(gets));
+  // A real client is served while the greedy one's replies are stuck, and the server stays small.
+  const auto start = Clock::now();
+  check_usable(*writer, "beside-greedy");
+  CHECK(since(start) < 2s);
+  CHECK(rss_bytes() < before + (std::size_t{200} << 20));
+  // The greedy connection is paused, not dropped: its first reply (8-byte length, then the
+  // value) is there to read.
+  const std::string header = greedy.read_exact(8, kLong);
+  std::uint64_t value_len = 0;
+  std::memcpy(&value_len, header.data(), sizeof value_len);
+  CHECK(value_len == big.size());
+}
+
+TEST_CASE("beyond the connection cap new connections are refused and counted, not logged one by one",
+          "[loopback][limits]") {
+  LimitedLoopback lb;
+  std::vector<std::unique_ptr<TcpStoreClient>> clients;
+  for (int i = 0; i < 8; ++i) clients.push_back(connect(lb.port()));
+  std::vector<std::unique_ptr<RawConnection>> extra;
+  for (int i = 0; i < 20; ++i) extra.push_back(std::make_unique<RawConnection>(lb.port()));
+  for (auto& e : extra) CHECK_THROWS(e->read_exact(1, kLong));  // closed at accept
+  CHECK(lb.log.wait_for_line({"closed 20 connection(s)", "refused"}, kLong));
+  CHECK(lb.log.all().find("closed 1 connection(s)") == std::string::npos);
+  check_usable(*clients.front(), "under-cap");
 }

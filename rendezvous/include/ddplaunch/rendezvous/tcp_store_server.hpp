@@ -2,6 +2,7 @@
 // guard the key-value state. Speaks PyTorch's c10d TCPStore protocol (protocol.hpp).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,6 +31,22 @@ struct TcpStoreServerOptions {
   std::string host;
   std::uint16_t port = 0;  // 0 picks a free port; port() tells which
   int backlog = 0;         // 0: the host's net.core.somaxconn
+  // Limits that keep a stranger (or a broken client) from exhausting the server while real
+  // clients are served:
+  //  - a connection that sends no complete request within `handshake_timeout` is closed (idle
+  //    floods, half-open handshakes);
+  //  - a connection whose replies the client does not read stops being read once more than
+  //    `max_unsent_bytes` of replies wait for it, until they drain (a client that GETs a large
+  //    value in a loop and never reads grows nothing beyond this);
+  //  - beyond `max_connections` open connections, new ones are closed at accept (0: the soft
+  //    descriptor limit minus 64, kept for the process's own files).
+  // Closed and refused connections are logged as one summary line per `report_interval` (the
+  // count and an example), never a line per connection; each is at debug level too. A zero
+  // interval logs each one (tests that check the reason of every close).
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
+  std::size_t max_unsent_bytes = std::size_t{64} << 20;
+  std::size_t max_connections = 0;
+  std::chrono::milliseconds report_interval{std::chrono::seconds(10)};
   // Where connection-level events go (one line each, without a newline), e.g. why a connection
   // was closed. Default: stderr with a "ddplaunch-store: " prefix. Called on the loop thread.
   std::function<void(std::string_view)> log;
@@ -72,6 +89,8 @@ class TcpStoreServer {
   void handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out);
   void deliver(std::vector<Outgoing>& outgoing);
   void log(const std::string& line) const;
+  // Counts a closed or refused connection for the next summary line (see report_interval).
+  void count_closed(const std::string& peer, std::string_view reason);
   // Debug level only: when the number of parked connections differs from `before`, logs
   // "<event> from <peer>: waiters: N (parked on K key(s))". So there is one line each time a
   // WAIT or BARRIER parks and each time waiters are woken or dropped, and a test (or a user) can
@@ -92,6 +111,10 @@ class TcpStoreServer {
   std::unique_ptr<StoreState> state_;
   ClientId next_id_ = 1;
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
+  std::size_t max_connections_ = 0;        // options_.max_connections, resolved
+  boost::asio::steady_timer report_timer_;  // armed while closed_count_ > 0
+  std::size_t closed_count_ = 0;            // since the last summary line
+  std::string closed_example_;              // "peer: reason" of the first of them
   std::thread thread_;
   bool stopped_ = false;
 };
