@@ -147,7 +147,11 @@ class ReaperLoop {
 void detach_from_terminal() {
   ::setpgid(0, 0);
   ::prctl(PR_SET_NAME, "ddplaunch-reap");
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) ::signal(sig, SIG_IGN);
+  // Every signal a user or a batch system may send to all of the job's processes (pkill -USR1
+  // ddplaunch, scancel --signal, Slurm's --signal warning) is ignored: only the launcher's death
+  // or its last message ends the reaper.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM})
+    ::signal(sig, SIG_IGN);
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

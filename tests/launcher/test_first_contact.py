@@ -74,6 +74,22 @@ def test_local_rank_argument(ddplaunch, tmp_path, flag, expected):
     assert "[1]:ok 1" in r.stdout and "[0]:ok 0" in r.stdout
 
 
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
 def test_usr1_reaches_the_workers_and_the_job_goes_on(ddplaunch, tmp_path):
     prog = script(tmp_path, "w.sh", """\
         #!/bin/bash
@@ -90,11 +106,18 @@ def test_usr1_reaches_the_workers_and_the_job_goes_on(ddplaunch, tmp_path):
         assert line, "ddplaunch ended before its workers were ready"
         if "ready" in line:
             ready.add(line.split()[-1])
+    # As `pkill -USR1 -f ddplaunch` or a batch system's signal to every process of the job would:
+    # the launcher and its reaper (a fork of it, named ddplaunch-reap) both get it.
+    reapers = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _comm(pid) == "ddplaunch-reap"
+               and _ppid(pid) == p.pid]
+    for pid in reapers:
+        os.kill(pid, signal.SIGUSR1)
     p.send_signal(signal.SIGUSR1)
     out, err = p.communicate(timeout=TIMEOUT)
     assert p.returncode == 0, err
     assert "usr1 0" in out and "usr1 1" in out
     assert "received SIGUSR1, forwarding it to the workers" in err
+    assert "reaper process" not in err, err
 
 
 @pytest.mark.parametrize("program", ["dir", "dir.py"])
