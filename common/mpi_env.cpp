@@ -15,7 +15,8 @@ namespace {
 
 int number(const EnvLookup& env, const char* name, int min) {
   const auto v = env(name);
-  if (!v) throw UsageError(fmt::format("started by MPI but {} is not set; start ddplaunch with mpirun or mpiexec", name));
+  if (!v)
+    throw UsageError(fmt::format("started by MPI but {} is not set; start ddplaunch with mpirun or mpiexec", name));
   int n = 0;
   const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
   if (ec != std::errc() || end != v->data() + v->size() || n < min)
@@ -71,9 +72,10 @@ std::optional<MpiProcess> mpi_process(const EnvLookup& env) {
     return std::nullopt;
   }
   if (p.rank >= p.size || p.local_rank >= p.local_size || p.local_size > p.size)
-    throw UsageError(fmt::format("{} gave rank {} of {}, local rank {} of {}, which contradict each other; "
-                                 "start the job with mpirun or mpiexec",
-                                 p.flavour, p.rank, p.size, p.local_rank, p.local_size));
+    throw UsageError(
+        fmt::format("{} gave rank {} of {}, local rank {} of {}, which contradict each other; "
+                    "start the job with mpirun or mpiexec",
+                    p.flavour, p.rank, p.size, p.local_rank, p.local_size));
   if (auto addr = env(worker_env::kMasterAddr); addr && !addr->empty()) {
     p.master_addr = *addr;
   } else if (auto uri = env("OMPI_MCA_orte_hnp_uri")) {

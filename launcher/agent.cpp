@@ -197,8 +197,9 @@ void Agent::on_outcome(const std::string& value) {
                       false, false);
   }
   // Another node's words: shown as its report, never as raw bytes on this terminal.
-  const std::string where =
-      outcome.origin_node < 0 ? "" : fmt::format(" reported by node {}{}", outcome.origin_node, host_of(outcome.origin_node));
+  const std::string where = outcome.origin_node < 0 ? ""
+                                                    : fmt::format(" reported by node {}{}", outcome.origin_node,
+                                                                  host_of(outcome.origin_node));
   outcome.summary = fmt::format("ddplaunch: stopping: a failure{}:\n{}", where, printable(outcome.summary));
   stop_round(std::move(outcome), true, false);
 }

@@ -111,8 +111,9 @@ class Agent {
   int nnodes_ = 1;
   std::vector<std::string> hosts_;
   LogFileTally log_tally_;
-  StoreConnector connect_running_;  // the monitor's connections (see connect_job)  // lines that missed their log files (reported at the end)  // host name of each node of the round, by group rank
-  RoundStatus status_;  // the round's state, its root cause and a stopping signal received
+  StoreConnector connect_running_;  // the monitor's connections (see connect_job)  // lines that missed their log files
+                                    // (reported at the end)  // host name of each node of the round, by group rank
+  RoundStatus status_;              // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;

@@ -42,7 +42,7 @@ struct CommandLineValues {
   std::string shutdown_timeout = "30";
   std::string rdzv_timeout = "900";
   std::string heartbeat_timeout = "10";
-  bool use_env = true;  // --use_env=false asks for --local_rank=i in the workers' arguments
+  bool use_env = true;         // --use_env=false asks for --local_rank=i in the workers' arguments
   std::string local_rank_arg;  // --local_rank_arg[=underscore|dash]; "" when not given
 };
 

@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "common/signals.hpp"
 #include "common/hostlist.hpp"
 #include "common/mpi_env.hpp"
+#include "common/signals.hpp"
 #include "launcher/flag_parsers.hpp"
 #include "launcher/mpi.hpp"
 #include "launcher/rdzv_conf.hpp"
@@ -68,8 +68,7 @@ std::vector<int> parse_signals(const std::optional<std::string>& flag, const Env
   if (flag && flag->empty()) {
     throw UsageError("--signals_to_handle is empty; list signals such as SIGTERM,SIGINT,SIGUSR1");
   }
-  const std::string names =
-      flag ? *flag : env("TORCHELASTIC_SIGNALS_TO_HANDLE").value_or(kDefaultSignalsToHandle);
+  const std::string names = flag ? *flag : env("TORCHELASTIC_SIGNALS_TO_HANDLE").value_or(kDefaultSignalsToHandle);
   std::vector<int> signals;
   for (const std::string& name : split_list(names)) signals.push_back(parse_signal(name));
   return signals;
@@ -98,7 +97,8 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);
   if (!v.use_env) c.local_rank_arg = LaunchConfig::LocalRankArg::Underscore;
   if (!v.local_rank_arg.empty()) {
-    c.local_rank_arg = v.local_rank_arg == "dash" ? LaunchConfig::LocalRankArg::Dash : LaunchConfig::LocalRankArg::Underscore;
+    c.local_rank_arg =
+        v.local_rank_arg == "dash" ? LaunchConfig::LocalRankArg::Dash : LaunchConfig::LocalRankArg::Underscore;
   }
   if (c.standalone) {
     // A single node is for validate() to insist on: here only what standalone chooses itself.

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <cstdlib>
 
 #include "common/host_name.hpp"
 #include "common/log.hpp"
@@ -54,8 +54,8 @@ std::string log_root_for(const LaunchConfig& c) {
   std::string tmpl = base + "/" + c.run_id + "_XXXXXX";
   if (ec || ::mkdtemp(tmpl.data()) == nullptr) {
     const int err = ec ? ec.value() : errno;
-    throw UsageError(fmt::format("cannot create a log directory under {}: {}; pass a writable --log_dir", base,
-                                 std::strerror(err)));
+    throw UsageError(
+        fmt::format("cannot create a log directory under {}: {}; pass a writable --log_dir", base, std::strerror(err)));
   }
   log::info("logs: {}", tmpl);
   return tmpl;

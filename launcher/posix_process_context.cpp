@@ -35,7 +35,8 @@ class PosixProcessContext final : public ProcessContext {
     on_exit_ = std::move(on_exit);
     try {
       for (const auto& spec : specs) {
-        workers_.push_back(std::make_unique<WorkerProcess>(io_, spec, OutputOptions{policy_.console, policy_.log_tally}, processes_));
+        workers_.push_back(
+            std::make_unique<WorkerProcess>(io_, spec, OutputOptions{policy_.console, policy_.log_tally}, processes_));
         WorkerProcess* w = workers_.back().get();
         if (lifetime_) lifetime_->worker_started(w->pid(), processes_);
         w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });

@@ -11,8 +11,8 @@
 #include <boost/asio/io_context.hpp>
 
 #include "launcher/console_writer.hpp"
-#include "launcher/log_file.hpp"
 #include "launcher/job_lifetime.hpp"
+#include "launcher/log_file.hpp"
 #include "launcher/worker_spec.hpp"
 
 namespace ddp::launcher {

@@ -150,7 +150,8 @@ void detach_from_terminal() {
   // Every signal a user or a batch system may send to all of the job's processes (pkill -USR1
   // ddplaunch, scancel --signal, Slurm's --signal warning) is ignored: only the launcher's death
   // or its last message ends the reaper.
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM})
+  for (const int sig :
+       {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM})
     ::signal(sig, SIG_IGN);
   sigset_t none;
   ::sigemptyset(&none);

@@ -25,9 +25,9 @@ namespace ddp::launcher {
 
 // Where the routed lines go (the routing itself is the spec's: WorkerSpec::output).
 struct OutputOptions {
-  ConsoleWriter* console = nullptr;  // where console lines go (required)
-  LogFileTally* log_tally = nullptr; // counts lines that missed their log files (required with files)
-  std::size_t tail_lines = 20;       // stderr lines kept for the failure summary
+  ConsoleWriter* console = nullptr;   // where console lines go (required)
+  LogFileTally* log_tally = nullptr;  // counts lines that missed their log files (required with files)
+  std::size_t tail_lines = 20;        // stderr lines kept for the failure summary
 };
 
 class WorkerProcess {
@@ -55,7 +55,7 @@ class WorkerProcess {
   struct Stream {
     std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;  // our (read) end
     std::string partial;                                          // a line not yet ended by '\n'
-    std::unique_ptr<LogFile> file;  // --redirects/--tee; null when the stream has none
+    std::unique_ptr<LogFile> file;                                // --redirects/--tee; null when the stream has none
     bool console = true;
     bool is_err = false;
   };

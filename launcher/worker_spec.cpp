@@ -137,7 +137,8 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
       if (c.module) w.argv.push_back("-m");
     }
     w.argv.push_back(c.program);
-    if (c.local_rank_arg == LaunchConfig::LocalRankArg::Underscore) w.argv.push_back("--local_rank=" + std::to_string(lr));
+    if (c.local_rank_arg == LaunchConfig::LocalRankArg::Underscore)
+      w.argv.push_back("--local_rank=" + std::to_string(lr));
     if (c.local_rank_arg == LaunchConfig::LocalRankArg::Dash) w.argv.push_back("--local-rank=" + std::to_string(lr));
     for (const auto& a : c.program_args) w.argv.push_back(substitute_local_rank(a, lr));
 
@@ -156,8 +157,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     we.max_restarts = c.max_restarts;
     we.run_id = c.run_id;
     if (!in.log_root.empty()) {
-      w.log_dir =
-          in.log_root + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
+      w.log_dir = in.log_root + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
       we.error_file = w.log_dir + "/error.json";
     }
     w.env = in.base_env;

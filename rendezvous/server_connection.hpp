@@ -75,9 +75,9 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   bool writing_ = false;   // an async write is in flight
   bool batching_ = false;  // handling this connection's requests: collect its replies
   bool closed_ = false;
-  bool handshaken_ = false;  // a complete request arrived: the handshake deadline is off
-  bool paused_ = false;       // input waits in backlog_ until the unsent replies drain
-  std::string backlog_;       // input not parsed yet because of the cap
+  bool handshaken_ = false;                    // a complete request arrived: the handshake deadline is off
+  bool paused_ = false;                        // input waits in backlog_ until the unsent replies drain
+  std::string backlog_;                        // input not parsed yet because of the cap
   boost::asio::steady_timer handshake_timer_;  // cancelled by the first complete request
 };
 

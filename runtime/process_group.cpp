@@ -8,8 +8,8 @@
 #include <torch/cuda.h>
 
 #include "ddplaunch/cpu_communicator.hpp"
-#include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "runtime/local_address.hpp"

@@ -421,12 +421,9 @@ TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
 }
 
 TEST_CASE("MPI variables fill in nodes and rank and address and port and run id", "[cli][mpi]") {
-  const FakeEnv mpi{{"OMPI_COMM_WORLD_RANK", "1"},
-                    {"OMPI_COMM_WORLD_SIZE", "2"},
-                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
-                    {"OMPI_MCA_ess_base_jobid", "777"},
-                    {"OMPI_MCA_orte_hnp_uri", "776.0;tcp://10.0.0.9:4000"}};
+  const FakeEnv mpi{{"OMPI_COMM_WORLD_RANK", "1"},       {"OMPI_COMM_WORLD_SIZE", "2"},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                    {"OMPI_MCA_ess_base_jobid", "777"},  {"OMPI_MCA_orte_hnp_uri", "776.0;tcp://10.0.0.9:4000"}};
   SECTION("defaults from mpirun") {
     const auto c = parse({"--nproc_per_node=4", "prog"}, mpi);
     CHECK(c.min_nodes == 2);
@@ -448,7 +445,8 @@ TEST_CASE("MPI variables fill in nodes and rank and address and port and run id"
   }
   SECTION("Slurm wins when both are present (srun --mpi=pmix)") {
     FakeEnv env = mpi;
-    env.insert({{"SLURM_JOB_ID", "1234"}, {"SLURM_NNODES", "3"}, {"SLURM_NODEID", "2"}, {"SLURM_JOB_NODELIST", "n[1-3]"}});
+    env.insert(
+        {{"SLURM_JOB_ID", "1234"}, {"SLURM_NNODES", "3"}, {"SLURM_NODEID", "2"}, {"SLURM_JOB_NODELIST", "n[1-3]"}});
     CHECK(parse({"prog"}, env).max_nodes == 3);
   }
   SECTION("a malformed variable is a usage error naming it") {

@@ -103,6 +103,6 @@ TEST_CASE("outcome: another node's summary is printed with control bytes escaped
   using ddp::launcher::printable;
   CHECK(printable("Traceback:\n\tValueError: x") == "Traceback:\n\tValueError: x");
   CHECK(printable("\x1b[2Jgotcha\r\x7f") == "\\x1b[2Jgotcha\\x0d\\x7f");
-  CHECK(printable("a\\x1b") == "a\\x5cx1b");  // a literal backslash cannot fake an escape
+  CHECK(printable("a\\x1b") == "a\\x5cx1b");                       // a literal backslash cannot fake an escape
   CHECK(printable("d\xc3\xa9j\xc3\xa0") == "d\xc3\xa9j\xc3\xa0");  // UTF-8 text is kept
 }

@@ -219,8 +219,7 @@ TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log root", "[worker_spec]") {
   }
   SECTION("the resolved log root is the only one: config.log_dir is not consulted again") {
     c.log_dir = "/tmp/logs";
-    CHECK(build(c, {}, 0, "/var/run/x")[1].env.at("TORCHELASTIC_ERROR_FILE") ==
-          "/var/run/x/attempt_0/1/error.json");
+    CHECK(build(c, {}, 0, "/var/run/x")[1].env.at("TORCHELASTIC_ERROR_FILE") == "/var/run/x/attempt_0/1/error.json");
     CHECK(build(c, {})[1].log_dir.empty());
   }
 }

@@ -111,7 +111,7 @@ class TcpStoreServer {
   std::unique_ptr<StoreState> state_;
   ClientId next_id_ = 1;
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
-  std::size_t max_connections_ = 0;        // options_.max_connections, resolved
+  std::size_t max_connections_ = 0;         // options_.max_connections, resolved
   boost::asio::steady_timer report_timer_;  // armed while closed_count_ > 0
   std::size_t closed_count_ = 0;            // since the last summary line
   std::string closed_example_;              // "peer: reason" of the first of them
