@@ -15,7 +15,16 @@ epochs=${2:-3}
 # its full output kept in build/demo-build.log and shown when it fails.
 bash scripts/setup.sh
 echo "demo: configuring build/ (cmake)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$PWD/.venv/bin/python" >/dev/null
+# CMake's output (LibTorch's warnings included) is shown only when the configure step fails.
+configure_log=$(mktemp)
+if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$PWD/.venv/bin/python" \
+  >"$configure_log" 2>&1; then
+  echo "demo: configuring failed:" >&2
+  tail -n 30 "$configure_log" >&2
+  rm -f "$configure_log"
+  exit 1
+fi
+rm -f "$configure_log"
 echo "demo: building ddplaunch and the example trainer (a few minutes the first time)"
 if ! cmake --build build --target ddplaunch train | bash scripts/build_progress.sh build/demo-build.log; then
   echo "demo: the build failed; the last lines of build/demo-build.log:" >&2
