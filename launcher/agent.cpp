@@ -13,7 +13,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
-#include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "launcher/job_store.hpp"
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_round.hpp"
 #include "launcher/node_setup.hpp"
@@ -23,7 +23,6 @@
 namespace ddp::launcher {
 
 namespace asio = boost::asio;
-using rendezvous::PrefixStore;
 using rendezvous::Store;
 
 Agent::Agent(const LaunchConfig& c, AgentDeps deps) : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_) {
@@ -37,7 +36,7 @@ Agent::~Agent() {
 }
 
 std::shared_ptr<Store> Agent::connect_job() {
-  return std::make_shared<PrefixStore>("ddplaunch/" + c_.run_id, connect_running_());
+  return job_stores(connect_running_(), c_.run_id, c_.rdzv_secret).job;
 }
 
 void Agent::post_for_round(int round, std::function<void()> event) {
@@ -99,6 +98,11 @@ void Agent::on_joined(const JoinedRound& joined) {
   hosts_.clear();
   for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
   if (group_rank_ == 0) log::info("{}", joined.ranks.describe());
+  if (server_ && round_ == 0 && c_.min_nodes == c_.max_nodes && nnodes_ > 1) {
+    // The round formed: only its nodes (and this host) may open new connections from now on.
+    server_->allow_only(joined.ranks.ip_addresses());
+    log::info("store: new connections only from loopback and {}", fmt::join(joined.ranks.ip_addresses(), ", "));
+  }
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
   WorkerSpecInputs in{c_,        joined.ranks,          group_rank_,  restart_count_, c_.master_addr,
                       eff_.port, current_environment(), eff_.log_root};
@@ -230,7 +234,7 @@ void Agent::check_round_end() {
   status_.succeed();
   try {
     const Outcome success = Outcome::success(group_rank_);
-    if (joiner_->job()->add(key("succeeded"), 1) == nnodes_ && publish(success) == success.encode())
+    if (count_in(*joiner_->job(), key(""), group_rank_, nnodes_) && publish(success) == success.encode())
       return finish(kExitOk);
   } catch (const Error& e) {
     on_lost("the store became unreachable: " + std::string(e.what()), true);

@@ -11,8 +11,8 @@
 //   3. the first local failure compare-sets "r<r>/outcome" to a failure Outcome (outcome.hpp:
 //      code, summary, origin node) and stops the local workers (SIGTERM, --shutdown_timeout,
 //      SIGKILL); every other node sees the outcome and stops its workers too;
-//   4. a node whose workers all exited 0 increments "r<r>/succeeded"; the last one sets a
-//      success Outcome. A node exits 0 only on a success while its own workers all exited 0; a
+//   4. a node whose workers all exited 0 sets "r<r>/done/<g>"; one that then sees every node's
+//      record sets a success Outcome (job_round.hpp, count_in). A node exits 0 only on a success while its own workers all exited 0; a
 //      malformed outcome, or a success while its workers run, stops it with exit 1;
 //   5. after a failure, with restarts left, every node goes to round r+1; otherwise it exits.
 // Where a round stands on this node (joining, running, succeeded, stopping, over) and why it

@@ -10,6 +10,7 @@
 #include "common/mpi_env.hpp"
 #include "common/signals.hpp"
 #include "launcher/flag_parsers.hpp"
+#include "launcher/job_secret.hpp"
 #include "launcher/mpi.hpp"
 #include "launcher/rdzv_conf.hpp"
 #include "launcher/slurm.hpp"
@@ -95,6 +96,7 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   apply_output(v, c);
   c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);
+  c.rdzv_secret = load_job_secret(c.rdzv_conf, env);
   if (!v.use_env) c.local_rank_arg = LaunchConfig::LocalRankArg::Underscore;
   if (!v.local_rank_arg.empty()) {
     c.local_rank_arg =

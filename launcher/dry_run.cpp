@@ -14,7 +14,7 @@ int print_dry_run(const LaunchConfig& c) {
   std::vector<NodeInfo> nodes;
   for (int n = 0; n < c.max_nodes; ++n) {
     const std::string name = n == c.node_rank ? host : "?";
-    nodes.push_back({n, c.nproc_per_node, name, name, 0});
+    nodes.push_back({n, c.nproc_per_node, name, name, 0, ""});
   }
   const RankMap ranks(nodes);
   std::cout << ranks.describe();

@@ -13,6 +13,19 @@ namespace ddp::launcher {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// A node's last heartbeat: "" before its first one, or while the key holds only a value that a
+// SignedStore rejects (which then counts as no beat).
+std::string read_beat(rendezvous::Store& store, const std::string& key, std::chrono::milliseconds wait) {
+  if (!store.check({key})) return "";
+  try {
+    return store.get(key, wait);
+  } catch (const rendezvous::TimeoutError&) {
+    return "";
+  }
+}
+}  // namespace
+
 struct JobMonitor::Shared {
   std::mutex mutex;
   std::condition_variable cv;
@@ -52,16 +65,18 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
   });
   if (o.nnodes <= 1) return;
   heartbeat_ = std::thread([shared, connect, o, on_lost] {
-    std::map<int, std::pair<std::int64_t, Clock::time_point>> seen;
+    std::map<int, std::pair<std::string, Clock::time_point>> seen;
     try {
       auto store = connect();
-      // Heartbeats are inherently periodic: there is no event for "a peer went silent".
+      // Heartbeats are inherently periodic: there is no event for "a peer went silent". Each is a
+      // value (a sequence number), not a counter, so that a SignedStore can sign it.
+      std::int64_t sequence = 0;
       do {
-        store->add(o.heartbeat_prefix + std::to_string(o.node), 1);
+        store->set(o.heartbeat_prefix + std::to_string(o.node), std::to_string(++sequence));
         const auto now = Clock::now();
         for (int n = 0; n < o.nnodes; ++n) {
           if (n == o.node) continue;
-          const std::int64_t beat = store->add(o.heartbeat_prefix + std::to_string(n), 0);
+          const std::string beat = read_beat(*store, o.heartbeat_prefix + std::to_string(n), o.interval);
           auto& s = seen[n];
           if (s.second == Clock::time_point{} || beat != s.first) {
             s = {beat, now};

@@ -2,8 +2,9 @@
 //   - the outcome watcher parks a WAIT on the round's "outcome" key (an encoded Outcome, see
 //     outcome.hpp: set by the first failure anywhere, or by the last node to succeed) and reports
 //     its raw value once, undecoded;
-//   - the heartbeat thread bumps this node's counter every interval and reports a node whose
-//     counter stood still for longer than the timeout (or the store itself failing).
+//   - the heartbeat thread sets this node's heartbeat (a sequence number) every interval and
+//     reports a node whose heartbeat stood still for longer than the timeout (or the store itself
+//     failing).
 // Callbacks run on the monitor's threads; the agent posts them to its loop.
 #pragma once
 

@@ -5,6 +5,7 @@
 
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::launcher {
 
@@ -12,7 +13,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
                            const EffectiveConfig& eff, int round, const std::atomic<bool>* cancelled,
                            const std::function<void(const std::string&)>& status) {
   const NodeInfo self{c.node_rank, c.nproc_per_node, c.local_addr.empty() ? eff.host : c.local_addr, eff.host,
-                      static_cast<int>(::getpid())};
+                      static_cast<int>(::getpid()), root.local_address()};
   RendezvousOptions o;
   o.nnodes = c.max_nodes;
   o.round = round;
@@ -40,11 +41,26 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   }
 }
 
+bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes) {
+  if (nnodes == 1) return true;
+  job.set(round_prefix + "done/" + std::to_string(node), "1");
+  for (int n = 0; n < nnodes; ++n) {
+    const std::string key = round_prefix + "done/" + std::to_string(n);
+    if (!job.check({key})) return false;
+    try {
+      if (job.get(key, std::chrono::seconds(1)) != "1") return false;
+    } catch (const rendezvous::TimeoutError&) {
+      return false;  // only a value a SignedStore rejects: that node has not finished
+    }
+  }
+  return true;
+}
+
 void leave_job(rendezvous::Store& job, const std::string& round_prefix, int nnodes, bool is_host,
                std::chrono::milliseconds wait) {
   try {
     if (job.add(round_prefix + "left", 1) == nnodes) job.set(round_prefix + "all_left", "1");
-    if (is_host) job.wait({round_prefix + "all_left"}, wait);
+    if (is_host) job.get(round_prefix + "all_left", wait);  // a get: a SignedStore checks the value
   } catch (const Error& e) {
     log::warning("exit barrier: {}", e.what());
   }

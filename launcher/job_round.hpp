@@ -26,6 +26,13 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
                            const EffectiveConfig& effective, int round, const std::atomic<bool>* cancelled,
                            const std::function<void(const std::string&)>& status);
 
+// Records that every worker of node `node` exited 0 ("<round_prefix>done/<node>") and tells
+// whether every node of the round has such a record, so the caller publishes the success. The
+// store orders the writes, so of nodes that finish together the last one sees every record. A
+// record is a value, read back through the job's view, so with a job secret a stranger cannot
+// forge one (a counter could be bumped by anyone). Throws what the store throws.
+bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes);
+
 // The exit barrier of a successful multi-node job: every node counts itself out under
 // `round_prefix` ("r<round>/"); the store's host (`is_host`) then waits up to `wait` for all
 // `nnodes`, so no node mistakes a finished job for a lost store. Never throws: a node gone after

@@ -39,6 +39,9 @@ struct LaunchConfig {
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   std::map<std::string, std::string> rdzv_conf;
+  // The job secret (job_secret.hpp): from DDPLAUNCH_RDZV_TOKEN or --rdzv_conf token_file; "" = none.
+  // Never printed, never passed to workers.
+  std::string rdzv_secret;
   bool standalone = false;
   int max_restarts = 0;
   std::chrono::milliseconds monitor_interval{100};

@@ -28,12 +28,12 @@ namespace {
 // Checks that this node runs the same job (run id) with the same node count as the others.
 void check_job(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o, const std::string& ready_key,
                const std::string& nnodes_text) {
-  const std::string other_run = root.compare_set("ddplaunch/run_id", "", o.run_id);
+  const std::string other_run = root.compare_set("run_id", "", o.run_id);
   if (other_run != o.run_id) {
     const std::string message = "node " + std::to_string(self.node_rank) + " (" + self.host +
                                 ") has --rdzv_id=" + o.run_id + " but the store at " + o.endpoint + " runs job '" +
                                 other_run + "'; use the same --rdzv_id on every node";
-    root.set("ddplaunch/" + other_run + "/" + ready_key, kErrorPrefix + message);
+    root.set(other_run + "/" + ready_key, kErrorPrefix + message);
     throw UsageError(message);
   }
   const std::string agreed = job.compare_set("config/nnodes", "", nnodes_text);

@@ -7,7 +7,8 @@
 //   3. "r<r>/joined" is incremented; the node that brings it to nnodes sets "r<r>/ready" = "ok".
 //   4. Everyone waits for "r<r>/ready" (printing "waiting for nodes: k/N joined" as nodes join),
 //      then reads every node record and builds the RankMap.
-// A different --rdzv_id on the same store is detected through the root key "ddplaunch/run_id".
+// A different --rdzv_id on the same store is detected through the namespace view's key "run_id"
+// (job_store.hpp: "ddplaunch/run_id" without a job secret).
 #pragma once
 
 #include <atomic>
@@ -30,8 +31,8 @@ struct RendezvousOptions {
   const std::atomic<bool>* cancelled = nullptr;    // checked about once a second
 };
 
-// Blocks until all nodes joined round `options.round` (or throws). `root` is the un-prefixed
-// store (for the run-id check), `job` the job's prefixed view.
+// Blocks until all nodes joined round `options.round` (or throws). `root` is the namespace view
+// (for the run-id check), `job` the job's view under it (job_store.hpp).
 // Throws UsageError for conflicting configuration (both sides), TimeoutError naming the
 // missing node ranks, ConnectionError when the store goes away, and Error("interrupted")
 // when *cancelled becomes true.

@@ -10,6 +10,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
 #include "common/host_name.hpp"
 #include "common/log.hpp"
 #include "common/open_file_limit.hpp"
@@ -35,6 +38,36 @@ void check_resolvable(const std::string& host, const char* flag) {
                      "); use an IP address or a host name this machine resolves (IPv6 in brackets: [::1])");
   }
   ::freeaddrinfo(result);
+}
+
+// Whether `host` (a name) resolves only to loopback addresses on this machine.
+bool resolves_to_loopback_only(const std::string& host) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::resolver resolver(io);
+  boost::system::error_code ec;
+  const auto results = resolver.resolve(host, "", ec);
+  if (ec || results.empty()) return false;
+  return std::all_of(results.begin(), results.end(), [](const auto& r) { return r.endpoint().address().is_loopback(); });
+}
+
+// Where node 0's store listens: --rdzv_conf bind=ADDR ("*": every interface); for one node,
+// --master_addr (loopback by default), since all the workers dial it on this host; for several,
+// the address --master_addr resolves to here, except a host name that resolves only to loopback
+// here (Debian maps its own name to 127.0.1.1), which the other nodes resolve to another
+// address: every interface then, as torchrun.
+std::string store_bind_host(const LaunchConfig& c) {
+  if (const auto it = c.rdzv_conf.find("bind"); it != c.rdzv_conf.end()) return it->second == "*" ? "" : it->second;
+  if (c.max_nodes == 1) return c.master_addr;
+  boost::system::error_code ec;
+  const std::string bare = rendezvous::unbracket_host(c.master_addr);
+  boost::asio::ip::make_address(bare, ec);
+  if (ec && bare != "localhost" && resolves_to_loopback_only(bare)) {
+    log::info("--master_addr={} resolves to loopback on this host; the store listens on every interface (choose one "
+              "with --rdzv_conf bind=ADDR)",
+              c.master_addr);
+    return "";
+  }
+  return c.master_addr;
 }
 
 bool any_streams(const StreamSelection& sel) {
@@ -80,14 +113,15 @@ NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
     s.effective.open_files_limit = raise_open_file_limit();
     rendezvous::TcpStoreServerOptions so;
     so.port = static_cast<std::uint16_t>(c.master_port);
-    // A single node's workers all dial --master_addr on this host: bind only there (loopback by
-    // default), not on every interface. Multi-node stores listen on every interface, as torchrun's.
-    if (c.max_nodes == 1) so.host = c.master_addr;
+    so.host = store_bind_host(c);
     so.log = [](std::string_view line) { log::info("store: {}", line); };
     try {
       s.server = std::make_unique<rendezvous::TcpStoreServer>(so);
     } catch (const rendezvous::BindError& e) {
-      throw UsageError(e.what());
+      if (c.max_nodes == 1 || c.rdzv_conf.count("bind")) throw UsageError(e.what());
+      throw UsageError(std::string(e.what()) +
+                       "; node 0 runs on the host --master_addr names, or choose the address with --rdzv_conf "
+                       "bind=ADDR (bind=* for every interface)");
     }
     s.effective.port = s.server->port();
     s.server->start();

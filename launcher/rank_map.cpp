@@ -2,7 +2,12 @@
 #include "launcher/rank_map.hpp"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
+
+#include <boost/asio/ip/address.hpp>
+
+#include "ddplaunch/rendezvous/endpoint.hpp"
 
 #include "launcher/launch_config.hpp"
 
@@ -10,7 +15,7 @@ namespace ddp::launcher {
 
 std::string NodeInfo::serialize() const {
   return std::to_string(node_rank) + "\n" + std::to_string(nproc) + "\n" + address + "\n" + host + "\n" +
-         std::to_string(pid);
+         std::to_string(pid) + "\n" + store_address;
 }
 
 NodeInfo NodeInfo::parse(const std::string& text) {
@@ -29,6 +34,7 @@ NodeInfo NodeInfo::parse(const std::string& text) {
     }
     return std::stoi(field);
   };
+  std::getline(in, n.store_address);  // the last line, empty for an in-process store
   n.node_rank = number(rank);
   n.nproc = number(nproc);
   n.pid = number(pid);
@@ -60,6 +66,18 @@ std::string RankMap::describe() const {
     out << " (" << n.nproc << " worker" << (n.nproc == 1 ? "" : "s") << ")\n";
   }
   return out.str();
+}
+
+std::vector<std::string> RankMap::ip_addresses() const {
+  std::set<std::string> out;
+  for (const NodeInfo& n : nodes_) {
+    for (const std::string& text : {n.store_address, rendezvous::unbracket_host(n.address)}) {
+      boost::system::error_code ec;
+      const auto a = boost::asio::ip::make_address(text, ec);
+      if (!ec) out.insert(a.to_string());
+    }
+  }
+  return {out.begin(), out.end()};
 }
 
 }  // namespace ddp::launcher

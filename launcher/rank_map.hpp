@@ -17,6 +17,7 @@ struct NodeInfo {
   std::string address;  // what the node advertises (--local_addr or host name)
   std::string host;     // host name, for messages
   int pid = 0;
+  std::string store_address;  // the IP this node's launcher reaches the store from ("" in-process)
 
   std::string serialize() const;
   // Throws UsageError on a malformed record (another program using the same store keys).
@@ -34,6 +35,9 @@ class RankMap {
   const std::vector<NodeInfo>& nodes() const { return nodes_; }
   // One line per node: "node 0 (host, addr): ranks 0-3 (4 workers)".
   std::string describe() const;
+  // The IP addresses the nodes reach the store from, and their advertised addresses where those
+  // are IP literals; sorted, without duplicates (what the store's allowlist admits).
+  std::vector<std::string> ip_addresses() const;
 
  private:
   std::vector<NodeInfo> nodes_;

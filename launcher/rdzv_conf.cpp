@@ -40,6 +40,9 @@ constexpr RdzvConfKey kKeys[] = {
     {"keep_alive_interval", ValueKind::Text, nullptr},
     {"keep_alive_max_attempt", ValueKind::Text, nullptr},
     {"use_libuv", ValueKind::Text, nullptr},
+    // ddplaunch's own: the job secret's file (job_secret.hpp) and the store's bind address.
+    {"token_file", ValueKind::Text, nullptr},
+    {"bind", ValueKind::Text, nullptr},
 };
 
 const RdzvConfKey& find_key(const std::string& name) {
@@ -63,6 +66,12 @@ void apply_rdzv_conf(const std::string& text, LaunchConfig& c) {
       throw UsageError(fmt::format("--rdzv_conf item '{}' is not key=value (e.g. join_timeout=600)", item));
     }
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "token") {
+      // Not echoed: the value is the secret.
+      throw UsageError(
+          "--rdzv_conf token=... would show the job secret to every user of this machine (ps); put it in a file "
+          "(--rdzv_conf token_file=PATH, mode 600) or in DDPLAUNCH_RDZV_TOKEN");
+    }
     const RdzvConfKey& known = find_key(key);
     const auto seconds = parse_seconds(value);
     if (known.kind == ValueKind::Seconds && !seconds) {

@@ -6,7 +6,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/log.hpp"
-#include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "launcher/job_store.hpp"
 
 namespace ddp::launcher {
 
@@ -24,8 +24,9 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
     std::exception_ptr error;
     try {
       if (!root_) {
-        root_ = connect_root_();
-        job_ = std::make_shared<rendezvous::PrefixStore>("ddplaunch/" + config_.run_id, root_);
+        JobStores views = job_stores(connect_root_(), config_.run_id, config_.rdzv_secret);
+        root_ = std::move(views.root);
+        job_ = std::move(views.job);
       }
       joined = join_job_round(*root_, *job_, config_, effective_, round, &cancelled_,
                               [](const std::string& s) { log::info("{}", s); });

@@ -46,7 +46,7 @@ class RoundJoiner {
   StoreConnector connect_root_;
   const LaunchConfig& config_;
   const EffectiveConfig& effective_;
-  std::shared_ptr<rendezvous::Store> root_;
+  std::shared_ptr<rendezvous::Store> root_;  // the namespace view (job_store.hpp)
   std::shared_ptr<rendezvous::Store> job_;
   std::atomic<bool> cancelled_{false};
   std::thread thread_;

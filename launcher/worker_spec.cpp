@@ -10,6 +10,7 @@
 
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/job_secret.hpp"
 
 namespace ddp::launcher {
 
@@ -161,6 +162,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
       we.error_file = w.log_dir + "/error.json";
     }
     w.env = in.base_env;
+    w.env.erase(kSecretEnv);  // the job secret is the launchers' alone (job_secret.hpp)
     worker_env::apply(w.env, we);
     if (c.virtual_local_rank) w.env["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
     w.open_files_limit = in.open_files_limit;

@@ -34,6 +34,8 @@ BlockingSocket::BlockingSocket(const std::string& host, std::uint16_t port, Time
   run_until(deadline, done, "connecting");
   if (result) throw ConnectionError("cannot connect to " + peer_ + ": " + result.message());
   socket_.set_option(tcp::no_delay(true), ec);  // best effort: only latency depends on it
+  const tcp::endpoint self = socket_.local_endpoint(ec);
+  if (!ec) local_ = self.address().to_string();
   std::lock_guard<std::mutex> lock(fd_mutex_);
   fd_ = socket_.native_handle();
 }

@@ -34,6 +34,8 @@ class BlockingSocket {
 
   // "host:port" of the peer, brackets for IPv6.
   std::string peer() const { return peer_; }
+  // This end's IP address (no port, no brackets), as the peer sees it.
+  std::string local_address() const { return local_; }
 
  private:
   // Runs the io_context until the started operation completes or the deadline passes; on the
@@ -43,6 +45,7 @@ class BlockingSocket {
   boost::asio::io_context io_;
   boost::asio::ip::tcp::socket socket_;
   std::string peer_;
+  std::string local_;
   // The descriptor as interrupt() sees it; the mutex keeps close() from releasing the number
   // (which the OS may reuse) while interrupt() is shutting it down.
   std::mutex fd_mutex_;

@@ -60,6 +60,7 @@ void TcpStoreClient::connect_with_retries() {
       auto socket = std::make_unique<BlockingSocket>(options_.host, options_.port, deadline);
       socket_ = std::move(socket);
       handshake(deadline);
+      local_address_ = socket_->local_address();
       interruptible_ = socket_.get();
       return;
     } catch (const ConnectionError& e) {

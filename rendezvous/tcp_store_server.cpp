@@ -152,6 +152,13 @@ void TcpStoreServer::accept_next() {
     } else {
       if (accept_starved_) log("accepting connections again");
       accept_starved_ = false;
+      if (!admitted(accepted_peer_.address())) {
+        const std::string who = format_endpoint(accepted_peer_.address().to_string(), accepted_peer_.port());
+        boost::system::error_code ignored;  // refusing: nothing to report about a close
+        socket.close(ignored);
+        count_closed(who, "refused: not an address of the job's nodes");
+        return accept_next();
+      }
       if (connections_.size() >= max_connections_) {
         const std::string who = format_endpoint(accepted_peer_.address().to_string(), accepted_peer_.port());
         boost::system::error_code ignored;  // refusing: nothing to report about a close
@@ -167,6 +174,31 @@ void TcpStoreServer::accept_next() {
     }
     accept_next();
   });
+}
+
+namespace {
+// IPv4-mapped IPv6 addresses (a dual-stack socket's IPv4 peers) as plain IPv4.
+asio::ip::address plain(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  return a;
+}
+}  // namespace
+
+void TcpStoreServer::allow_only(const std::vector<std::string>& addresses) {
+  std::set<asio::ip::address> allowed;
+  for (const std::string& text : addresses) {
+    boost::system::error_code ec;
+    const auto a = asio::ip::make_address(unbracket_host(text), ec);
+    if (ec) throw Error("allow_only: '" + text + "' is not an IP address");
+    allowed.insert(plain(a));
+  }
+  asio::post(io_, [this, allowed = std::move(allowed)]() mutable { allowed_ = std::move(allowed); });
+}
+
+bool TcpStoreServer::admitted(const asio::ip::address& peer) const {
+  if (!allowed_) return true;
+  const asio::ip::address p = plain(peer);
+  return p.is_loopback() || allowed_->count(p) > 0;
 }
 
 void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_closed) {

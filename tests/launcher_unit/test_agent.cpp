@@ -15,6 +15,7 @@
 
 #include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "launcher/job_store.hpp"
 #include "launcher/node_rendezvous.hpp"
 #include "launcher/outcome.hpp"
 
@@ -316,12 +317,12 @@ TEST_CASE("a node that stops heartbeating is reported lost within the heartbeat 
   Record rec;
   // Node 1 joins the rendezvous and then goes silent (no agent, no heartbeats).
   auto silent = std::async(std::launch::async, [&] {
-    ddp::rendezvous::PrefixStore job("ddplaunch/test", store);
+    const auto views = ddp::launcher::job_stores(store, "test", "");
     RendezvousOptions o;
     o.nnodes = 2;
     o.run_id = "test";
     o.timeout = 10s;
-    join_round(*store, job, NodeInfo{1, 1, "silent", "silent", 1}, o);
+    join_round(*views.root, *views.job, NodeInfo{1, 1, "silent", "silent", 1, ""}, o);
   });
   const auto start = std::chrono::steady_clock::now();
   const int code = run_agent(config(2, 0, 1), fakes(

@@ -8,10 +8,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
@@ -495,3 +498,36 @@ TEST_CASE("Slurm variables fill in nodes and rank and address and port and run i
 }
 
 }  // namespace
+
+TEST_CASE("the job secret comes from DDPLAUNCH_RDZV_TOKEN or a token file, never the command line", "[cli][secret]") {
+  const std::string dir = "/tmp/ddplaunch-test-cli-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/token";
+  {
+    std::ofstream out(file);
+    out << "from-a-file-0123456789\n";
+  }
+  ::chmod(file.c_str(), 0600);
+
+  SECTION("from the environment") {
+    CHECK(parse({"prog"}, {{"DDPLAUNCH_RDZV_TOKEN", "env-secret-0123456789"}}).rdzv_secret == "env-secret-0123456789");
+  }
+  SECTION("from a file, the trailing newline removed") {
+    CHECK(parse({"--rdzv_conf", "token_file=" + file, "prog"}).rdzv_secret == "from-a-file-0123456789");
+  }
+  SECTION("none") { CHECK(parse({"prog"}).rdzv_secret.empty()); }
+  SECTION("on the command line it is refused without echoing it") {
+    const std::string e = usage_error({"--rdzv_conf", "token=hunter2hunter2hunter2", "prog"});
+    CHECK_THAT(e, Catch::Contains("token_file") && Catch::Contains("DDPLAUNCH_RDZV_TOKEN"));
+    CHECK_THAT(e, !Catch::Contains("hunter2"));
+  }
+  SECTION("both ways at once, too short, or an unreadable file") {
+    CHECK_THAT(usage_error({"--rdzv_conf", "token_file=" + file, "prog"}, {{"DDPLAUNCH_RDZV_TOKEN", "x"}}),
+               Catch::Contains("use one of them"));
+    CHECK_THAT(usage_error({"prog"}, {{"DDPLAUNCH_RDZV_TOKEN", "short"}}),
+               Catch::Contains("5 byte(s); use at least 16") && !Catch::Contains("short"));
+    CHECK_THAT(usage_error({"--rdzv_conf", "token_file=" + dir + "/missing", "prog"}),
+               Catch::Contains(dir + "/missing") && Catch::Contains("cannot be read"));
+  }
+  std::filesystem::remove_all(dir);
+}

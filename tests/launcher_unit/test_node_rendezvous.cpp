@@ -22,13 +22,17 @@
 #include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "ddplaunch/rendezvous/store.hpp"
+#include "launcher/job_secret.hpp"
+#include "launcher/job_store.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/rank_map.hpp"
 
 namespace {
 
 namespace rdzv = ddp::rendezvous;
+using ddp::launcher::job_stores;
 using ddp::launcher::join_round;
+using ddp::launcher::JobStores;
 using ddp::launcher::NodeInfo;
 using ddp::launcher::RankMap;
 using ddp::launcher::RendezvousOptions;
@@ -62,12 +66,13 @@ RendezvousOptions options(const std::string& run_id, int nnodes, std::chrono::mi
 // One shared in-memory store; each joining node gets its own prefixed job view.
 struct Cluster {
   std::shared_ptr<rdzv::MemoryStore> root = std::make_shared<rdzv::MemoryStore>();
+  std::string secret;  // the job secret every node of this cluster uses ("" = none)
 
   // Starts join_round on a thread; the future holds the RankMap or the exception.
   std::future<RankMap> join(NodeInfo self, RendezvousOptions o) {
     return std::async(std::launch::async, [this, self, o] {
-      rdzv::PrefixStore job("ddplaunch/" + o.run_id, root);
-      return join_round(*root, job, self, o);
+      const JobStores views = job_stores(root, o.run_id, secret);
+      return join_round(*views.root, *views.job, self, o);
     });
   }
 
@@ -167,7 +172,7 @@ TEST_CASE("nodes with different run ids on one store all fail", "[node_rendezvou
 
 TEST_CASE("a missing node times out naming its node_rank and status lines report progress", "[node_rendezvous]") {
   auto root = std::make_shared<rdzv::MemoryStore>();
-  rdzv::PrefixStore job("ddplaunch/lonely", root);
+  const JobStores views = job_stores(root, "lonely", "");
   std::vector<std::string> lines;
   auto o = options("lonely", 2, 1500ms);
   o.status = [&lines](const std::string& line) { lines.push_back(line); };
@@ -175,7 +180,7 @@ TEST_CASE("a missing node times out naming its node_rank and status lines report
   const auto start = Clock::now();
   std::string message = "<no exception>";
   try {
-    join_round(*root, job, node(0, 1), o);
+    join_round(*views.root, *views.job, node(0, 1), o);
   } catch (const rdzv::TimeoutError& e) {
     message = e.what();
   }
@@ -227,3 +232,33 @@ TEST_CASE("round 1 after round 0 works on the same store", "[node_rendezvous]") 
 }
 
 }  // namespace
+
+TEST_CASE("with a job secret, a stranger's node record is ignored and the real node takes its rank", "[node_rendezvous]") {
+  Cluster c;
+  c.secret = "0123456789abcdef-job-secret";
+  const std::string space = ddp::launcher::store_namespace(c.secret);
+  // A stranger who learnt the key names squats node 1's slot and pre-sets the round verdict.
+  c.root->set(space + "/job/r0/node/1", "1\n1\nevil\nevil\n66\n");
+  auto a = c.join(node(0, 2), options("job", 2, 5s));
+  auto b = c.join(node(1, 3), options("job", 2, 5s));
+  const RankMap ra = a.get();
+  const RankMap rb = b.get();
+  REQUIRE(ra.num_nodes() == 2);
+  CHECK(ra.nodes()[1].host == rb.nodes()[1].host);
+  CHECK(ra.nodes()[1].host != "evil");
+  CHECK(ra.world_size() == 5);
+}
+
+TEST_CASE("with a job secret, the keys live in a namespace derived from it; a node with another secret never meets "
+          "the job",
+          "[node_rendezvous]") {
+  Cluster c;
+  c.secret = "first-secret-0123456789";
+  auto a = c.join(node(0, 1), options("job", 2, 1500ms));
+  c.wait_for_key(ddp::launcher::store_namespace(c.secret) + "/job/r0/node/0");
+  CHECK_FALSE(c.root->check({"ddplaunch/job/r0/node/0"}));  // not where a stranger would look
+
+  const JobStores other = job_stores(c.root, "job", "second-secret-0123456789");
+  CHECK_THROWS_AS(join_round(*other.root, *other.job, node(1, 1), options("job", 2, 1500ms)), rdzv::TimeoutError);
+  CHECK_THROWS_AS(a.get(), rdzv::TimeoutError);
+}

@@ -315,3 +315,11 @@ TEST_CASE("building specs never changes the launcher's own environment", "[worke
 }
 
 }  // namespace
+
+TEST_CASE("workers never see the job secret", "[worker_spec]") {
+  const Environment base{{"PATH", "/usr/bin"}, {"DDPLAUNCH_RDZV_TOKEN", "s3cret-s3cret-s3cret"}};
+  for (const auto& w : build(two_by_two(), base)) {
+    CHECK(w.env.count("DDPLAUNCH_RDZV_TOKEN") == 0);
+    CHECK(w.env.at("PATH") == "/usr/bin");
+  }
+}

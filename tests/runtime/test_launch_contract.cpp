@@ -22,7 +22,7 @@ TEST_CASE("every worker the launcher specifies resolves to its own rank in the r
   c.nproc_per_node = 3;
   c.node_rank = 1;
   c.program = "./train";
-  const launcher::RankMap ranks({{0, 2, "a", "a", 1}, {1, 3, "b", "b", 2}});
+  const launcher::RankMap ranks({{0, 2, "a", "a", 1, ""}, {1, 3, "b", "b", 2, ""}});
   launcher::WorkerSpecInputs in{c, ranks, 1, 0, "10.0.0.1", 29555, {{"PATH", "/bin"}}, ""};
   const auto specs = launcher::build_worker_specs(in);
   REQUIRE(specs.size() == 3);

@@ -22,6 +22,7 @@ class PrefixStore final : public Store {
   bool delete_key(const std::string& key) override;
   std::int64_t num_keys() override;
   void interrupt() override { store_->interrupt(); }
+  std::string local_address() override { return store_->local_address(); }
 
   const std::shared_ptr<Store>& underlying() const { return store_; }
 

@@ -62,6 +62,10 @@ class Store {
   // In-process stores have no connection to break, and their waits end with their timeout or
   // the key: for them this does nothing.
   virtual void interrupt() {}
+
+  // The address this client reaches the store from (a TCP connection's local IP, no port), so
+  // the store's host can tell the nodes' addresses from a stranger's; "" for in-process stores.
+  virtual std::string local_address() { return ""; }
 };
 
 }  // namespace ddp::rendezvous

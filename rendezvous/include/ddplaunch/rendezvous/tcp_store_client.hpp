@@ -83,6 +83,8 @@ class TcpStoreClient final : public Store {
   // Thread-safe and non-blocking: breaks the connection so that a call blocked in another thread
   // (a long wait) throws ConnectionError promptly. The client is unusable afterwards.
   void interrupt() override;
+  // The local IP address of the connection (fixed once connected). Thread-safe.
+  std::string local_address() override { return local_address_; }
 
   const TcpStoreClientOptions& options() const { return options_; }
 
@@ -114,6 +116,7 @@ class TcpStoreClient final : public Store {
   std::atomic<BlockingSocket*> interruptible_{nullptr};
   std::unique_ptr<BlockingSocket> retired_socket_;
   std::string broken_reason_;
+  std::string local_address_;  // set by the constructor, read-only after
 };
 
 }  // namespace ddp::rendezvous

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -76,6 +78,12 @@ class TcpStoreServer {
   // requests see the connection close) and makes run() return. Joins the background thread.
   void stop();
 
+  // From now on, accepts new connections only from loopback and from `addresses` (IP literals;
+  // IPv4-mapped IPv6 peers count as their IPv4 address). Connections already open stay. Refused
+  // peers are counted in the summary line (see report_interval). Throws Error naming a value
+  // that is not an IP address. Thread-safe, non-blocking: takes effect on the loop shortly after.
+  void allow_only(const std::vector<std::string>& addresses);
+
   // The loop's io_context, to attach signal handlers or timers to the same loop.
   boost::asio::io_context& context() { return io_; }
 
@@ -98,6 +106,9 @@ class TcpStoreServer {
   // that got its reply can rely on the line having been written.
   void log_waiters(std::size_t before, std::string_view event, const ServerConnection& conn) const;
 
+  // Whether a new connection from `peer` may stay (see allow_only). Loop thread.
+  bool admitted(const boost::asio::ip::address& peer) const;
+
   TcpStoreServerOptions options_;
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
@@ -111,6 +122,7 @@ class TcpStoreServer {
   std::unique_ptr<StoreState> state_;
   ClientId next_id_ = 1;
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
+  std::optional<std::set<boost::asio::ip::address>> allowed_;  // loop thread; nullopt: everyone
   std::size_t max_connections_ = 0;         // options_.max_connections, resolved
   boost::asio::steady_timer report_timer_;  // armed while closed_count_ > 0
   std::size_t closed_count_ = 0;            // since the last summary line

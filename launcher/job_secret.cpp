@@ -1,0 +1,100 @@
+// See job_secret.hpp.
+#include "launcher/job_secret.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "ddplaunch/common/error.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+std::string read_secret_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw UsageError(fmt::format("--rdzv_conf token_file={} cannot be read ({}); give a readable file holding the "
+                                 "job secret",
+                                 path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string secret = text.str();
+  if (!secret.empty() && secret.back() == '\n') secret.pop_back();
+  if (!secret.empty() && secret.back() == '\r') secret.pop_back();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    log::warning("the job secret file {} is readable by other users (mode {:o}); chmod 600 it", path,
+                 st.st_mode & 0777);
+  }
+  return secret;
+}
+
+}  // namespace
+
+std::string load_job_secret(const std::map<std::string, std::string>& conf, const EnvLookup& env) {
+  const auto file = conf.find("token_file");
+  const auto from_env = env(kSecretEnv);
+  if (file != conf.end() && from_env) {
+    throw UsageError(fmt::format("both {} and --rdzv_conf token_file={} give a job secret; use one of them",
+                                 kSecretEnv, file->second));
+  }
+  std::string secret;
+  std::string source;
+  if (file != conf.end()) {
+    secret = read_secret_file(file->second);
+    source = "--rdzv_conf token_file=" + file->second;
+  } else if (from_env) {
+    secret = *from_env;
+    source = kSecretEnv;
+  } else {
+    return "";
+  }
+  if (secret.size() < kMinSecretBytes) {
+    throw UsageError(fmt::format("the job secret from {} is {} byte(s); use at least {} (e.g. openssl rand -hex 32)",
+                                 source, secret.size(), kMinSecretBytes));
+  }
+  return secret;
+}
+
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  const unsigned char* ok =
+      HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+           data.size(), mac, &size);
+  DDP_ASSERT(ok != nullptr && size == 32, "HMAC-SHA256 failed in libcrypto");
+  return std::string(reinterpret_cast<const char*>(mac), size);
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 15];
+  }
+  return hex;
+}
+
+bool same_bytes(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string store_namespace(std::string_view secret) {
+  if (secret.empty()) return "ddplaunch";
+  return "ddplaunch/" + to_hex(hmac_sha256(secret, "ddplaunch store namespace v1")).substr(0, 32);
+}
+
+}  // namespace ddp::launcher
