@@ -21,6 +21,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   o.timeout = c.rdzv_timeout;
   o.endpoint = rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(eff.port));
   o.status = status;
+  o.with_secret = !c.rdzv_secret.empty();
   o.cancelled = cancelled;
   if (c.min_nodes == c.max_nodes) return JoinedRound{join_round(root, job, self, o), c.node_rank, round, 0};
   ElasticOptions e;

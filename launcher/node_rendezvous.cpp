@@ -25,6 +25,11 @@ const std::string kErrorPrefix = "error: ";
 
 namespace {
 
+// Nodes with different job secrets never see each other's keys: the timeout says so.
+std::string secret_hint(const RendezvousOptions& o) {
+  return o.with_secret ? ", and that every node has the same job secret (DDPLAUNCH_RDZV_TOKEN or token_file)" : "";
+}
+
 // Checks that this node runs the same job (run id) with the same node count as the others.
 void check_job(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o, const std::string& ready_key,
                const std::string& nnodes_text) {
@@ -102,8 +107,8 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
     }
     throw TimeoutError(fmt::format(
         "timed out after {:g} s waiting for {} of {} nodes (node_rank {}) at {}; check --nnodes and --master_addr "
-        "on every node",
-        o.timeout.count() / 1000.0, count, o.nnodes, missing, o.endpoint));
+        "on every node{}",
+        o.timeout.count() / 1000.0, count, o.nnodes, missing, o.endpoint, secret_hint(o)));
   };
   wait_reporting(job, ready_key, o.timeout, o, progress, deadline);
   const std::string ready = job.get(ready_key, o.timeout);
@@ -130,8 +135,8 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
   };
   const auto too_few = [&] {
     throw TimeoutError(fmt::format(
-        "timed out after {:g} s: {} of at least {} nodes joined at {}; start more nodes or lower MIN in --nnodes",
-        o.timeout.count() / 1000.0, job.add(round + "joined", 0), e.min_nodes, o.endpoint));
+        "timed out after {:g} s: {} of at least {} nodes joined at {}; start more nodes or lower MIN in --nnodes{}",
+        o.timeout.count() / 1000.0, job.add(round + "joined", 0), e.min_nodes, o.endpoint, secret_hint(o)));
   };
   if (e.is_host) {
     wait_reporting(job, round + "arrived/" + std::to_string(e.min_nodes), o.timeout, o, joined_line, too_few);

@@ -27,6 +27,7 @@ struct RendezvousOptions {
   std::string run_id;
   std::chrono::milliseconds timeout{std::chrono::seconds(900)};
   std::string endpoint;                            // for messages
+  bool with_secret = false;                        // a job secret is in use (for the timeout's hint)
   std::function<void(const std::string&)> status;  // one status line, e.g. "waiting for nodes: 1/2 joined"
   const std::atomic<bool>* cancelled = nullptr;    // checked about once a second
 };

@@ -2,6 +2,7 @@
 #include "launcher/signed_store.hpp"
 
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -41,9 +42,15 @@ std::optional<std::string> SignedStore::open(const std::string& key, const std::
 }
 
 void SignedStore::report(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++forged_;
-  if (!reported_.insert(key).second) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++forged_;
+  }
+  // Once per key and process: a launcher holds several connections (views) to the store.
+  static std::mutex reported_mutex;
+  static std::set<std::string> reported;
+  std::lock_guard<std::mutex> lock(reported_mutex);
+  if (!reported.insert(context_ + "/" + key).second) return;
   log::warning(
       "ignored a value of store key '{}' that fails the job-secret check (written by a program without the job's "
       "secret, or a launcher with another one); further ones are ignored silently",

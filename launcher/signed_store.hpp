@@ -8,7 +8,7 @@
 // key, so a record copied to another key, round or job fails the check, and two views of one key
 // (a namespace view and a job view under it) agree. A value that fails the check (a stranger's write,
 // or a launcher with another secret) is ignored: reads behave as if the key held nothing valid
-// yet, and the key is reported once (log warning) per SignedStore.
+// yet, and the key is reported once (log warning) per process.
 //
 // Counters (add) cannot be signed, since the server does their arithmetic; they pass through,
 // and callers never let a counter alone decide anything: it is always confirmed by signed
@@ -23,7 +23,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "ddplaunch/rendezvous/store.hpp"
@@ -56,14 +55,13 @@ class SignedStore final : public rendezvous::Store {
  private:
   // Hex HMAC-SHA256 of the full key and the value.
   std::string mac(const std::string& key, const std::string& value) const;
-  // Logs the first forged value seen under `key`; counts every one.
+  // Logs the first forged value seen under `key` in this process; counts every one.
   void report(const std::string& key);
 
   std::shared_ptr<rendezvous::Store> store_;
   std::string secret_;
   std::string context_;
   mutable std::mutex mutex_;
-  std::set<std::string> reported_;
   std::size_t forged_ = 0;
 };
 

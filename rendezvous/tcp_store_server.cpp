@@ -122,6 +122,7 @@ void TcpStoreServer::stop() {
     acceptor_.close(ignored);
     accept_retry_.cancel();
     report_timer_.cancel();
+    report_closed();  // what the interval had not reported yet
     for (auto& [id, conn] : connections_) conn->close();
     connections_.clear();
     io_.stop();
@@ -240,11 +241,15 @@ void TcpStoreServer::count_closed(const std::string& peer, std::string_view reas
     closed_example_ = peer + ": " + std::string(reason);
     report_timer_.expires_after(options_.report_interval);
     report_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec || stopped_) return;
-      log(fmt::format("closed {} connection(s) in the last {:g} s, e.g. {}", std::exchange(closed_count_, 0),
-                      options_.report_interval.count() / 1000.0, closed_example_));
+      if (!ec && !stopped_) report_closed();
     });
   }
+}
+
+void TcpStoreServer::report_closed() {
+  if (closed_count_ == 0) return;
+  log(fmt::format("closed {} connection(s) in the last {:g} s, e.g. {}", std::exchange(closed_count_, 0),
+                  options_.report_interval.count() / 1000.0, closed_example_));
 }
 
 void TcpStoreServer::log_waiters(std::size_t before, std::string_view event, const ServerConnection& conn) const {

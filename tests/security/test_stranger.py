@@ -5,10 +5,17 @@ PyTorch TCPStore client as an attacker would use:
     workers run: both stop with 1 and say that another program writes ddplaunch's keys;
   * a forged failure whose text carries terminal escape bytes is printed escaped, as "reported by
     node N (host)", never raw;
-  * a single-node job's store listens on loopback only.
+  * a single-node job's store listens on loopback only;
+  * with a job secret (DDPLAUNCH_RDZV_TOKEN) every attack above, plus a decremented success
+    counter, a squatted node slot and forged heartbeats, changes nothing: the launchers' keys are
+    not where a stranger looks, and a stranger who learnt them (a sniffer) writes values that fail
+    the HMAC check, are ignored and reported once; the job ends with its workers' own result
+    (0, or a worker's failure code); a node with another secret never joins.
 
     pytest test_stranger.py --ddplaunch=/path/to/ddplaunch   (PyTorch from the running interpreter)
 """
+import hashlib
+import hmac
 import os
 import socket
 import subprocess
@@ -43,19 +50,36 @@ def worker(tmp_path):
     return str(path)
 
 
-def start_job(ddplaunch, worker, port):
-    return [subprocess.Popen([ddplaunch, "--nnodes=2", f"--node_rank={n}", "--master_addr=127.0.0.1",
-                              f"--master_port={port}", f"--rdzv_id={RUN_ID}", "--nproc_per_node=1", worker],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in (0, 1)]
+def start_job(ddplaunch, worker, port, secrets=(None, None), args=(), ranks=(0, 1)):
+    nodes = []
+    for n, secret in zip(ranks, secrets):
+        env = dict(os.environ)
+        env.pop("DDPLAUNCH_RDZV_TOKEN", None)
+        if secret:
+            env["DDPLAUNCH_RDZV_TOKEN"] = secret
+        nodes.append(subprocess.Popen([ddplaunch, "--nnodes=2", f"--node_rank={n}", "--master_addr=127.0.0.1",
+                                       f"--master_port={port}", f"--rdzv_id={RUN_ID}", "--nproc_per_node=1",
+                                       *args, worker],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    return nodes
 
 
 def stranger(port):
     return dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=10), use_libuv=True)
 
 
-def wait_running(store):
+def namespace(secret=None):
+    """Where the launchers keep the job's keys (launcher/job_secret.cpp, store_namespace)."""
+    if not secret:
+        return "ddplaunch"
+    tag = hmac.new(secret.encode(), b"ddplaunch store namespace v1", hashlib.sha256).hexdigest()[:32]
+    return f"ddplaunch/{tag}"
+
+
+def wait_running(store, secret=None):
     # Both nodes' heartbeats exist once their workers run (the launchers' own keys).
-    store.wait([f"ddplaunch/{RUN_ID}/r0/hb/0", f"ddplaunch/{RUN_ID}/r0/hb/1"], timedelta(seconds=20))
+    job = f"{namespace(secret)}/{RUN_ID}"
+    store.wait([f"{job}/r0/hb/0", f"{job}/r0/hb/1"], timedelta(seconds=20))
 
 
 def finish(nodes):
@@ -112,3 +136,74 @@ def test_a_single_node_store_listens_on_loopback_only(ddplaunch, tmp_path):
     addrs = [line.split()[1].rsplit(":", 1)[0] for line in r.stdout.splitlines()
              if line.startswith("listen") and int(line.split()[1].rsplit(":", 1)[1], 16) == port]
     assert addrs == ["0100007F"], f"the store's port {port} listens on {addrs}, not only 127.0.0.1"
+
+
+SECRET = "test-job-secret-0123456789abcdef"
+FORGED_MAC = "ddps1:" + "0" * 64 + ":"
+
+
+def attack(s, job):
+    """Every attack of issue 11 (1) against the job's keys under `job`."""
+    s.set(f"{job}/r0/outcome", "ddplaunch-outcome 1 success 0 1\n")
+    s.set(f"{job}/r0/outcome", FORGED_MAC + "ddplaunch-outcome 1 failure 77 1\n\x1b[2Jpwned")
+    s.add(f"{job}/r0/succeeded", -5)
+    s.add(f"{job}/r0/joined", 7)
+    for n in (0, 1):
+        s.set(f"{job}/r0/hb/{n}", "999")
+        s.set(f"{job}/r0/done/{n}", FORGED_MAC + "1")
+    s.set(f"{job}/r0/ready", "error: forged verdict")
+
+
+def test_with_a_secret_no_attack_changes_the_result(ddplaunch, worker, tmp_path):
+    port = free_port()
+    nodes = start_job(ddplaunch, worker, port, secrets=(SECRET,), ranks=(0,))
+    s = stranger(port)
+    # Before node 1 arrives: its slot squatted where a stranger and where a sniffer would.
+    s.set(f"ddplaunch/{RUN_ID}/r0/node/1", "1\n1\nevil\nevil\n66\n")
+    s.set(f"{namespace(SECRET)}/{RUN_ID}/r0/node/1", FORGED_MAC + "1\n1\nevil\nevil\n66\n")
+    nodes += start_job(ddplaunch, worker, port, secrets=(SECRET,), ranks=(1,))
+    wait_running(s, SECRET)
+    assert not s.check([f"ddplaunch/{RUN_ID}/r0/hb/0"]), "the launchers' keys are where a stranger looks"
+    attack(s, f"ddplaunch/{RUN_ID}")              # a stranger: the names it knows
+    attack(s, f"{namespace(SECRET)}/{RUN_ID}")    # a sniffer: the real names, without the secret
+    (tmp_path / "finish").touch()
+    outs = finish(nodes)
+    for p, (out, err) in zip(nodes, outs):
+        assert p.returncode == 0, err
+        assert "stopping" not in err and "pwned" not in err, err
+        assert "--node_rank=1 is used twice" not in err, err
+    reports = "".join(err for _, err in outs)
+    assert "fails the job-secret check" in reports, outs
+    # Reported once per key, not once per forged read.
+    for _, err in outs:
+        lines = [line for line in err.splitlines() if "fails the job-secret check" in line]
+        assert len(lines) == len(set(lines)), err
+
+
+def test_with_a_secret_a_real_failure_still_stops_the_job(ddplaunch, tmp_path):
+    prog = tmp_path / "w.sh"
+    prog.write_text("#!/bin/bash\n[ \"$GROUP_RANK\" = 1 ] && exit 3\nsleep 30\n")
+    prog.chmod(0o755)
+    nodes = start_job(ddplaunch, str(prog), free_port(), secrets=(SECRET, SECRET))
+    outs = finish(nodes)
+    assert [p.returncode for p in nodes] == [3, 3], outs
+    assert "reported by node 1" in outs[0][1], outs[0][1]
+
+
+def test_a_node_with_another_secret_never_joins(ddplaunch, worker):
+    nodes = start_job(ddplaunch, worker, free_port(), secrets=(SECRET, "another-secret-0123456789"),
+                      args=("--rdzv_timeout=3",))
+    outs = finish(nodes)
+    for p, (_, err) in zip(nodes, outs):
+        assert p.returncode == 1, err
+        assert "same job secret" in err, err
+
+
+def test_a_worker_never_sees_the_secret(ddplaunch, tmp_path):
+    prog = tmp_path / "w.sh"
+    prog.write_text("#!/bin/bash\necho \"token=[${DDPLAUNCH_RDZV_TOKEN:-}]\"\n")
+    prog.chmod(0o755)
+    env = dict(os.environ, DDPLAUNCH_RDZV_TOKEN=SECRET)
+    r = subprocess.run([ddplaunch, str(prog)], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "token=[]" in r.stdout and SECRET not in r.stdout + r.stderr

@@ -99,6 +99,9 @@ class TcpStoreServer {
   void log(const std::string& line) const;
   // Counts a closed or refused connection for the next summary line (see report_interval).
   void count_closed(const std::string& peer, std::string_view reason);
+  // Logs the summary line of the connections counted since the last one, if any (the interval's
+  // timer, and stop()).
+  void report_closed();
   // Debug level only: when the number of parked connections differs from `before`, logs
   // "<event> from <peer>: waiters: N (parked on K key(s))". So there is one line each time a
   // WAIT or BARRIER parks and each time waiters are woken or dropped, and a test (or a user) can
