@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -174,8 +175,9 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
 
 void Agent::on_worker_exit(const WorkerResult& w) {
   if (w.exit_code != 0 && status_.state() == RoundState::Running) {
-    const FailureContext context{c_.program, eff_.host, group_rank_,
-                                 runs_with_python(c_) ? eff_.python : PythonInterpreter{}};
+    FailureContext context{c_.program, eff_.host, group_rank_, runs_with_python(c_) ? eff_.python : PythonInterpreter{},
+                           ""};
+    if (w.term_signal == SIGKILL) context.death_note = oom_.explain(w.pid).value_or("");
     const std::string summary = describe_failure(w, context);
     return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, group_rank_), true, true);
   }
@@ -261,6 +263,11 @@ void Agent::end_round() {
   finish(cause.code);
 }
 
+void Agent::discard_error_files() {
+  std::error_code ignored;  // a leftover directory in /tmp is no reason to fail the job
+  if (eff_.temporary_log_root) std::filesystem::remove_all(eff_.log_root, ignored);
+}
+
 void Agent::finish(int code) {
   if (exit_code_) return;
   exit_code_ = code;
@@ -279,6 +286,7 @@ int Agent::run() {
   if (joiner_->busy() || joiner_->cancelled()) {
     // Interrupted during the rendezvous: its thread may be blocked in a connect for minutes and
     // no worker exists yet, so end the process now rather than wait for it.
+    discard_error_files();
     console_.flush();
     std::cout.flush();
     std::_Exit(*exit_code_);
@@ -288,6 +296,7 @@ int Agent::run() {
     log::error("log files incomplete: {} line(s) not written to {} ({})", log_tally_.lines_lost, eff_.log_root,
                log_tally_.first_error);
   }
+  if (exit_code_ == kExitOk) discard_error_files();
   if (joiner_->job() && exit_code_ == kExitOk && nnodes_ > 1) {
     leave_job(*joiner_->job(), key(""), nnodes_, server_ != nullptr,
               std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));

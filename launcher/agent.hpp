@@ -35,6 +35,7 @@
 #include "launcher/job_monitor.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/node_setup.hpp"
+#include "launcher/oom_check.hpp"
 #include "launcher/outcome.hpp"
 #include "launcher/process_context.hpp"
 #include "launcher/round_joiner.hpp"
@@ -94,6 +95,8 @@ class Agent {
   // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
   std::string publish(const Outcome& outcome);
   void finish(int code);
+  // Removes this run's directory when it holds only error files (no --log_dir, no redirects).
+  void discard_error_files();
 
   const LaunchConfig& c_;
   AgentDeps deps_;
@@ -111,6 +114,7 @@ class Agent {
   int nnodes_ = 1;
   std::vector<std::string> hosts_;
   LogFileTally log_tally_;
+  OomWitness oom_;  // tells an out-of-memory kill from another SIGKILL
   StoreConnector connect_running_;  // the monitor's connections (see connect_job)  // lines that missed their log files
                                     // (reported at the end)  // host name of each node of the round, by group rank
   RoundStatus status_;              // the round's state, its root cause and a stopping signal received

@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 
 #include "common/signals.hpp"
+#include "launcher/error_file.hpp"
+#include "launcher/outcome.hpp"
 
 namespace ddp::launcher {
 
@@ -30,19 +31,22 @@ std::string describe_failure(const WorkerResult& w, const FailureContext& c) {
   out << "  node rank : " << c.node_rank << "\n";
   out << "  rank      : " << w.rank << " (local_rank: " << w.local_rank << ")\n";
   out << "  exitcode  : " << w.exit_code;
-  if (w.term_signal) out << " (died of " << signal_name(w.term_signal) << ")";
-  out << " (pid: " << w.pid << ")\n";
-  std::string error_file = "<N/A>";
-  if (!w.error_file.empty()) {
-    std::ifstream in(w.error_file);
-    if (in) {
-      std::stringstream content;
-      content << in.rdbuf();
-      error_file = w.error_file + "\n" + content.str();
-    }
+  if (w.term_signal) {
+    out << " (died of " << signal_name(w.term_signal) << (c.death_note.empty() ? "" : ": " + c.death_note) << ")";
   }
-  out << "  error_file: " << error_file << "\n";
-  if (!w.stderr_tail.empty()) {
+  out << " (pid: " << w.pid << ")\n";
+  // The worker's own record of its exception (@record), else its last stderr lines.
+  const std::optional<ErrorRecord> record = read_error_file(w.error_file);
+  if (record && !record->message.empty()) out << "  error     : " << printable(record->message) << "\n";
+  if (record && !record->traceback.empty()) {
+    out << "  traceback :\n";
+    std::istringstream lines(printable(record->traceback));
+    for (std::string line; std::getline(lines, line);) out << "    " << line << "\n";
+  }
+  if (record && !record->problem.empty()) out << "  error_file: " << w.error_file << ": " << record->problem << "\n";
+  else out << "  error_file: " << (record ? w.error_file : "<N/A> (the worker wrote none: use @record on its main)") << "\n";
+  const bool explained = record && !record->message.empty();
+  if (!w.stderr_tail.empty() && !explained) {
     out << "  last stderr lines:\n";
     for (const auto& line : w.stderr_tail) out << "    " << line << "\n";
   }

@@ -15,6 +15,7 @@ struct FailureContext {
   std::string host;
   int node_rank = 0;
   PythonInterpreter python;  // the workers' interpreter; path "" when the program is not Python
+  std::string death_note;    // why the signal came, when known (oom_check.hpp); "" otherwise
 };
 
 // Pure apart from reading the worker's error file, if it wrote one.

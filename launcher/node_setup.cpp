@@ -76,11 +76,13 @@ bool any_streams(const StreamSelection& sel) {
 }
 
 // This run's own directory, <base>/<run_id>_<random> as torchrun names it, so that a second run
-// with the same --log_dir never overwrites the first's logs. The base is --log_dir, or /tmp when
-// streams are redirected or teed without one (they need files).
-std::string log_root_for(const LaunchConfig& c) {
+// with the same --log_dir never overwrites the first's logs. The base is --log_dir, else /tmp:
+// every worker gets an error file (TORCHELASTIC_ERROR_FILE) there, as torchrun's
+// /tmp/torchelastic_*; redirected or teed streams without --log_dir go there too. Sets
+// `temporary` when the directory only holds error files (removed after a success).
+std::string log_root_for(const LaunchConfig& c, bool& temporary) {
   const bool streams = any_streams(c.redirects) || any_streams(c.tee);
-  if (c.log_dir.empty() && !streams) return "";
+  temporary = c.log_dir.empty() && !streams;
   const std::string base = c.log_dir.empty() ? "/tmp" : c.log_dir;
   std::error_code ec;
   std::filesystem::create_directories(base, ec);
@@ -90,7 +92,7 @@ std::string log_root_for(const LaunchConfig& c) {
     throw UsageError(
         fmt::format("cannot create a log directory under {}: {}; pass a writable --log_dir", base, std::strerror(err)));
   }
-  log::info("logs: {}", tmpl);
+  if (!temporary) log::info("logs: {}", tmpl);
   return tmpl;
 }
 
@@ -107,7 +109,6 @@ NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
     check_resolvable(c.master_addr, "--master_addr");
     if (!c.local_addr.empty()) check_resolvable(c.local_addr, "--local_addr");
   }
-  s.effective.log_root = log_root_for(c);
   if (o.host_store && c.node_rank == 0) {
     // Every worker of the job (all nodes) holds a connection to this store.
     s.effective.open_files_limit = raise_open_file_limit();
@@ -126,6 +127,8 @@ NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
     s.effective.port = s.server->port();
     s.server->start();
   }
+  // Last: nothing after it can fail and leave the directory behind.
+  s.effective.log_root = log_root_for(c, s.effective.temporary_log_root);
   return s;
 }
 

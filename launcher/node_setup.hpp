@@ -18,7 +18,8 @@ namespace ddp::launcher {
 struct EffectiveConfig {
   std::string host;                 // this machine's host name, for messages and the rank map
   int port = 0;                     // the store's real port (node 0 may have bound port 0)
-  std::string log_root;             // this run's <--log_dir or /tmp>/<run_id>_<random>; "" for no files
+  std::string log_root;             // this run's <--log_dir or /tmp>/<run_id>_<random> (node_setup.cpp)
+  bool temporary_log_root = false;  // it holds only the error files: removed after a success
   long long open_files_limit = -1;  // before hosting the store raised it; workers get it back
   PythonInterpreter python;         // runs a .py program or -m module (python_interpreter.hpp)
 };
@@ -33,9 +34,9 @@ struct NodeSetup {
   std::unique_ptr<rendezvous::TcpStoreServer> server;  // node 0 only, already serving
 };
 
-// Resolves the effective configuration and starts the hosted store. Blocks only for name
-// lookups. Throws UsageError (exit 2) for a program that cannot run, an address that does not
-// resolve, a port already in use, or a log directory that cannot be made.
+// Resolves the effective configuration, makes this run's log directory and starts the hosted
+// store. Blocks only for name lookups. Throws UsageError (exit 2) for a program that cannot run,
+// an address that does not resolve, a port already in use, or a log directory that cannot be made.
 NodeSetup set_up_node(const LaunchConfig& config, const NodeSetupOptions& options);
 
 // New connections to the store root (un-prefixed) at --master_addr and the effective port, as
