@@ -14,9 +14,9 @@
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
-#include "launcher/job_store.hpp"
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_round.hpp"
+#include "launcher/job_store.hpp"
 #include "launcher/node_setup.hpp"
 #include "launcher/outcome.hpp"
 #include "launcher/round_joiner.hpp"

@@ -12,8 +12,8 @@
 //      code, summary, origin node) and stops the local workers (SIGTERM, --shutdown_timeout,
 //      SIGKILL); every other node sees the outcome and stops its workers too;
 //   4. a node whose workers all exited 0 sets "r<r>/done/<g>"; one that then sees every node's
-//      record sets a success Outcome (job_round.hpp, count_in). A node exits 0 only on a success while its own workers all exited 0; a
-//      malformed outcome, or a success while its workers run, stops it with exit 1;
+//      record sets a success Outcome (job_round.hpp, count_in). A node exits 0 only on a success while its own workers
+//      all exited 0; a malformed outcome, or a success while its workers run, stops it with exit 1;
 //   5. after a failure, with restarts left, every node goes to round r+1; otherwise it exits.
 // Where a round stands on this node (joining, running, succeeded, stopping, over) and why it
 // stops are kept by a RoundStatus (round_status.hpp), which checks every transition.
@@ -114,7 +114,7 @@ class Agent {
   int nnodes_ = 1;
   std::vector<std::string> hosts_;
   LogFileTally log_tally_;
-  OomWitness oom_;  // tells an out-of-memory kill from another SIGKILL
+  OomWitness oom_;                  // tells an out-of-memory kill from another SIGKILL
   StoreConnector connect_running_;  // the monitor's connections (see connect_job)  // lines that missed their log files
                                     // (reported at the end)  // host name of each node of the round, by group rank
   RoundStatus status_;              // the round's state, its root cause and a stopping signal received

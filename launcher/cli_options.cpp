@@ -63,7 +63,8 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
   pet.add(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend,
                          "rendezvous backend; static and c10d both use ddplaunch's own store")
               ->check(CLI::IsMember({"static", "c10d"})));
-  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf, "k=v,... (timeout, join_timeout, heartbeat_timeout, last_call_timeout, token_file, bind)"));
+  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf,
+                         "k=v,... (timeout, join_timeout, heartbeat_timeout, last_call_timeout, token_file, bind)"));
   pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
   pet.add(app.add_option("--max_restarts,--max-restarts", v.max_restarts, "restarts of the whole job after a failure")
               ->type_name("INT"));

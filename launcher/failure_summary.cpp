@@ -43,8 +43,11 @@ std::string describe_failure(const WorkerResult& w, const FailureContext& c) {
     std::istringstream lines(printable(record->traceback));
     for (std::string line; std::getline(lines, line);) out << "    " << line << "\n";
   }
-  if (record && !record->problem.empty()) out << "  error_file: " << w.error_file << ": " << record->problem << "\n";
-  else out << "  error_file: " << (record ? w.error_file : "<N/A> (the worker wrote none: use @record on its main)") << "\n";
+  if (record && !record->problem.empty())
+    out << "  error_file: " << w.error_file << ": " << record->problem << "\n";
+  else
+    out << "  error_file: " << (record ? w.error_file : "<N/A> (the worker wrote none: use @record on its main)")
+        << "\n";
   const bool explained = record && !record->message.empty();
   if (!w.stderr_tail.empty() && !explained) {
     out << "  last stderr lines:\n";

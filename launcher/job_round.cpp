@@ -12,8 +12,12 @@ namespace ddp::launcher {
 JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& c,
                            const EffectiveConfig& eff, int round, const std::atomic<bool>* cancelled,
                            const std::function<void(const std::string&)>& status) {
-  const NodeInfo self{c.node_rank, c.nproc_per_node, c.local_addr.empty() ? eff.host : c.local_addr, eff.host,
-                      static_cast<int>(::getpid()), root.local_address()};
+  const NodeInfo self{c.node_rank,
+                      c.nproc_per_node,
+                      c.local_addr.empty() ? eff.host : c.local_addr,
+                      eff.host,
+                      static_cast<int>(::getpid()),
+                      root.local_address()};
   RendezvousOptions o;
   o.nnodes = c.max_nodes;
   o.round = round;

@@ -22,9 +22,10 @@ namespace {
 std::string read_secret_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw UsageError(fmt::format("--rdzv_conf token_file={} cannot be read ({}); give a readable file holding the "
-                                 "job secret",
-                                 path, std::strerror(errno)));
+    throw UsageError(
+        fmt::format("--rdzv_conf token_file={} cannot be read ({}); give a readable file holding the "
+                    "job secret",
+                    path, std::strerror(errno)));
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -45,8 +46,8 @@ std::string load_job_secret(const std::map<std::string, std::string>& conf, cons
   const auto file = conf.find("token_file");
   const auto from_env = env(kSecretEnv);
   if (file != conf.end() && from_env) {
-    throw UsageError(fmt::format("both {} and --rdzv_conf token_file={} give a job secret; use one of them",
-                                 kSecretEnv, file->second));
+    throw UsageError(fmt::format("both {} and --rdzv_conf token_file={} give a job secret; use one of them", kSecretEnv,
+                                 file->second));
   }
   std::string secret;
   std::string source;
@@ -69,9 +70,8 @@ std::string load_job_secret(const std::map<std::string, std::string>& conf, cons
 std::string hmac_sha256(std::string_view key, std::string_view data) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  const unsigned char* ok =
-      HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-           data.size(), mac, &size);
+  const unsigned char* ok = HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                                 reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &size);
   DDP_ASSERT(ok != nullptr && size == 32, "HMAC-SHA256 failed in libcrypto");
   return std::string(reinterpret_cast<const char*>(mac), size);
 }

@@ -47,7 +47,8 @@ bool resolves_to_loopback_only(const std::string& host) {
   boost::system::error_code ec;
   const auto results = resolver.resolve(host, "", ec);
   if (ec || results.empty()) return false;
-  return std::all_of(results.begin(), results.end(), [](const auto& r) { return r.endpoint().address().is_loopback(); });
+  return std::all_of(results.begin(), results.end(),
+                     [](const auto& r) { return r.endpoint().address().is_loopback(); });
 }
 
 // Where node 0's store listens: --rdzv_conf bind=ADDR ("*": every interface); for one node,
@@ -62,9 +63,10 @@ std::string store_bind_host(const LaunchConfig& c) {
   const std::string bare = rendezvous::unbracket_host(c.master_addr);
   boost::asio::ip::make_address(bare, ec);
   if (ec && bare != "localhost" && resolves_to_loopback_only(bare)) {
-    log::info("--master_addr={} resolves to loopback on this host; the store listens on every interface (choose one "
-              "with --rdzv_conf bind=ADDR)",
-              c.master_addr);
+    log::info(
+        "--master_addr={} resolves to loopback on this host; the store listens on every interface (choose one "
+        "with --rdzv_conf bind=ADDR)",
+        c.master_addr);
     return "";
   }
   return c.master_addr;

@@ -95,9 +95,10 @@ std::string SignedStore::compare_set(const std::string& key, const std::string& 
     if (!expected.empty()) return expected;
     compare_with = now;
   }
-  throw Error(fmt::format("store key '{}' keeps being overwritten with values that fail the job-secret check; a "
-                          "program without the job's secret is writing ddplaunch's keys",
-                          printable(key)));
+  throw Error(
+      fmt::format("store key '{}' keeps being overwritten with values that fail the job-secret check; a "
+                  "program without the job's secret is writing ddplaunch's keys",
+                  printable(key)));
 }
 
 }  // namespace ddp::launcher

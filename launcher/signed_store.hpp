@@ -17,7 +17,8 @@
 //
 // Thread-safe as far as the wrapped store is. Blocks and throws as the wrapped store, plus:
 // get() keeps waiting past a forged value until a genuine one or the deadline (TimeoutError);
-// compare_set() treats a forged value as none (with expected "" it replaces it), and throws Error when the key is overwritten with forged values 8 times in a row.
+// compare_set() treats a forged value as none (with expected "" it replaces it), and throws Error when the key is
+// overwritten with forged values 8 times in a row.
 #pragma once
 
 #include <memory>

@@ -515,7 +515,9 @@ TEST_CASE("the job secret comes from DDPLAUNCH_RDZV_TOKEN or a token file, never
   SECTION("from a file, the trailing newline removed") {
     CHECK(parse({"--rdzv_conf", "token_file=" + file, "prog"}).rdzv_secret == "from-a-file-0123456789");
   }
-  SECTION("none") { CHECK(parse({"prog"}).rdzv_secret.empty()); }
+  SECTION("none") {
+    CHECK(parse({"prog"}).rdzv_secret.empty());
+  }
   SECTION("on the command line it is refused without echoing it") {
     const std::string e = usage_error({"--rdzv_conf", "token=hunter2hunter2hunter2", "prog"});
     CHECK_THAT(e, Catch::Contains("token_file") && Catch::Contains("DDPLAUNCH_RDZV_TOKEN"));

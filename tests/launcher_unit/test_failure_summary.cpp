@@ -76,10 +76,13 @@ TEST_CASE("failure summary: the exception and traceback from torch's @record err
       R"("Traceback (most recent call last):\n  File \"train.py\", line 3, in main\n    raise ValueError\n)"
       R"(ValueError: bad batch 7\n", "timestamp": "1700000000"}}})");
   CHECK(has(s, "  error     : ValueError: bad batch 7\n"));
-  CHECK(has(s, "  traceback :\n    Traceback (most recent call last):\n      File \"train.py\", line 3, in main\n"
-               "        raise ValueError\n    ValueError: bad batch 7\n"));
+  CHECK(has(s,
+            "  traceback :\n    Traceback (most recent call last):\n      File \"train.py\", line 3, in main\n"
+            "        raise ValueError\n    ValueError: bad batch 7\n"));
   CHECK_FALSE(has(s, "last stderr lines"));  // the record explains it; the tail is the fallback
-  SECTION("a plain string message") { CHECK(has(with_error_file(R"({"message": "boom"})"), "  error     : boom\n")); }
+  SECTION("a plain string message") {
+    CHECK(has(with_error_file(R"({"message": "boom"})"), "  error     : boom\n"));
+  }
   SECTION("not JSON: named, escaped, and the stderr lines stay") {
     const std::string bad = with_error_file("oops\x1b[31m");
     CHECK(has(bad, "not an error record (oops\\x1b[31m)"));

@@ -31,8 +31,8 @@ namespace {
 
 namespace rdzv = ddp::rendezvous;
 using ddp::launcher::job_stores;
-using ddp::launcher::join_round;
 using ddp::launcher::JobStores;
+using ddp::launcher::join_round;
 using ddp::launcher::NodeInfo;
 using ddp::launcher::RankMap;
 using ddp::launcher::RendezvousOptions;
@@ -233,7 +233,8 @@ TEST_CASE("round 1 after round 0 works on the same store", "[node_rendezvous]") 
 
 }  // namespace
 
-TEST_CASE("with a job secret, a stranger's node record is ignored and the real node takes its rank", "[node_rendezvous]") {
+TEST_CASE("with a job secret, a stranger's node record is ignored and the real node takes its rank",
+          "[node_rendezvous]") {
   Cluster c;
   c.secret = "0123456789abcdef-job-secret";
   const std::string space = ddp::launcher::store_namespace(c.secret);
@@ -249,9 +250,10 @@ TEST_CASE("with a job secret, a stranger's node record is ignored and the real n
   CHECK(ra.world_size() == 5);
 }
 
-TEST_CASE("with a job secret, the keys live in a namespace derived from it; a node with another secret never meets "
-          "the job",
-          "[node_rendezvous]") {
+TEST_CASE(
+    "with a job secret, the keys live in a namespace derived from it; a node with another secret never meets "
+    "the job",
+    "[node_rendezvous]") {
   Cluster c;
   c.secret = "first-secret-0123456789";
   auto a = c.join(node(0, 1), options("job", 2, 1500ms));

@@ -56,9 +56,9 @@ TEST_CASE("a sealed value opens only under its own secret, key and job", "[secre
   SignedStore s(inner, kSecret, "ddplaunch/t/job");
   const std::string sealed = s.seal("r0/outcome", "value\nwith bytes\x1b");
   CHECK(s.open("r0/outcome", sealed) == "value\nwith bytes\x1b");
-  CHECK_FALSE(s.open("r1/outcome", sealed));                               // moved to another key
+  CHECK_FALSE(s.open("r1/outcome", sealed));                                                     // moved to another key
   CHECK_FALSE(SignedStore(inner, kSecret + "x", "ddplaunch/t/job").open("r0/outcome", sealed));  // other secret
-  CHECK_FALSE(SignedStore(inner, kSecret, "ddplaunch/t/other").open("r0/outcome", sealed));     // other job
+  CHECK_FALSE(SignedStore(inner, kSecret, "ddplaunch/t/other").open("r0/outcome", sealed));      // other job
   std::string tampered = sealed;
   tampered.back() = 'X';
   CHECK_FALSE(s.open("r0/outcome", tampered));

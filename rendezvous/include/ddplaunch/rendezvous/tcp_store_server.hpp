@@ -126,10 +126,10 @@ class TcpStoreServer {
   ClientId next_id_ = 1;
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
   std::optional<std::set<boost::asio::ip::address>> allowed_;  // loop thread; nullopt: everyone
-  std::size_t max_connections_ = 0;         // options_.max_connections, resolved
-  boost::asio::steady_timer report_timer_;  // armed while closed_count_ > 0
-  std::size_t closed_count_ = 0;            // since the last summary line
-  std::string closed_example_;              // "peer: reason" of the first of them
+  std::size_t max_connections_ = 0;                            // options_.max_connections, resolved
+  boost::asio::steady_timer report_timer_;                     // armed while closed_count_ > 0
+  std::size_t closed_count_ = 0;                               // since the last summary line
+  std::string closed_example_;                                 // "peer: reason" of the first of them
   std::thread thread_;
   bool stopped_ = false;
 };
