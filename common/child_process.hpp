@@ -12,7 +12,10 @@
 //   - optionally the soft RLIMIT_NOFILE the parent had before it raised its own.
 // Why vfork: fork copies the parent's page tables and takes copy-on-write faults until exec;
 // vfork suspends only the calling thread until the exec (what posix_spawn does internally), and
-// posix_spawn cannot set PR_SET_PDEATHSIG.
+// posix_spawn cannot set PR_SET_PDEATHSIG. With a cgroup (cgroup_fd), the child is created in it
+// by clone3(CLONE_VFORK | CLONE_INTO_CGROUP, Linux 5.7): a fork's page-table copy costs far less
+// than the RCU grace period that a process's first move into a cgroup waits for; older kernels
+// fall back to vfork and a write to cgroup.procs.
 #pragma once
 
 #include <sys/types.h>
@@ -35,8 +38,13 @@ struct ChildOptions {
   long long open_files_limit = -1;  // >= 0: the child's soft RLIMIT_NOFILE (-1: inherited)
   int death_signal = SIGKILL;       // sent to the child when the starting thread dies
   std::vector<int> keep_fds;        // descriptors (> 2) the child keeps, same numbers
-  int cgroup_procs_fd = -1;         // >= 0: an open cgroup.procs the child joins before exec
+  int cgroup_fd = -1;               // >= 0: the job cgroup's directory, the child is created in it
+  int cgroup_procs_fd = -1;         // its cgroup.procs: where clone3 cannot create the child in it (Linux
+                                    // before 5.7), the child joins by writing "0" there before exec
 };
+
+// StartError::step() of a child the cgroup refused (either way of joining it).
+inline constexpr const char* kCgroupStep = "cgroup.procs";
 
 // The fix for a fork that failed with EAGAIN: one sentence naming RLIMIT_NPROC and its current
 // value, e.g. "the process limit is reached (RLIMIT_NPROC = 4096 for this user, `ulimit -u`);
@@ -50,6 +58,8 @@ class StartError : public Error {
  public:
   StartError(const std::string& exe, const char* step, int error_number);
   const char* step() const { return step_; }
+  // The fork itself failed with EAGAIN: the process limit (process_limit_hint() says which).
+  bool process_limit() const;
   int error_number() const { return errno_; }
 
  private:

@@ -36,8 +36,8 @@ bool write_file(const std::string& path, const char* text) {
   return ok;
 }
 
-// Makes `dir`, opens its cgroup.procs and cgroup.events; "" or the reason it failed.
-std::string make_at(const std::string& dir, int* procs, int* events) {
+// Makes `dir`, opens it, its cgroup.procs and cgroup.events; "" or the reason it failed.
+std::string make_at(const std::string& dir, int* dir_fd, int* procs, int* events) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return fmt::format("mkdir {}: {}", dir, std::strerror(errno));
   const auto undo = [&](const char* what) {
     const std::string why = fmt::format("{} in {}: {}", what, dir, std::strerror(errno));
@@ -45,11 +45,17 @@ std::string make_at(const std::string& dir, int* procs, int* events) {
     return why;
   };
   if (::access((dir + "/cgroup.kill").c_str(), W_OK) != 0) return undo("cgroup.kill (Linux 5.14 or later)");
-  *procs = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-  if (*procs < 0) return undo("cgroup.procs");
-  *events = ::open((dir + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
+  *dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (*dir_fd < 0) return undo("open");
+  *procs = ::openat(*dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+  if (*procs < 0) {
+    ::close(*dir_fd);
+    return undo("cgroup.procs");
+  }
+  *events = ::openat(*dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
   if (*events < 0) {
     ::close(*procs);
+    ::close(*dir_fd);
     return undo("cgroup.events");
   }
   return "";
@@ -91,10 +97,10 @@ std::optional<JobCgroup> JobCgroup::create(const std::string& name, std::string*
   parents.push_back(mount);
   std::string reasons;
   for (const std::string& parent : parents) {
-    int procs = -1, events = -1;
+    int dir_fd = -1, procs = -1, events = -1;
     const std::string dir = parent + "/" + name;
-    const std::string why = make_at(dir, &procs, &events);
-    if (why.empty()) return JobCgroup(dir, procs, events);
+    const std::string why = make_at(dir, &dir_fd, &procs, &events);
+    if (why.empty()) return JobCgroup(dir, dir_fd, procs, events);
     reasons += (reasons.empty() ? "" : "; ") + why;
   }
   *why_not = reasons;
@@ -103,6 +109,7 @@ std::optional<JobCgroup> JobCgroup::create(const std::string& name, std::string*
 
 JobCgroup::JobCgroup(JobCgroup&& o) noexcept
     : path_(std::move(o.path_)),
+      dir_fd_(std::exchange(o.dir_fd_, -1)),
       procs_fd_(std::exchange(o.procs_fd_, -1)),
       events_fd_(std::exchange(o.events_fd_, -1)) {}
 
@@ -110,6 +117,7 @@ JobCgroup& JobCgroup::operator=(JobCgroup&& o) noexcept {
   if (this != &o) {
     close_fds();
     path_ = std::move(o.path_);
+    dir_fd_ = std::exchange(o.dir_fd_, -1);
     procs_fd_ = std::exchange(o.procs_fd_, -1);
     events_fd_ = std::exchange(o.events_fd_, -1);
   }
@@ -121,6 +129,7 @@ JobCgroup::~JobCgroup() {
 }
 
 void JobCgroup::close_fds() {
+  if (dir_fd_ >= 0) ::close(std::exchange(dir_fd_, -1));
   if (procs_fd_ >= 0) ::close(std::exchange(procs_fd_, -1));
   if (events_fd_ >= 0) ::close(std::exchange(events_fd_, -1));
 }

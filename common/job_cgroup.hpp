@@ -8,10 +8,11 @@
 // delegated subtree is usually ours), else directly under the hierarchy's root. A new child
 // cgroup has no controllers enabled, so the "no internal processes" rule never stops a worker
 // from joining it, while we stay in our own cgroup.
-// How: children join by writing "0" to cgroup.procs before exec (ChildOptions::cgroup_procs_fd);
+// How: children are created in it (clone3 CLONE_INTO_CGROUP with dir_fd(), ChildOptions::cgroup_fd)
+// or, on kernels before 5.7, join by writing "0" to cgroup.procs before exec;
 // kill() writes 1 to cgroup.kill (Linux 5.14), which kills every member, forks in flight
 // included; remove() rmdirs it once empty. Zombies do not count as members.
-// Not thread-safe; the object is movable and holds two descriptors (close-on-exec).
+// Not thread-safe; the object is movable and holds three descriptors (close-on-exec).
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +39,8 @@ class JobCgroup {
   ~JobCgroup();
 
   const std::string& path() const { return path_; }
+  // An O_RDONLY descriptor on the cgroup's directory (clone3's CLONE_INTO_CGROUP takes it).
+  int dir_fd() const { return dir_fd_; }
   // An O_WRONLY descriptor on cgroup.procs: a process writing "0" to it joins the cgroup.
   int procs_fd() const { return procs_fd_; }
   // An O_RDONLY descriptor on cgroup.events: poll it for POLLPRI, then call populated().
@@ -59,11 +62,12 @@ class JobCgroup {
   bool remove() const;
 
  private:
-  JobCgroup(std::string path, int procs_fd, int events_fd)
-      : path_(std::move(path)), procs_fd_(procs_fd), events_fd_(events_fd) {}
+  JobCgroup(std::string path, int dir_fd, int procs_fd, int events_fd)
+      : path_(std::move(path)), dir_fd_(dir_fd), procs_fd_(procs_fd), events_fd_(events_fd) {}
   void close_fds();
 
   std::string path_;
+  int dir_fd_ = -1;
   int procs_fd_ = -1;
   int events_fd_ = -1;
 };

@@ -53,18 +53,19 @@ ProcessSet::~ProcessSet() {
 
 std::size_t ProcessSet::start(const ChildOptions& options) {
   pid_t pid = -1;
-  if (cgroup_procs_fd_ < 0) {
+  if (cgroup_fd_ < 0) {
     pid = start_child(options);
   } else {
     ChildOptions o = options;
+    o.cgroup_fd = cgroup_fd_;
     o.cgroup_procs_fd = cgroup_procs_fd_;
     try {
       pid = start_child(o);
     } catch (const StartError& e) {
-      if (std::strcmp(e.step(), "cgroup.procs") != 0) throw;
+      if (std::strcmp(e.step(), kCgroupStep) != 0) throw;
       log::debug("cannot place workers in the job's cgroup ({}); using process groups only",
                  std::strerror(e.error_number()));
-      cgroup_procs_fd_ = -1;
+      cgroup_fd_ = cgroup_procs_fd_ = -1;
       pid = start_child(options);
     }
   }

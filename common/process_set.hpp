@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "common/job_cgroup.hpp"
 
 namespace ddp {
 
@@ -42,11 +43,14 @@ class ProcessSet {
   std::size_t start(const ChildOptions& options);
   pid_t pid(std::size_t index) const { return children_.at(index).pid; }
 
-  // Children started from now on join the cgroup whose cgroup.procs is open as `procs_fd`
-  // (job_cgroup.hpp); -1 stops that. The descriptor must outlive the set.
-  void place_in_cgroup(int procs_fd) { cgroup_procs_fd_ = procs_fd; }
+  // Children started from now on are placed in `cgroup` (job_cgroup.hpp), which must outlive
+  // the set.
+  void place_in_cgroup(const JobCgroup& cgroup) {
+    cgroup_fd_ = cgroup.dir_fd();
+    cgroup_procs_fd_ = cgroup.procs_fd();
+  }
   // Whether children still join that cgroup (false once a join failed).
-  bool in_cgroup() const { return cgroup_procs_fd_ >= 0; }
+  bool in_cgroup() const { return cgroup_fd_ >= 0; }
 
   // Whether `pid` is a child started by any ProcessSet of this process and not reaped yet: a
   // subreaper reaping its adopted orphans must leave these to their set. Thread-safe.
@@ -79,6 +83,7 @@ class ProcessSet {
     bool reaped = false;  // waited for; its pid may be reused now
   };
   std::vector<Child> children_;
+  int cgroup_fd_ = -1;
   int cgroup_procs_fd_ = -1;
 };
 

@@ -2,6 +2,8 @@
 // handling in agent_signals.cpp.
 #include "launcher/agent.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
@@ -101,12 +103,14 @@ void Agent::on_joined(const JoinedRound& joined) {
   if (group_rank_ == 0) log::info("{}", joined.ranks.describe());
   if (server_ && round_ == 0 && c_.min_nodes == c_.max_nodes && nnodes_ > 1) {
     // The round formed: only its nodes (and this host) may open new connections from now on.
-    server_->allow_only(joined.ranks.ip_addresses());
-    log::info("store: new connections only from loopback and {}", fmt::join(joined.ranks.ip_addresses(), ", "));
+    const std::vector<std::string> addresses = joined.ranks.ip_addresses();
+    server_->allow_only(addresses);
+    log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
   }
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
   WorkerSpecInputs in{c_,        joined.ranks,          group_rank_,  restart_count_, c_.master_addr,
                       eff_.port, current_environment(), eff_.log_root};
+  in.error_files_only = eff_.temporary_log_root;
   in.open_files_limit = eff_.open_files_limit;
   in.python = eff_.python.path;
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
@@ -264,8 +268,11 @@ void Agent::end_round() {
 }
 
 void Agent::discard_error_files() {
+  if (!eff_.temporary_log_root) return;
+  // Usually empty (workers write an error file only when they fail): one rmdir.
+  if (::rmdir(eff_.log_root.c_str()) == 0) return;
   std::error_code ignored;  // a leftover directory in /tmp is no reason to fail the job
-  if (eff_.temporary_log_root) std::filesystem::remove_all(eff_.log_root, ignored);
+  std::filesystem::remove_all(eff_.log_root, ignored);
 }
 
 void Agent::finish(int code) {

@@ -121,7 +121,7 @@ void JobLifetime::send(char op, pid_t pgid) {
 }
 
 void JobLifetime::adopt(ProcessSet& set) {
-  if (cgroup_in_use()) set.place_in_cgroup(cgroup_->procs_fd());
+  if (cgroup_in_use()) set.place_in_cgroup(*cgroup_);
 }
 
 void JobLifetime::worker_started(pid_t pid, const ProcessSet& set) {

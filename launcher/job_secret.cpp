@@ -1,9 +1,8 @@
 // See job_secret.hpp.
 #include "launcher/job_secret.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <sodium/crypto_auth_hmacsha256.h>
+#include <sodium/utils.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -68,28 +67,28 @@ std::string load_job_secret(const std::map<std::string, std::string>& conf, cons
 }
 
 std::string hmac_sha256(std::string_view key, std::string_view data) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  const unsigned char* ok = HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-                                 reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &size);
-  DDP_ASSERT(ok != nullptr && size == 32, "HMAC-SHA256 failed in libcrypto");
-  return std::string(reinterpret_cast<const char*>(mac), size);
+  // libsodium's HMAC-SHA256 takes a key of any length (hashed first when longer than a block,
+  // as RFC 2104 says) and needs no sodium_init() (it uses no random numbers or CPU dispatch).
+  crypto_auth_hmacsha256_state state;
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  const bool ok =
+      crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(key.data()), key.size()) == 0 &&
+      crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(data.data()), data.size()) == 0 &&
+      crypto_auth_hmacsha256_final(&state, mac) == 0;
+  sodium_memzero(&state, sizeof state);
+  DDP_ASSERT(ok, "HMAC-SHA256 failed in libsodium");
+  return std::string(reinterpret_cast<const char*>(mac), sizeof mac);
 }
 
 std::string to_hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(bytes.size() * 2);
-  for (const char c : bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    hex += kDigits[b >> 4];
-    hex += kDigits[b & 15];
-  }
+  std::string hex(bytes.size() * 2 + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(), reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  hex.pop_back();
   return hex;
 }
 
 bool same_bytes(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() && sodium_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string store_namespace(std::string_view secret) {

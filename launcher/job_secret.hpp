@@ -3,8 +3,8 @@
 // named by --rdzv_conf token_file=PATH, never from the command line, where `ps` shows it to every
 // user of the machine. Workers never see it: it is removed from their environment.
 //
-// HMAC-SHA256 comes from OpenSSL's libcrypto. Everything here is pure or reads one file; nothing
-// blocks beyond that, and all functions are thread-safe.
+// HMAC-SHA256 comes from libsodium (linked statically: only its SHA-256 and HMAC objects). Everything here is pure or
+// reads one file; nothing blocks beyond that, and all functions are thread-safe.
 #pragma once
 
 #include <map>

@@ -66,7 +66,7 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   try {
     index_ = processes.start(child);
   } catch (const StartError& e) {
-    const bool limit = e.error_number() == EAGAIN && std::string(e.step()) == "vfork";
+    const bool limit = e.process_limit();
     throw UsageError("cannot start '" + spec.argv.front() + "': " + e.step() + ": " + std::strerror(e.error_number()) +
                      "; " + (limit ? process_limit_hint() : "check that it is an executable program"));
   }

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/job_secret.hpp"
@@ -157,7 +159,9 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     we.restart_count = in.restart_count;
     we.max_restarts = c.max_restarts;
     we.run_id = c.run_id;
-    if (!in.log_root.empty()) {
+    if (in.error_files_only) {
+      we.error_file = fmt::format("{}/error_{}_{}.json", in.log_root, in.restart_count, lr);
+    } else if (!in.log_root.empty()) {
       w.log_dir = in.log_root + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
       we.error_file = w.log_dir + "/error.json";
     }

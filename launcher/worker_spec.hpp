@@ -44,8 +44,12 @@ struct WorkerSpecInputs {
   int restart_count;
   std::string master_addr;  // the store's address as workers should dial it
   int master_port;
-  Environment base_env;             // the launcher's environment
-  std::string log_root;             // as resolved once (EffectiveConfig::log_root); "" = no files
+  Environment base_env;  // the launcher's environment
+  std::string log_root;  // as resolved once (EffectiveConfig::log_root); "" = no files
+  // The log root holds only error files (EffectiveConfig::temporary_log_root): they lie flat in it,
+  // error_<attempt>_<local rank>.json, with no directory per worker (each costs system calls at
+  // start and again at removal, bench section 1).
+  bool error_files_only = false;
   long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
   std::string python = "python3";   // argv[0] of a Python worker (EffectiveConfig::python.path)
 };

@@ -3,6 +3,7 @@
 // cgroup.events, removal. Skips (with the reason) where cgroup v2 is not writable.
 #include "common/job_cgroup.hpp"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ pid_t start_in(const ddp::JobCgroup& cg, const std::string& script) {
   o.exe = "/bin/sh";
   o.argv = {"sh", "-c", script};
   o.env = {{"PATH", "/usr/bin:/bin"}};
+  o.cgroup_fd = cg.dir_fd();
   o.cgroup_procs_fd = cg.procs_fd();
   o.death_signal = SIGKILL;
   return ddp::start_child(o);
@@ -59,6 +61,40 @@ TEST_CASE("JobCgroup: a child joins before exec; kill takes every member; remove
   // The daemon is not our child: cgroup.events tells when it is gone too.
   CHECK(cg->wait_empty(std::chrono::seconds(5)));
   CHECK(cg->pids().empty());
+  CHECK(cg->remove());
+}
+
+TEST_CASE("JobCgroup: a child born in the cgroup holds only stdin, stdout and stderr", "[cgroup]") {
+  auto cg = make("fds");
+  if (!cg) return;
+  int out[2];
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  ddp::ChildOptions o;
+  o.exe = "/bin/sh";
+  o.argv = {"sh", "-c", "ls /proc/self/fd; exec sleep 30"};
+  o.env = {{"PATH", "/usr/bin:/bin"}};
+  o.cgroup_fd = cg->dir_fd();
+  o.cgroup_procs_fd = cg->procs_fd();
+  o.stdout_fd = out[1];
+  // start_child returns once the child has exec'd, not when it exits (the sleep would block it).
+  const pid_t pid = ddp::start_child(o);
+  ::close(out[1]);
+  std::string listing;
+  char buf[256];
+  // Only the sleeping shell holds the write end once ls is done: read up to "3\n" (ls's own fd).
+  while (listing.find("\n3\n") == std::string::npos) {
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    REQUIRE(n > 0);
+    listing.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(out[0]);
+  CHECK(listing == "0\n1\n2\n3\n");
+  auto pids = cg->pids();
+  CHECK(std::find(pids.begin(), pids.end(), pid) != pids.end());
+  REQUIRE(cg->kill());
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(cg->wait_empty(std::chrono::seconds(5)));
   CHECK(cg->remove());
 }
 

@@ -222,6 +222,14 @@ TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log root", "[worker_spec]") {
     CHECK(build(c, {}, 0, "/var/run/x")[1].env.at("TORCHELASTIC_ERROR_FILE") == "/var/run/x/attempt_0/1/error.json");
     CHECK(build(c, {})[1].log_dir.empty());
   }
+  SECTION("a root that holds only error files: flat, no directory per worker") {
+    WorkerSpecInputs in{c, RankMap({node(0, 2), node(1, 2)}), 0, 3, "10.0.0.1", 29500, {}, "/tmp/r_x"};
+    in.error_files_only = true;
+    const auto specs = build_worker_specs(in);
+    CHECK(specs[0].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/r_x/error_3_0.json");
+    CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/r_x/error_3_1.json");
+    CHECK(specs[1].log_dir.empty());  // nothing to create per worker
+  }
 }
 
 TEST_CASE("output routing: the console prefix comes from the template, per worker", "[worker_spec][routing]") {
