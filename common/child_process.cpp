@@ -1,11 +1,9 @@
 // vfork + exec, or clone3 into the job's cgroup + exec; see child_process.hpp.
 //
 // The child makes only system calls between the fork and execve: no allocation, no locks, no C++
-// objects. Everything it needs (argv, envp as C arrays) is built before. After vfork the child
-// shares the parent's memory: a failed step is written to `failure` and read after vfork returns,
-// which it does only once the child has exec'd or exited. After clone3 (CLONE_VFORK without
-// CLONE_VM: the same wait, a copy-on-write address space) the failure comes back through a
-// close-on-exec pipe instead: end of file there means the exec succeeded.
+// objects. Everything it needs (argv, envp as C arrays) is built before. Both forks (vfork, and
+// clone3 with CLONE_VFORK, which copies the address space) return only once the child has exec'd
+// or exited; a failed step comes back through a close-on-exec pipe (ReportPipe).
 #include "common/child_process.hpp"
 
 #include <fcntl.h>
@@ -41,10 +39,17 @@ bool move_fd(int fd, int target) {
   return ::dup2(fd, target) == target;
 }
 
+struct Prepared {
+  std::vector<std::string> arg_strings, env_strings;
+  std::vector<char*> argv, envp;
+  std::vector<int> keep;  // sorted, without stdio, with the report pipe's write end
+  pid_t parent = 0;
+  int report_fd = -1;  // the write end of the report pipe: kept through the closing, not the exec
+  int procs_fd = -1;   // cgroup.procs to join before exec (-1: none, or born in the cgroup)
+};
+
 // Child side of the fork: system calls only. Returns only on failure, with `f` filled in.
-// `report_fd` (>= 0, also in `keep`) survives the descriptor closing but not the exec.
-void exec_child(const ChildOptions& o, const std::vector<int>& keep, char* const* argv, char* const* envp, pid_t parent,
-                volatile Failure& f, int report_fd = -1) {
+void exec_child(const ChildOptions& o, const Prepared& p, volatile Failure& f) {
   const auto fail = [&](const char* step) {
     f.step = step;
     f.error_number = errno;
@@ -62,18 +67,18 @@ void exec_child(const ChildOptions& o, const std::vector<int>& keep, char* const
   }
   // Before anything it could start: a child that is in the cgroup takes its children with it.
   // (Not needed when clone3 created it there: then cgroup_procs_fd is -1.)
-  if (o.cgroup_procs_fd >= 0 && ::write(o.cgroup_procs_fd, "0", 1) != 1) return fail(kCgroupStep);
+  if (p.procs_fd >= 0 && ::write(p.procs_fd, "0", 1) != 1) return fail(kCgroupStep);
   if (!move_fd(o.stdout_fd, 1)) return fail("dup2 (stdout)");
   if (!move_fd(o.stderr_fd, 2)) return fail("dup2 (stderr)");
-  if (const int e = close_descriptors_except(keep.data(), keep.size()); e != 0) {
+  if (const int e = close_descriptors_except(p.keep.data(), p.keep.size()); e != 0) {
     errno = e;
     return fail("closing inherited descriptors");
   }
-  if (report_fd >= 0 && ::fcntl(report_fd, F_SETFD, FD_CLOEXEC) != 0) return fail("fcntl (report pipe)");
+  if (::fcntl(p.report_fd, F_SETFD, FD_CLOEXEC) != 0) return fail("fcntl (report pipe)");
   if (::setpgid(0, 0) != 0) return fail("setpgid");
   if (::prctl(PR_SET_PDEATHSIG, o.death_signal) != 0) return fail("prctl(PR_SET_PDEATHSIG)");
   // The parent died before prctl took effect: give up now instead of running orphaned.
-  if (::getppid() != parent) {
+  if (::getppid() != p.parent) {
     errno = ESRCH;
     return fail("getppid (the parent is gone)");
   }
@@ -87,7 +92,7 @@ void exec_child(const ChildOptions& o, const std::vector<int>& keep, char* const
   sigset_t none;
   ::sigemptyset(&none);
   if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) return fail("sigprocmask");
-  ::execve(o.exe.c_str(), argv, envp);
+  ::execve(o.exe.c_str(), p.argv.data(), p.envp.data());
   fail("execve");
 }
 
@@ -104,13 +109,9 @@ std::string describe(const std::string& exe, const char* step, int e) {
 // Set once clone3 turned out to lack CLONE_INTO_CGROUP (Linux before 5.7: ENOSYS or EINVAL).
 std::atomic<bool> no_clone_into_cgroup{false};
 
-struct Prepared {
-  std::vector<std::string> arg_strings, env_strings;
-  std::vector<char*> argv, envp;
-  std::vector<int> keep;
-};
-
-Prepared prepare(const ChildOptions& o) {
+// Argv and envp as C arrays, and the descriptors to keep: everything the child needs, built
+// before the fork. `report_fd` is the write end of the child's report pipe.
+Prepared prepare(const ChildOptions& o, int report_fd) {
   Prepared p;
   p.arg_strings = o.argv.empty() ? std::vector<std::string>{o.exe} : o.argv;
   for (auto& a : p.arg_strings) p.argv.push_back(a.data());
@@ -120,61 +121,77 @@ Prepared prepare(const ChildOptions& o) {
   for (auto& e : p.env_strings) p.envp.push_back(e.data());
   p.envp.push_back(nullptr);
   p.keep = o.keep_fds;
+  p.keep.push_back(report_fd);
   std::sort(p.keep.begin(), p.keep.end());
   p.keep.erase(std::unique(p.keep.begin(), p.keep.end()), p.keep.end());
   p.keep.erase(std::remove_if(p.keep.begin(), p.keep.end(), [](int fd) { return fd <= 2; }), p.keep.end());
+  p.parent = ::getpid();
+  p.report_fd = report_fd;
+  p.procs_fd = o.cgroup_procs_fd;
   return p;
+}
+
+// The child's report: a close-on-exec pipe. The child writes its Failure there when a step fails;
+// end of file means the exec succeeded. (After vfork the child shares our memory, but a sanitizer
+// or valgrind may turn vfork into fork: the pipe works either way.) Step names are string
+// literals: the same addresses in a forked copy of the program.
+class ReportPipe {
+ public:
+  ReportPipe() {
+    if (::pipe2(fds_, O_CLOEXEC) != 0) fds_[0] = fds_[1] = -1;
+  }
+  ~ReportPipe() {
+    for (int fd : fds_)
+      if (fd >= 0) ::close(fd);
+  }
+  ReportPipe(const ReportPipe&) = delete;
+  ReportPipe& operator=(const ReportPipe&) = delete;
+  bool ok() const { return fds_[0] >= 0; }
+  int child_end() const { return fds_[1]; }
+  // Parent side, after the fork returned: what the child reported (step nullptr: it exec'd).
+  // Does not block for long: the fork returns only once the child has exec'd or exited.
+  Failure read() {
+    ::close(fds_[1]);
+    fds_[1] = -1;
+    Failure f;
+    ssize_t n;
+    while ((n = ::read(fds_[0], &f, sizeof f)) < 0 && errno == EINTR) {
+    }
+    return n == static_cast<ssize_t>(sizeof f) ? f : Failure{};
+  }
+
+ private:
+  int fds_[2];
+};
+
+// Child side after either fork: exec, or report the failed step and exit.
+[[noreturn]] void run_child(const ChildOptions& o, const Prepared& p) {
+  volatile Failure f;
+  exec_child(o, p, f);
+  const Failure copy{f.step, f.error_number};
+  [[maybe_unused]] const ssize_t n = ::write(p.report_fd, &copy, sizeof copy);
+  ::_exit(kExitExecFailed);
 }
 
 // clone3(CLONE_VFORK | CLONE_INTO_CGROUP): the child is born in the cgroup. Joining by a write to
 // cgroup.procs migrates a process, and the kernel's first migration after a quiet spell waits for
 // an RCU grace period (cgroup_threadgroup_rwsem): about 7 ms per launch on the benchmark machine,
 // as much as starting 16 workers. Returns the pid, or -1 with errno (ENOSYS/EINVAL: unsupported).
-// The parent resumes once the child has exec'd or exited; `failure` is what the child reported.
-pid_t clone_into_cgroup(const ChildOptions& o, const Prepared& p, pid_t parent, Failure& failure) {
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return -1;
-  std::vector<int> keep = p.keep;  // the report pipe survives the descriptor closing
-  keep.insert(std::upper_bound(keep.begin(), keep.end(), report[1]), report[1]);
+// Like vfork, it returns once the child has exec'd or exited.
+pid_t clone_into_cgroup(const ChildOptions& o, const Prepared& p) {
   clone_args args{};
   args.flags = CLONE_VFORK | CLONE_INTO_CGROUP;
   args.exit_signal = SIGCHLD;
   args.cgroup = static_cast<std::uint64_t>(o.cgroup_fd);
   const long pid = ::syscall(SYS_clone3, &args, sizeof args);
-  if (pid == 0) {
-    Failure f;
-    exec_child(o, keep, p.argv.data(), p.envp.data(), parent, f, report[1]);
-    // Step names are string literals: the same addresses in the parent's copy of the program.
-    [[maybe_unused]] const ssize_t n = ::write(report[1], &f, sizeof f);
-    ::_exit(kExitExecFailed);
-  }
-  const int clone_errno = errno;
-  ::close(report[1]);
-  if (pid > 0) {
-    Failure f;
-    ssize_t n;
-    while ((n = ::read(report[0], &f, sizeof f)) < 0 && errno == EINTR) {
-    }
-    if (n == static_cast<ssize_t>(sizeof f)) failure = f;
-  }
-  ::close(report[0]);
-  errno = clone_errno;
+  if (pid == 0) run_child(o, p);
   return static_cast<pid_t>(pid);
 }
 
-// vfork: the child shares our memory until exec, so its failure is read from `shared` after
-// vfork returns. A function of its own: nothing of the caller's lives across the vfork.
-pid_t vfork_child(const ChildOptions& o, const Prepared& p, pid_t parent, Failure& failure) {
-  volatile Failure shared;
+// vfork: a function of its own, so that nothing of the caller's lives across it.
+pid_t vfork_child(const ChildOptions& o, const Prepared& p) {
   const pid_t pid = ::vfork();
-  if (pid == 0) {
-    exec_child(o, p.keep, p.argv.data(), p.envp.data(), parent, shared);
-    ::_exit(kExitExecFailed);
-  }
-  const int vfork_errno = errno;
-  failure.step = shared.step;
-  failure.error_number = shared.error_number;
-  errno = vfork_errno;
+  if (pid == 0) run_child(o, p);
   return pid;
 }
 
@@ -199,26 +216,26 @@ bool StartError::process_limit() const {
 }
 
 pid_t start_child(const ChildOptions& options) {
-  const Prepared p = prepare(options);
+  ReportPipe report;
+  if (!report.ok()) throw StartError(options.exe, "pipe2", errno);
+  Prepared p = prepare(options, report.child_end());
   // All signals blocked across the fork, so that no handler of ours runs in the child (on our
   // memory, after vfork) before the child has reset it.
   sigset_t all, old_mask;
   ::sigfillset(&all);
   if (const int e = ::pthread_sigmask(SIG_SETMASK, &all, &old_mask); e != 0)
     throw StartError(options.exe, "pthread_sigmask", e);
-  const pid_t parent = ::getpid();
   const char* fork_step = "vfork";
-  Failure failure;
   pid_t pid = -1;
   int fork_errno = 0;
   if (options.cgroup_fd >= 0 && !no_clone_into_cgroup.load()) {
-    ChildOptions o = options;
-    o.cgroup_procs_fd = -1;  // born in the cgroup
+    p.procs_fd = -1;  // born in the cgroup
     fork_step = "clone3";
-    pid = clone_into_cgroup(o, p, parent, failure);
+    pid = clone_into_cgroup(options, p);
     fork_errno = errno;
     if (pid < 0 && (fork_errno == ENOSYS || fork_errno == EINVAL)) {
       no_clone_into_cgroup = true;
+      p.procs_fd = options.cgroup_procs_fd;
     } else if (pid < 0 && fork_errno != EAGAIN && fork_errno != ENOMEM) {
       // The cgroup refused the child (EACCES, EBUSY, ...): as a failed cgroup.procs write.
       fork_step = kCgroupStep;
@@ -226,13 +243,13 @@ pid_t start_child(const ChildOptions& options) {
   }
   if (options.cgroup_fd < 0 || no_clone_into_cgroup.load()) {
     fork_step = "vfork";
-    pid = vfork_child(options, p, parent, failure);
+    pid = vfork_child(options, p);
     fork_errno = errno;
   }
   // Restoring a mask we just read cannot fail.
   ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (pid < 0) throw StartError(options.exe, fork_step, fork_errno);
-  if (failure.step != nullptr) {
+  if (const Failure failure = report.read(); failure.step != nullptr) {
     int status = 0;
     // The child has _exit'ed already (the fork returns after that): this does not block.
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -16,6 +16,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
+#include "common/signals.hpp"
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_round.hpp"
 #include "launcher/job_store.hpp"
@@ -60,6 +61,16 @@ bool Agent::prepare() {
   } catch (const Error& e) {
     log::error("{}", e.what());
     exit_code_ = kExitFailure;
+    return false;
+  }
+  try {
+    RunRecorderOptions ro{c_.event_log, {}, c_.run_id, eff_.host};
+    if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
+    if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
+    recorder_ = std::make_unique<RunRecorder>(std::move(ro));
+  } catch (const UsageError& e) {
+    log::error("{}", e.what());
+    exit_code_ = kExitUsage;
     return false;
   }
   if (!deps_.processes) deps_.processes = make_posix_process_context;
@@ -117,8 +128,12 @@ void Agent::on_joined(const JoinedRound& joined) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
   procs_ = deps_.processes(io_, OutputPolicy{&console_, &log_tally_});
+  report_.clear();
+  recorder_->round_joined(round_, group_rank_, nnodes_, joined.ranks.world_size());
   try {
-    procs_->start(build_worker_specs(in), [this](const WorkerResult& w) { on_worker_exit(w); });
+    const std::vector<WorkerSpec> specs = build_worker_specs(in);
+    recorder_->workers_started(round_, specs,
+                               procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); }));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(
@@ -165,27 +180,57 @@ std::string Agent::publish(const Outcome& outcome) {
 void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   if (!status_.stoppable()) return check_round_end();
   if (publish_it) publish(cause);
+  signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
+  recorder_->teardown(round_, cause, signal_sent_);
   status_.stop(std::move(cause), restartable);
-  procs_->signal(status_.interrupted_by() ? status_.interrupted_by() : SIGTERM);
+  procs_->signal(signal_sent_);
   kill_timer_.expires_after(c_.shutdown_timeout);
   kill_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || !procs_ || procs_->running() == 0) return;
-    log::info("{} worker(s) still running {:g} s after SIGTERM; sending SIGKILL", procs_->running(),
-              c_.shutdown_timeout.count() / 1000.0);
+    log::info("{} worker(s) still running {:g} s after {}; sending SIGKILL", procs_->running(),
+              c_.shutdown_timeout.count() / 1000.0, signal_name(signal_sent_));
+    signal_sent_ = SIGKILL;
     procs_->signal(SIGKILL);
   });
   check_round_end();
 }
 
+FailureContext Agent::failure_context() const {
+  FailureContext context;
+  context.program = c_.program;
+  context.host = eff_.host;
+  context.node_rank = group_rank_;
+  if (runs_with_python(c_)) context.python = eff_.python;
+  return context;
+}
+
+bool Agent::stopped_by_us(const WorkerResult& w) const {
+  if (!status_.stopping() || signal_sent_ == 0) return false;
+  if (status_.interrupted_by()) return true;  // the user stopped the whole job
+  for (int sig : {signal_sent_, SIGTERM, SIGKILL}) {
+    if (w.term_signal == sig || w.exit_code == 128 + sig) return true;
+  }
+  return false;
+}
+
 void Agent::on_worker_exit(const WorkerResult& w) {
-  if (w.exit_code != 0 && status_.state() == RoundState::Running) {
-    FailureContext context{c_.program, eff_.host, group_rank_, runs_with_python(c_) ? eff_.python : PythonInterpreter{},
-                           ""};
-    if (w.term_signal == SIGKILL) context.death_note = oom_.explain(w.pid).value_or("");
-    const std::string summary = describe_failure(w, context);
+  const bool failed_first = w.exit_code != 0 && status_.state() == RoundState::Running;
+  RankState state = w.exit_code == 0 ? RankState::Succeeded : RankState::Failed;
+  if (!failed_first && state == RankState::Failed && stopped_by_us(w)) state = RankState::Stopped;
+  std::string note;
+  if (w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
+  report_.add(w, state, std::move(note));
+  recorder_->worker_exited(round_, report_.ranks().back());
+  if (failed_first) {
+    // What the other nodes print at once; this node prints the whole report when the round ends.
+    const std::string summary = report_.summary(failure_context());
     return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, group_rank_), true, true);
   }
   check_round_end();
+}
+
+std::string Agent::final_summary(const Outcome& cause) const {
+  return report_.final_summary(cause, failure_context(), fmt::format("node {}{}", group_rank_, host_of(group_rank_)));
 }
 
 void Agent::on_outcome(const std::string& value) {
@@ -214,9 +259,14 @@ void Agent::on_outcome(const std::string& value) {
   stop_round(std::move(outcome), true, false);
 }
 
-std::string Agent::host_of(int node) const {
+std::string Agent::host_name(int node) const {
   if (node < 0 || node >= static_cast<int>(hosts_.size())) return "";
-  return fmt::format(" ({})", printable(hosts_[static_cast<std::size_t>(node)]));
+  return printable(hosts_[static_cast<std::size_t>(node)]);
+}
+
+std::string Agent::host_of(int node) const {
+  const std::string name = host_name(node);
+  return name.empty() ? "" : " (" + name + ")";
 }
 
 void Agent::on_lost(const std::string& message, bool store_lost) {
@@ -259,11 +309,12 @@ void Agent::end_round() {
     ++restart_count_;
     ++round_;
     log::info("restarting the job (restart {} of {})", restart_count_, c_.max_restarts);
+    recorder_->restart(restart_count_, c_.max_restarts);
     return start_round();
   }
   const Outcome& cause = *status_.cause();  // set by every way into Stopping
   console_.flush();
-  if (!cause.summary.empty()) console_.write(2, cause.summary + "\n");
+  if (const std::string summary = final_summary(cause); !summary.empty()) console_.write(2, summary + "\n");
   finish(cause.code);
 }
 
@@ -302,6 +353,11 @@ int Agent::run() {
     // The exit code stays the workers' own; the message says what the files miss.
     log::error("log files incomplete: {} line(s) not written to {} ({})", log_tally_.lines_lost, eff_.log_root,
                log_tally_.first_error);
+  }
+  if (recorder_) {
+    const std::optional<Outcome>& cause = status_.cause();
+    recorder_->job_ended(*exit_code_, group_rank_, restart_count_, report_, cause,
+                         cause ? host_name(cause->origin_node) : "");
   }
   if (exit_code_ == kExitOk) discard_error_files();
   if (joiner_->job() && exit_code_ == kExitOk && nnodes_ > 1) {

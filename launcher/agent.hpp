@@ -39,7 +39,9 @@
 #include "launcher/outcome.hpp"
 #include "launcher/process_context.hpp"
 #include "launcher/round_joiner.hpp"
+#include "launcher/round_report.hpp"
 #include "launcher/round_status.hpp"
+#include "launcher/run_recorder.hpp"
 
 namespace ddp::launcher {
 
@@ -73,7 +75,9 @@ class Agent {
   std::string key(const std::string& name) const { return "r" + std::to_string(round_) + "/" + name; }
   // A connection for the monitor of a running round, bounded by the heartbeat timeout.
   std::shared_ptr<rendezvous::Store> connect_job();
-  // " (host)" of group rank `node` in this round, "" when unknown.
+  // The host name of group rank `node` in this round (escaped), "" when unknown.
+  std::string host_name(int node) const;
+  // " (host)", or "" when unknown.
   std::string host_of(int node) const;
   // Posts an event from a helper thread; it is dropped if the round it belongs to is over.
   void post_for_round(int round, std::function<void()> event);
@@ -85,6 +89,14 @@ class Agent {
   void on_joined(const JoinedRound& joined);
   void start_monitor();
   void on_worker_exit(const WorkerResult& w);
+  // Whether a worker that ended after the round began to stop was stopped by us (our signals, or
+  // the forwarded stopping signal) rather than failing on its own.
+  bool stopped_by_us(const WorkerResult& w) const;
+  // The failure context of this node's workers.
+  FailureContext failure_context() const;
+  // The summary printed when the round ends: the local report when the root cause is ours, else
+  // the other node's report followed by what happened here.
+  std::string final_summary(const Outcome& cause) const;
   void on_outcome(const std::string& value);
   void on_lost(const std::string& message, bool store_lost);
   // Stops the round for `cause` (the first one wins): tells the other nodes when `publish`,
@@ -112,12 +124,14 @@ class Agent {
   int restart_count_ = 0;
   int group_rank_ = 0;
   int nnodes_ = 1;
-  std::vector<std::string> hosts_;
-  LogFileTally log_tally_;
-  OomWitness oom_;                  // tells an out-of-memory kill from another SIGKILL
-  StoreConnector connect_running_;  // the monitor's connections (see connect_job)  // lines that missed their log files
-                                    // (reported at the end)  // host name of each node of the round, by group rank
-  RoundStatus status_;              // the round's state, its root cause and a stopping signal received
+  std::vector<std::string> hosts_;         // host name of each node of the round, by group rank
+  LogFileTally log_tally_;                 // lines that missed their log files (reported at the end)
+  OomWitness oom_;                         // tells an out-of-memory kill from another SIGKILL
+  StoreConnector connect_running_;         // the monitor's connections (see connect_job)
+  RoundReport report_;                     // every local worker's end in this round
+  std::unique_ptr<RunRecorder> recorder_;  // --event_log, --summary_json (made by prepare())
+  int signal_sent_ = 0;                    // what stop_round sent the workers last
+  RoundStatus status_;                     // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;

@@ -106,6 +106,12 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
                          "local ranks shown on the console, e.g. 0,3"));
   app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template,
                  "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
+  app.add_option("--summary_json,--summary-json", c.summary_json,
+                 "write every local rank's outcome and the root cause as JSON when the job ends")
+      ->type_name("FILE");
+  app.add_option("--event_log,--event-log", c.event_log,
+                 "append JSON lines as the job goes: rounds, worker starts and exits, teardown, restarts")
+      ->type_name("FILE");
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
   app.add_option("--log_level,--log-level", c.log_level,
                  "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)");

@@ -11,22 +11,22 @@
 
 namespace ddp::launcher {
 
-namespace {
-std::string now_text() {
-  const std::time_t t = std::time(nullptr);
+std::string time_text(std::chrono::system_clock::time_point time) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(time);
   std::tm local{};
   ::localtime_r(&t, &local);
   char buf[64];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H:%M:%S", &local);
   return buf;
 }
-}  // namespace
 
 std::string describe_failure(const WorkerResult& w, const FailureContext& c) {
   std::ostringstream out;
   const std::string bar(60, '=');
   out << bar << "\n" << c.program << " FAILED\n" << std::string(60, '-') << "\n";
-  out << "  time      : " << now_text() << "\n";
+  if (!c.heading.empty()) out << c.heading << "\n";
+  const auto when = c.time == std::chrono::system_clock::time_point{} ? std::chrono::system_clock::now() : c.time;
+  out << "  time      : " << time_text(when) << "\n";
   out << "  host      : " << c.host << "\n";
   out << "  node rank : " << c.node_rank << "\n";
   out << "  rank      : " << w.rank << " (local_rank: " << w.local_rank << ")\n";
@@ -60,7 +60,7 @@ std::string describe_failure(const WorkerResult& w, const FailureContext& c) {
     out << "  hint      : the worker ran " << c.python.path << " (" << c.python.reason
         << "); install the module for that interpreter, or choose another with PYTHON_EXEC\n";
   }
-  out << bar;
+  out << c.appendix << bar;
   return out.str();
 }
 

@@ -46,7 +46,9 @@ struct LaunchConfig {
   int max_restarts = 0;
   std::chrono::milliseconds monitor_interval{100};
   std::string role = "default";
-  std::string log_dir;  // "" = no log files
+  std::string log_dir;       // "" = no log files
+  std::string summary_json;  // --summary_json FILE ("" = none; run_recorder.hpp)
+  std::string event_log;     // --event_log FILE ("" = none)
   StreamSelection redirects;
   StreamSelection tee;
   std::vector<int> local_ranks_filter;  // empty = all

@@ -31,13 +31,15 @@ class PosixProcessContext final : public ProcessContext {
     // processes_ (destroyed after the workers' pipes) kills and reaps whatever is left.
   }
 
-  void start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
+  std::vector<int> start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
     on_exit_ = std::move(on_exit);
+    std::vector<int> pids;
     try {
       for (const auto& spec : specs) {
         workers_.push_back(
             std::make_unique<WorkerProcess>(io_, spec, OutputOptions{policy_.console, policy_.log_tally}, processes_));
         WorkerProcess* w = workers_.back().get();
+        pids.push_back(w->pid());
         if (lifetime_) lifetime_->worker_started(w->pid(), processes_);
         w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });
       }
@@ -47,6 +49,7 @@ class PosixProcessContext final : public ProcessContext {
       for (auto& w : workers_) reported_.push_back(w.get());
       throw;
     }
+    return pids;
   }
 
   void signal(int signo) override { processes_.signal_all(signo); }

@@ -33,10 +33,11 @@ class ProcessContext {
   using ExitCallback = std::function<void(const WorkerResult&)>;
   virtual ~ProcessContext() = default;
 
-  // Starts one worker per spec. `on_exit` runs on the agent's event loop once per worker, after
-  // its output has been passed on. Throws UsageError when a worker cannot start (workers
-  // already started are killed and reaped first). Not thread-safe: loop thread only.
-  virtual void start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) = 0;
+  // Starts one worker per spec and returns their pids, in the specs' order. `on_exit` runs on the
+  // agent's event loop once per worker, after its output has been passed on. Throws UsageError
+  // when a worker cannot start (workers already started are killed and reaped first). Not
+  // thread-safe: loop thread only.
+  virtual std::vector<int> start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) = 0;
   // Sends `signo` to the process group of every worker that has not exited. Never blocks.
   virtual void signal(int signo) = 0;
   // Sends `signo` to each worker process that has not exited, not to its group (SIGUSR1 and

@@ -1,5 +1,9 @@
 """Saying exactly what went wrong (issue 13), through the real binary:
 
+  * 8 ranks failing the same way give one root cause (the earliest by the error file's own
+    timestamp, not the first exit seen) with one traceback, the others merged into one line, and
+    the rank ddplaunch stopped listed apart; --summary_json and --event_log say the same as JSON;
+
   * a Python worker whose @record-decorated main raises gets an error file without --log_dir; the
     summary prints the exception and the formatted traceback from it (not the raw JSON); the
     run's directory of error files is removed after a success;
@@ -10,6 +14,7 @@
     pytest test_failure_report.py --ddplaunch=/path/to/ddplaunch
 """
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -108,3 +113,72 @@ def test_an_out_of_memory_kill_is_named(ddplaunch, tmp_path):
                 break
             except OSError:
                 subprocess.run(["sleep", "0.1"])
+
+
+SAME_ERROR = r'''#!/bin/bash
+# Every rank records "ValueError: same" (as @record would) and fails, except rank 5, which trains on
+# until ddplaunch stops it. Rank 3 recorded its error 100 s before the others but is seen last: it
+# ignores SIGTERM and exits 1 a moment later.
+ts=$(date +%s)
+[ "$RANK" = 5 ] && exec sleep 60
+[ "$RANK" = 3 ] && ts=$((ts - 100))
+printf '{"message": {"message": "ValueError: same", "extraInfo": {"py_callstack": "Traceback (most recent call last):\\n  File \\"t.py\\", line 1\\nValueError: same\\n", "timestamp": "%s"}}}' "$ts" > "$TORCHELASTIC_ERROR_FILE"
+if [ "$RANK" = 3 ]; then trap '' TERM; sleep 0.5; fi
+exit 1
+'''
+
+
+def test_identical_failures_merge_under_the_earliest_and_stopped_ranks_stand_apart(ddplaunch, tmp_path):
+    prog = tmp_path / "same.sh"
+    prog.write_text(SAME_ERROR)
+    prog.chmod(0o755)
+    summary, events = tmp_path / "summary.json", tmp_path / "events.jsonl"
+    r = run(ddplaunch, ["--nproc_per_node=8", f"--summary_json={summary}", f"--event_log={events}", str(prog)])
+    assert r.returncode == 1, r.stderr
+    err = r.stderr
+    assert "Root cause (the earliest failure):\n" in err, err
+    assert "  rank      : 3 (local_rank: 3)\n" in err, err
+    assert "  error     : ValueError: same\n" in err, err
+    assert ("Other failures (by what they say):\n"
+            "  ranks 0-2,4,6-7 (6 ranks): exitcode 1: ValueError: same (as the root cause)\n") in err, err
+    assert "Stopped by ddplaunch (not failed):\n  rank 5: ended by SIGTERM\n" in err, err
+    assert err.count("Traceback (most recent call last)") == 1, err
+
+    doc = json.loads(summary.read_text())
+    assert doc["exit_code"] == 1 and doc["version"] == 1
+    assert [x["rank"] for x in doc["ranks"]] == list(range(8))
+    assert [x["state"] for x in doc["ranks"]] == ["failed"] * 5 + ["stopped"] + ["failed"] * 2
+    assert doc["ranks"][5]["signal"] == "SIGTERM"
+    assert doc["root_cause"]["rank"] == 3 and doc["root_cause"]["error"] == "ValueError: same"
+
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    kinds = [e["event"] for e in lines]
+    assert kinds[:2] == ["round_joined", "workers_started"], kinds
+    assert kinds.count("worker_exited") == 8 and kinds.count("teardown") == 1, kinds
+    assert kinds[-1] == "job_ended" and lines[-1]["exit_code"] == 1
+    started = {w["rank"]: w["pid"] for w in lines[1]["workers"]}
+    exited = {e["rank"]: e["pid"] for e in lines if e["event"] == "worker_exited"}
+    assert started == exited
+    # Event times are when things happened (an exit's is its failure's own time): the rest ascend.
+    times = [e["time"] for e in lines if e["event"] != "worker_exited"]
+    assert times == sorted(times)
+
+
+def test_a_summary_and_events_of_a_success_and_a_bad_event_log(ddplaunch, tmp_path):
+    summary, events = tmp_path / "s.json", tmp_path / "e.jsonl"
+    r = run(ddplaunch, ["--nproc_per_node=2", f"--summary_json={summary}", f"--event_log={events}", "--no_python",
+                        "true"])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(summary.read_text())
+    assert doc["root_cause"] is None and [x["state"] for x in doc["ranks"]] == ["succeeded"] * 2
+    assert [json.loads(line)["event"] for line in events.read_text().splitlines()] == [
+        "round_joined", "workers_started", "worker_exited", "worker_exited", "job_ended"]
+    # A second run appends.
+    assert run(ddplaunch, ["--nproc_per_node=1", f"--event_log={events}", "--no_python", "true"]).returncode == 0
+    assert len(events.read_text().splitlines()) == 9
+
+    bad = run(ddplaunch, ["--nproc_per_node=1", f"--event_log={tmp_path}/no/such/dir/e.jsonl", "--no_python", "true"])
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        f"ddplaunch: --event_log {tmp_path}/no/such/dir/e.jsonl: cannot open: No such file or directory; "
+        "give a writable file (its directory must exist)"], bad.stderr

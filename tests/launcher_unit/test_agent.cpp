@@ -45,8 +45,9 @@ class FakeProcesses final : public ProcessContext {
   FakeProcesses(asio::io_context& io, std::function<Script(const WorkerSpec&)> script, Record& record)
       : io_(io), script_(std::move(script)), record_(record) {}
 
-  void start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
+  std::vector<int> start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
     on_exit_ = std::move(on_exit);
+    std::vector<int> pids;
     {
       std::lock_guard<std::mutex> lock(record_.mutex);
       record_.starts.push_back(specs);
@@ -55,6 +56,7 @@ class FakeProcesses final : public ProcessContext {
       auto& w = workers_.emplace_back();
       w.spec = spec;
       w.script = script_(spec);
+      pids.push_back(100000 + spec.rank);  // never a real process: nothing signals it
       if (!w.script.runs_forever) {
         w.timer = std::make_shared<asio::steady_timer>(io_, w.script.after);
         const std::size_t i = workers_.size() - 1;
@@ -63,6 +65,7 @@ class FakeProcesses final : public ProcessContext {
         });
       }
     }
+    return pids;
   }
 
   void signal(int signo) override {
@@ -283,7 +286,7 @@ namespace {
 // A process context whose workers cannot start, as when the program vanished after the checks.
 class UnstartableProcesses final : public ProcessContext {
  public:
-  void start(const std::vector<WorkerSpec>&, ExitCallback) override {
+  std::vector<int> start(const std::vector<WorkerSpec>&, ExitCallback) override {
     throw ddp::UsageError("program 'fake-worker' was not found on PATH; give a path such as ./fake-worker");
   }
   void signal(int) override {}

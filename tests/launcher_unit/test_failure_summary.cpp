@@ -4,6 +4,7 @@
 // is named and the stderr lines stay), and the ModuleNotFoundError hint naming the interpreter.
 #include "launcher/failure_summary.hpp"
 #include "launcher/oom_check.hpp"
+#include "launcher/round_report.hpp"
 
 #include <unistd.h>
 
@@ -29,6 +30,15 @@ WorkerResult failed_worker() {
   return w;
 }
 
+FailureContext context(const std::string& program, const std::string& host, int node, const std::string& note) {
+  FailureContext c;
+  c.program = program;
+  c.host = host;
+  c.node_rank = node;
+  c.death_note = note;
+  return c;
+}
+
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -36,7 +46,7 @@ bool has(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST_CASE("failure summary: torchrun's layout and the last stderr lines", "[summary]") {
-  const std::string s = describe_failure(failed_worker(), FailureContext{"train.py", "gpu07", 2, {}, ""});
+  const std::string s = describe_failure(failed_worker(), context("train.py", "gpu07", 2, ""));
   CHECK(has(s, "train.py FAILED"));
   CHECK(has(s, "  host      : gpu07\n"));
   CHECK(has(s, "  node rank : 2\n"));
@@ -51,7 +61,7 @@ TEST_CASE("failure summary: a signal is named", "[summary]") {
   WorkerResult w = failed_worker();
   w.exit_code = 128 + SIGSEGV;
   w.term_signal = SIGSEGV;
-  CHECK(has(describe_failure(w, FailureContext{"./train", "h", 0, {}, ""}), "exitcode  : 139 (died of SIGSEGV)"));
+  CHECK(has(describe_failure(w, context("./train", "h", 0, "")), "exitcode  : 139 (died of SIGSEGV)"));
 }
 
 namespace {
@@ -64,7 +74,7 @@ std::string with_error_file(const std::string& content) {
   std::ofstream(path) << content;
   WorkerResult w = failed_worker();
   w.error_file = path;
-  const std::string s = describe_failure(w, FailureContext{"train.py", "h", 0, {}, ""});
+  const std::string s = describe_failure(w, context("train.py", "h", 0, ""));
   ::unlink(path);
   return s;
 }
@@ -91,19 +101,20 @@ TEST_CASE("failure summary: the exception and traceback from torch's @record err
   SECTION("a named file the worker never wrote reads as <N/A>") {
     WorkerResult w = failed_worker();
     w.error_file = "/nonexistent/error.json";
-    CHECK(has(describe_failure(w, FailureContext{"train.py", "h", 0, {}, ""}), "error_file: <N/A>"));
+    CHECK(has(describe_failure(w, context("train.py", "h", 0, "")), "error_file: <N/A>"));
   }
 }
 
 TEST_CASE("failure summary: a missing module names the interpreter that ran the worker", "[summary]") {
   WorkerResult w = failed_worker();
   w.stderr_tail = {"ModuleNotFoundError: No module named 'torch'"};
-  const FailureContext python{"train.py", "h", 0, {"/usr/bin/python3", "python3 on PATH"}, ""};
+  FailureContext python = context("train.py", "h", 0, "");
+  python.python = {"/usr/bin/python3", "python3 on PATH"};
   CHECK(has(describe_failure(w, python),
             "  hint      : the worker ran /usr/bin/python3 (python3 on PATH); install the module for that "
             "interpreter, or choose another with PYTHON_EXEC\n"));
   SECTION("not for a program that is not Python") {
-    CHECK_FALSE(has(describe_failure(w, FailureContext{"./train", "h", 0, {}, ""}), "hint"));
+    CHECK_FALSE(has(describe_failure(w, context("./train", "h", 0, "")), "hint"));
   }
 }
 
@@ -111,7 +122,7 @@ TEST_CASE("failure summary: an out-of-memory kill is named with the signal", "[s
   WorkerResult w = failed_worker();
   w.exit_code = 137;
   w.term_signal = SIGKILL;
-  CHECK(has(describe_failure(w, FailureContext{"./train", "h", 0, {}, "killed by the out-of-memory killer"}),
+  CHECK(has(describe_failure(w, context("./train", "h", 0, "killed by the out-of-memory killer")),
             "exitcode  : 137 (died of SIGKILL: killed by the out-of-memory killer)"));
 }
 
@@ -126,4 +137,89 @@ TEST_CASE("oom_kill_in_log finds the kernel's record of that pid, not older ones
   CHECK(ddp::launcher::oom_kill_in_log(log, 4243, 300) == 2048);
   CHECK(ddp::launcher::oom_kill_in_log(log, 77, 0) == -1);
   CHECK_FALSE(ddp::launcher::oom_kill_in_log(log, 424, 0));
+}
+
+namespace {
+
+using ddp::launcher::RankState;
+using ddp::launcher::RoundReport;
+
+// A failed rank whose error file says `message`, recorded at `timestamp` (seconds).
+WorkerResult raised(int rank, const std::string& message, long long timestamp, std::vector<std::string>& files) {
+  WorkerResult w = failed_worker();
+  w.rank = rank;
+  w.local_rank = rank;
+  w.exit_code = 1;
+  char path[] = "/tmp/ddp_error_XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  std::ofstream(path) << R"({"message": {"message": ")" << message
+                      << R"(", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"t.py\"\n)"
+                      << message << R"(\n", "timestamp": ")" << timestamp << R"("}}})";
+  files.push_back(path);
+  w.error_file = path;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("round report: rank ranges", "[summary]") {
+  using ddp::launcher::rank_ranges;
+  using ddp::launcher::ranks_phrase;
+  CHECK(rank_ranges({7, 0, 1, 2, 3, 5, 8, 3}) == "0-3,5,7-8");
+  CHECK(rank_ranges({}) == "");
+  CHECK(ranks_phrase({4}) == "rank 4");
+  CHECK(ranks_phrase({0, 1, 2, 3, 4, 5, 6, 7}) == "ranks 0-7 (8 ranks)");
+}
+
+TEST_CASE("round report: the earliest failure by its own timestamp is the root cause; identical failures merge",
+          "[summary]") {
+  std::vector<std::string> files;
+  RoundReport report;
+  // Rank 3 is seen first, but rank 5 raised a second earlier (its error file says so).
+  report.add(raised(3, "RuntimeError: peer gone", 1700000001, files), RankState::Failed);
+  report.add(raised(5, "ValueError: boom", 1700000000, files), RankState::Failed);
+  for (int r : {0, 1, 2, 4, 6, 7}) report.add(raised(r, "ValueError: boom", 1700000002, files), RankState::Failed);
+  WorkerResult killed = failed_worker();
+  killed.rank = 8;
+  killed.exit_code = 128 + SIGTERM;
+  killed.term_signal = SIGTERM;
+  report.add(killed, RankState::Stopped);
+  killed.rank = 9;
+  report.add(killed, RankState::Stopped);
+  REQUIRE(report.root_cause() != nullptr);
+  CHECK(report.root_cause()->worker.rank == 5);
+  const std::string s = report.summary(context("t.py", "h", 0, ""));
+  INFO(s);
+  CHECK(has(s, "Root cause (the earliest failure):\n"));
+  CHECK(has(s, "  rank      : 5 (local_rank: 5)\n"));
+  CHECK(has(s, "  error     : ValueError: boom\n"));
+  CHECK(has(s,
+            "Other failures (by what they say):\n"
+            "  rank 3: exitcode 1: RuntimeError: peer gone\n"
+            "  ranks 0-2,4,6-7 (6 ranks): exitcode 1: ValueError: boom (as the root cause)\n"));
+  CHECK(has(s, "Stopped by ddplaunch (not failed):\n  ranks 8-9 (2 ranks): ended by SIGTERM\n"));
+  // One traceback: the root cause's.
+  CHECK(s.find("Traceback") == s.rfind("Traceback"));
+  for (const auto& f : files) ::unlink(f.c_str());
+}
+
+TEST_CASE("round report: no failure, no summary; another node's cause comes first, this node's ranks after",
+          "[summary]") {
+  RoundReport report;
+  WorkerResult ok = failed_worker();
+  ok.exit_code = 0;
+  report.add(ok, RankState::Succeeded);
+  CHECK(report.root_cause() == nullptr);
+  CHECK(report.summary(context("t.py", "h", 0, "")).empty());
+  WorkerResult killed = failed_worker();
+  killed.exit_code = 128 + SIGTERM;
+  killed.term_signal = SIGTERM;
+  report.add(killed, RankState::Stopped);
+  const auto remote = ddp::launcher::Outcome::failure(1, "node 1's report", 1);
+  const std::string s = report.final_summary(remote, context("t.py", "h", 0, ""), "node 0 (h)");
+  CHECK(s ==
+        "node 1's report\nOn this node (node 0 (h)):\nStopped by ddplaunch (not failed):\n"
+        "  rank 5: ended by SIGTERM\n");
 }
