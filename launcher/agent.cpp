@@ -68,9 +68,14 @@ bool Agent::prepare() {
     if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
     if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
     recorder_ = std::make_unique<RunRecorder>(std::move(ro));
+    file_timers_ = WorkerTimers::create(io_, current_environment(), eff_.log_root, eff_.python.path);
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     exit_code_ = kExitUsage;
+    return false;
+  } catch (const Error& e) {
+    log::error("{}", e.what());
+    exit_code_ = kExitFailure;
     return false;
   }
   if (!deps_.processes) deps_.processes = make_posix_process_context;
@@ -124,6 +129,7 @@ void Agent::on_joined(const JoinedRound& joined) {
   in.error_files_only = eff_.temporary_log_root;
   in.open_files_limit = eff_.open_files_limit;
   in.python = eff_.python.path;
+  if (file_timers_) in.base_env["TORCHELASTIC_TIMER_FILE"] = file_timers_->path();
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
@@ -132,8 +138,11 @@ void Agent::on_joined(const JoinedRound& joined) {
   recorder_->round_joined(round_, group_rank_, nnodes_, joined.ranks.world_size());
   try {
     const std::vector<WorkerSpec> specs = build_worker_specs(in);
-    recorder_->workers_started(round_, specs,
-                               procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); }));
+    const std::vector<int> pids = procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); });
+    recorder_->workers_started(round_, specs, pids);
+    std::map<int, int> ranks_by_pid;
+    for (std::size_t i = 0; i < pids.size(); ++i) ranks_by_pid[pids[i]] = specs[i].rank;
+    if (file_timers_) file_timers_->watch(std::move(ranks_by_pid));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(
@@ -217,8 +226,9 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   const bool failed_first = w.exit_code != 0 && status_.state() == RoundState::Running;
   RankState state = w.exit_code == 0 ? RankState::Succeeded : RankState::Failed;
   if (!failed_first && state == RankState::Failed && stopped_by_us(w)) state = RankState::Stopped;
-  std::string note;
-  if (w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
+  std::string note = file_timers_ ? file_timers_->note(w.pid) : "";
+  if (file_timers_) file_timers_->forget(w.pid);
+  if (note.empty() && w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
   report_.add(w, state, std::move(note));
   recorder_->worker_exited(round_, report_.ranks().back());
   if (failed_first) {
@@ -230,7 +240,7 @@ void Agent::on_worker_exit(const WorkerResult& w) {
 }
 
 std::string Agent::final_summary(const Outcome& cause) const {
-  return report_.final_summary(cause, failure_context(), fmt::format("node {}{}", group_rank_, host_of(group_rank_)));
+  return report_.final_summary(cause, failure_context(), fmt::format("node {} on {}", group_rank_, eff_.host));
 }
 
 void Agent::on_outcome(const std::string& value) {
@@ -339,6 +349,7 @@ int Agent::run() {
   start_round();
   io_.run();
   if (!procs_ && !exit_code_) exit_code_ = kExitFailure;
+  file_timers_.reset();  // its pipe goes before the run's directory may
   if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);
   monitor_.reset();
   if (joiner_->busy() || joiner_->cancelled()) {

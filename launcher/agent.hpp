@@ -42,6 +42,7 @@
 #include "launcher/round_report.hpp"
 #include "launcher/round_status.hpp"
 #include "launcher/run_recorder.hpp"
+#include "launcher/worker_timers.hpp"
 
 namespace ddp::launcher {
 
@@ -124,14 +125,15 @@ class Agent {
   int restart_count_ = 0;
   int group_rank_ = 0;
   int nnodes_ = 1;
-  std::vector<std::string> hosts_;         // host name of each node of the round, by group rank
-  LogFileTally log_tally_;                 // lines that missed their log files (reported at the end)
-  OomWitness oom_;                         // tells an out-of-memory kill from another SIGKILL
-  StoreConnector connect_running_;         // the monitor's connections (see connect_job)
-  RoundReport report_;                     // every local worker's end in this round
-  std::unique_ptr<RunRecorder> recorder_;  // --event_log, --summary_json (made by prepare())
-  int signal_sent_ = 0;                    // what stop_round sent the workers last
-  RoundStatus status_;                     // the round's state, its root cause and a stopping signal received
+  std::vector<std::string> hosts_;             // host name of each node of the round, by group rank
+  LogFileTally log_tally_;                     // lines that missed their log files (reported at the end)
+  OomWitness oom_;                             // tells an out-of-memory kill from another SIGKILL
+  StoreConnector connect_running_;             // the monitor's connections (see connect_job)
+  RoundReport report_;                         // every local worker's end in this round
+  std::unique_ptr<RunRecorder> recorder_;      // --event_log, --summary_json (made by prepare())
+  int signal_sent_ = 0;                        // what stop_round sent the workers last
+  std::unique_ptr<WorkerTimers> file_timers_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1 only
+  RoundStatus status_;                         // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;

@@ -2,7 +2,7 @@
 # Prepares a fresh Debian 12 machine (as root) to build and test ddplaunch:
 #   1. Debian packages: compilers, CMake/Ninja, CLI11, Boost (Asio), fmt, Catch2, clang's
 #      libFuzzer and sanitizer runtimes, python3-venv, libsodium (the job secret's HMAC),
-#      nlohmann-json (workers' error files, the JSON summary and event log).
+#      nlohmann-json (workers' error files, the JSON summary and event log), elfutils (eu-stack).
 #   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
 #   3. pytest and pytest-timeout in .venv/: the Python suites (tests/conftest.py) run under them.
@@ -15,7 +15,7 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       libcli11-dev libboost-dev libboost-system-dev libfmt-dev
       catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev
       python3 python3-venv python3-dev iproute2 procps
-      openmpi-bin libsodium-dev nlohmann-json3-dev)
+      openmpi-bin libsodium-dev nlohmann-json3-dev elfutils)
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -52,9 +52,10 @@ if [[ "$have" != "$TORCH_VERSION" ]]; then
 else
   say "torch $have present in .venv"
 fi
-# Test and packaging tools: pytest for the Python suites, scikit-build-core for `pip wheel .`.
-py_tools=(pytest pytest-timeout scikit-build-core)
-if ! .venv/bin/python -c 'import pytest, pytest_timeout, scikit_build_core' 2>/dev/null; then
+# Test and packaging tools: pytest for the Python suites, scikit-build-core for `pip wheel .`,
+# py-spy for Python workers' stacks (an expired file timer; elfutils' eu-stack for native ones).
+py_tools=(pytest pytest-timeout scikit-build-core py-spy)
+if ! .venv/bin/python -c 'import pytest, pytest_timeout, scikit_build_core' 2>/dev/null || [[ ! -x .venv/bin/py-spy ]]; then
   say "installing ${py_tools[*]} into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_tools[@]}"
 fi

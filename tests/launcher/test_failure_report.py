@@ -3,10 +3,12 @@
   * 8 ranks failing the same way give one root cause (the earliest by the error file's own
     timestamp, not the first exit seen) with one traceback, the others merged into one line, and
     the rank ddplaunch stopped listed apart; --summary_json and --event_log say the same as JSON;
-
   * a Python worker whose @record-decorated main raises gets an error file without --log_dir; the
     summary prints the exception and the formatted traceback from it (not the raw JSON); the
     run's directory of error files is removed after a success;
+  * with TORCHELASTIC_ENABLE_FILE_TIMER=1, an unmodified worker's expired
+    torch.distributed.elastic.timer.expires() scope is reported with the stack py-spy takes, and
+    only that worker is killed; the summary names the scope;
   * a worker killed by the kernel's out-of-memory killer (a memory cgroup with a small limit,
     cgroup v2 memory.max or v1 memory.limit_in_bytes, whichever this machine has) is reported as
     such, with its memory at death, not as a bare SIGKILL.
@@ -182,3 +184,64 @@ def test_a_summary_and_events_of_a_success_and_a_bad_event_log(ddplaunch, tmp_pa
     assert bad.stderr.strip().splitlines() == [
         f"ddplaunch: --event_log {tmp_path}/no/such/dir/e.jsonl: cannot open: No such file or directory; "
         "give a writable file (its directory must exist)"], bad.stderr
+
+
+TIMER_SCRIPT = '''\
+import os, time
+import torch.distributed.elastic.timer as timer
+
+def stuck_in_data_loader():
+    time.sleep(60)
+
+timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
+rank = int(os.environ["RANK"])
+for step in range(3):
+    with timer.expires(after=2, scope="train_step"):
+        if rank == 1 and step == 1:
+            stuck_in_data_loader()
+        time.sleep(0.1)
+print(f"rank {rank} done", flush=True)
+'''
+
+
+def test_an_expired_file_timer_shows_the_stack_and_kills_only_that_worker(ddplaunch, tmp_path):
+    prog = tmp_path / "timer.py"
+    prog.write_text(TIMER_SCRIPT)
+    env_extra = {"TORCHELASTIC_ENABLE_FILE_TIMER": "1"}
+    r = subprocess.run([ddplaunch, "--nproc_per_node=2", str(prog)], capture_output=True, text=True,
+                       timeout=TIMEOUT, env=dict(os.environ, PYTHON_EXEC=sys.executable, **env_extra))
+    out = r.stdout + r.stderr
+    assert r.returncode == 137, out
+    assert "[0]:rank 0 done" in out, out  # the other worker finished its steps: only rank 1 was killed
+    assert "rank 1 (pid " in out and "file timer 'train_step' expired" in out, out
+    assert "stuck_in_data_loader (timer.py:5)" in out, out  # py-spy's stack of the stuck worker
+    assert "exitcode  : 137 (died of SIGKILL: killed by ddplaunch: file timer 'train_step' expired)" in out, out
+    pipe = [line for line in r.stderr.splitlines() if "serving TORCHELASTIC_TIMER_FILE=" in line][0].split("=", 1)[1]
+    assert not os.path.exists(pipe), "the named pipe outlived the run"
+
+
+def test_a_native_worker_timer_gets_its_native_stack_and_the_signal_it_asked_for(ddplaunch, tmp_path):
+    # A worker that speaks the pipe's protocol itself (as FileTimerClient does), then hangs. Rank 0
+    # also sends a line that is not a request (reported, ignored) and a timer without a signal.
+    prog = tmp_path / "native.sh"
+    prog.write_text(textwrap.dedent('''\
+        #!/bin/bash
+        now=$(date +%s)
+        if [ "$RANK" = 0 ]; then
+          echo 'not json' > "$TORCHELASTIC_TIMER_FILE"
+          echo "{\\"version\\": 1, \\"pid\\": $$, \\"scope_id\\": \\"warn-only\\", \\"expiration_time\\": $((now + 1)), \\"signal\\": 0}" > "$TORCHELASTIC_TIMER_FILE"
+          exec sleep 30
+        fi
+        echo "{\\"version\\": 1, \\"pid\\": $$, \\"scope_id\\": \\"load\\", \\"expiration_time\\": $((now + 1)), \\"signal\\": 15}" > "$TORCHELASTIC_TIMER_FILE"
+        exec sleep 30
+        '''))
+    prog.chmod(0o755)
+    r = subprocess.run([ddplaunch, "--nproc_per_node=2", str(prog)], capture_output=True, text=True,
+                       timeout=TIMEOUT, env=dict(os.environ, TORCHELASTIC_ENABLE_FILE_TIMER="1"))
+    assert r.returncode == 143, r.stderr
+    assert "file timers: ignored a request that is not a FileTimerRequest: 'not json'" in r.stderr, r.stderr
+    assert "file timer 'warn-only' expired" in r.stderr and "no signal was set, it keeps running" in r.stderr
+    assert "rank 1 (pid " in r.stderr and "file timer 'load' expired" in r.stderr, r.stderr
+    assert "TID " in r.stderr or "#0 " in r.stderr, r.stderr  # eu-stack's (or gdb's) frames of sleep
+    assert "exitcode  : 143 (died of SIGTERM: killed by ddplaunch: file timer 'load' expired)" in r.stderr, r.stderr
+    assert "Stopped by ddplaunch (not failed):\n  rank 0: ended by SIGTERM" in r.stderr, r.stderr

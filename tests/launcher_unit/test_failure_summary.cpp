@@ -218,8 +218,8 @@ TEST_CASE("round report: no failure, no summary; another node's cause comes firs
   killed.term_signal = SIGTERM;
   report.add(killed, RankState::Stopped);
   const auto remote = ddp::launcher::Outcome::failure(1, "node 1's report", 1);
-  const std::string s = report.final_summary(remote, context("t.py", "h", 0, ""), "node 0 (h)");
+  const std::string s = report.final_summary(remote, context("t.py", "h", 0, ""), "node 0 on h");
   CHECK(s ==
-        "node 1's report\nOn this node (node 0 (h)):\nStopped by ddplaunch (not failed):\n"
+        "node 1's report\nOn this node (node 0 on h):\nStopped by ddplaunch (not failed):\n"
         "  rank 5: ended by SIGTERM\n");
 }

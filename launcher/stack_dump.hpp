@@ -1,0 +1,22 @@
+// A running process's stack, taken from outside with the tool made for it: `py-spy dump` for a
+// Python process (the py-spy next to the workers' interpreter, i.e. in the venv, else on PATH),
+// `eu-stack` (Debian elfutils) or gdb for a native one. The process is paused only while the tool
+// reads it, and is never stopped or killed by this.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace ddp::launcher {
+
+struct StackDumpOptions {
+  std::string python;  // the workers' interpreter ("" if none): py-spy is looked for next to it
+  std::chrono::milliseconds timeout{std::chrono::seconds(10)};  // the tool is killed after this
+};
+
+// The stack text, or one line saying why there is none ("no stack: py-spy and eu-stack not
+// found; install py-spy into the venv or Debian's elfutils"). Blocks for the tool's run (up to
+// the timeout). Never throws. Thread-safe.
+std::string dump_stack(int pid, const StackDumpOptions& options);
+
+}  // namespace ddp::launcher
