@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -23,6 +24,7 @@
 #include "launcher/node_setup.hpp"
 #include "launcher/outcome.hpp"
 #include "launcher/round_joiner.hpp"
+#include "launcher/stack_dump.hpp"
 
 namespace ddp::launcher {
 
@@ -140,9 +142,9 @@ void Agent::on_joined(const JoinedRound& joined) {
     const std::vector<WorkerSpec> specs = build_worker_specs(in);
     const std::vector<int> pids = procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); });
     recorder_->workers_started(round_, specs, pids);
-    std::map<int, int> ranks_by_pid;
-    for (std::size_t i = 0; i < pids.size(); ++i) ranks_by_pid[pids[i]] = specs[i].rank;
-    if (file_timers_) file_timers_->watch(std::move(ranks_by_pid));
+    running_.clear();
+    for (std::size_t i = 0; i < pids.size(); ++i) running_[pids[i]] = specs[i].rank;
+    if (file_timers_) file_timers_->watch(running_);
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(
@@ -189,6 +191,7 @@ std::string Agent::publish(const Outcome& outcome) {
 void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   if (!status_.stoppable()) return check_round_end();
   if (publish_it) publish(cause);
+  if (!status_.interrupted_by() && cause.code != kExitOk) save_survivor_stacks();
   signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
   recorder_->teardown(round_, cause, signal_sent_);
   status_.stop(std::move(cause), restartable);
@@ -228,6 +231,7 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   if (!failed_first && state == RankState::Failed && stopped_by_us(w)) state = RankState::Stopped;
   std::string note = file_timers_ ? file_timers_->note(w.pid) : "";
   if (file_timers_) file_timers_->forget(w.pid);
+  running_.erase(w.pid);
   if (note.empty() && w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
   report_.add(w, state, std::move(note));
   recorder_->worker_exited(round_, report_.ranks().back());
@@ -326,6 +330,13 @@ void Agent::end_round() {
   console_.flush();
   if (const std::string summary = final_summary(cause); !summary.empty()) console_.write(2, summary + "\n");
   finish(cause.code);
+}
+
+void Agent::save_survivor_stacks() {
+  if (running_.empty() || !deps_.preflight) return;  // no real processes (tests with fakes)
+  const std::string path = fmt::format("{}/stacks_round{}_node{}.txt", eff_.log_root, round_, group_rank_);
+  std::ofstream(path) << dump_stacks(running_, StackDumpOptions{eff_.python.path, std::chrono::seconds(3)});
+  log::info("stacks of the {} worker(s) still running when the job stopped: {}", running_.size(), path);
 }
 
 void Agent::discard_error_files() {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,6 +109,9 @@ class Agent {
   // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
   std::string publish(const Outcome& outcome);
   void finish(int code);
+  // Writes the running workers' stacks to the run's directory (a failure tears the job down:
+  // what were the others doing?). Blocks up to a few seconds.
+  void save_survivor_stacks();
   // Removes this run's directory when it holds only error files (no --log_dir, no redirects).
   void discard_error_files();
 
@@ -133,6 +137,7 @@ class Agent {
   std::unique_ptr<RunRecorder> recorder_;      // --event_log, --summary_json (made by prepare())
   int signal_sent_ = 0;                        // what stop_round sent the workers last
   std::unique_ptr<WorkerTimers> file_timers_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1 only
+  std::map<int, int> running_;                 // pid → rank of the round's workers still running
   RoundStatus status_;                         // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued

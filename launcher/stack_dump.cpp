@@ -9,6 +9,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -90,9 +93,19 @@ std::string run_tool(const std::vector<std::string>& argv, std::chrono::millisec
   return text;
 }
 
+// Whether `pid` still runs: not gone, not a zombie waiting to be reaped.
+bool alive(int pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const std::size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
 }  // namespace
 
 std::string dump_stack(int pid, const StackDumpOptions& options) {
+  if (!alive(pid)) return "(it exited before its stack could be taken)";
   std::vector<std::string> argv;
   if (is_python(pid)) {
     if (const std::string spy = find_tool("py-spy", options.python); !spy.empty())
@@ -113,6 +126,24 @@ std::string dump_stack(int pid, const StackDumpOptions& options) {
   std::string text = run_tool(argv, options.timeout, why);
   if (text.empty()) return fmt::format("no stack from {}: {}", argv.front(), why.empty() ? "it printed nothing" : why);
   if (!why.empty()) text += "\n(" + why + ")";
+  return text;
+}
+
+std::string dump_stacks(const std::map<int, int>& ranks_by_pid, const StackDumpOptions& options) {
+  std::map<int, std::pair<int, std::string>> by_rank;  // rank → (pid, stack)
+  for (const auto& [pid, rank] : ranks_by_pid) by_rank[rank] = {pid, ""};
+  std::vector<std::thread> threads;
+  for (auto& [rank, entry] : by_rank) {
+    try {
+      threads.emplace_back([&entry = entry, &options] { entry.second = dump_stack(entry.first, options); });
+    } catch (const std::system_error& e) {
+      entry.second = std::string("no stack: ") + e.what();
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  std::string text;
+  for (const auto& [rank, entry] : by_rank)
+    text += fmt::format("rank {} (pid {}):\n{}\n\n", rank, entry.first, entry.second);
   return text;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 
 namespace ddp::launcher {
@@ -18,5 +19,9 @@ struct StackDumpOptions {
 // found; install py-spy into the venv or Debian's elfutils"). Blocks for the tool's run (up to
 // the timeout). Never throws. Thread-safe.
 std::string dump_stack(int pid, const StackDumpOptions& options);
+
+// Every worker's stack at once (one thread each): "rank R (pid P):\n<stack>\n\n" in rank order.
+// Blocks up to about the timeout. Never throws (a thread that cannot start gives its one line).
+std::string dump_stacks(const std::map<int, int>& ranks_by_pid, const StackDumpOptions& options);
 
 }  // namespace ddp::launcher

@@ -145,6 +145,10 @@ def test_identical_failures_merge_under_the_earliest_and_stopped_ranks_stand_apa
             "  ranks 0-2,4,6-7 (6 ranks): exitcode 1: ValueError: same (as the root cause)\n") in err, err
     assert "Stopped by ddplaunch (not failed):\n  rank 5: ended by SIGTERM\n" in err, err
     assert err.count("Traceback (most recent call last)") == 1, err
+    # What the survivors were doing when the job stopped: their stacks, in the run's directory.
+    stacks = [line.split(": ", 2)[2] for line in err.splitlines() if "still running when the job stopped: " in line]
+    assert len(stacks) == 1, err
+    assert "rank 5 (pid " in open(stacks[0]).read()
 
     doc = json.loads(summary.read_text())
     assert doc["exit_code"] == 1 and doc["version"] == 1
