@@ -71,6 +71,13 @@ bool Agent::prepare() {
     if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
     recorder_ = std::make_unique<RunRecorder>(std::move(ro));
     file_timers_ = WorkerTimers::create(io_, current_environment(), eff_.log_root, eff_.python.path);
+    if (c_.hang_timeout.count() > 0) {
+      hang_watch_ = std::make_unique<HangWatch>(io_, HangWatchOptions{c_.hang_timeout, eff_.log_root, eff_.python.path},
+                                                [this](const HangReport& r) {
+                                                  log::error("{}", r.text);
+                                                  recorder_->hang_suspected(round_, r.stacks_file);
+                                                });
+    }
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     exit_code_ = kExitUsage;
@@ -145,6 +152,7 @@ void Agent::on_joined(const JoinedRound& joined) {
     running_.clear();
     for (std::size_t i = 0; i < pids.size(); ++i) running_[pids[i]] = specs[i].rank;
     if (file_timers_) file_timers_->watch(running_);
+    if (hang_watch_) hang_watch_->watch(running_, round_);
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(
@@ -191,11 +199,13 @@ std::string Agent::publish(const Outcome& outcome) {
 void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   if (!status_.stoppable()) return check_round_end();
   if (publish_it) publish(cause);
+  if (hang_watch_) hang_watch_->stop();
   if (!status_.interrupted_by() && cause.code != kExitOk) save_survivor_stacks();
   signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
   recorder_->teardown(round_, cause, signal_sent_);
   status_.stop(std::move(cause), restartable);
   procs_->signal(signal_sent_);
+  procs_->signal(SIGCONT);  // a stopped worker (SIGSTOP, Ctrl-Z) acts on it now, not at SIGKILL
   kill_timer_.expires_after(c_.shutdown_timeout);
   kill_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || !procs_ || procs_->running() == 0) return;
@@ -232,6 +242,7 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   std::string note = file_timers_ ? file_timers_->note(w.pid) : "";
   if (file_timers_) file_timers_->forget(w.pid);
   running_.erase(w.pid);
+  if (hang_watch_) hang_watch_->forget(w.pid);
   if (note.empty() && w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
   report_.add(w, state, std::move(note));
   recorder_->worker_exited(round_, report_.ranks().back());

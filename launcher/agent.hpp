@@ -33,6 +33,7 @@
 #include "ddplaunch/rendezvous/store.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/console_writer.hpp"
+#include "launcher/hang_watch.hpp"
 #include "launcher/job_monitor.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/node_setup.hpp"
@@ -138,6 +139,7 @@ class Agent {
   int signal_sent_ = 0;                        // what stop_round sent the workers last
   std::unique_ptr<WorkerTimers> file_timers_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1 only
   std::map<int, int> running_;                 // pid → rank of the round's workers still running
+  std::unique_ptr<HangWatch> hang_watch_;      // --hang_timeout only
   RoundStatus status_;                         // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued

@@ -40,6 +40,7 @@ struct CommandLineValues {
   // Numbers of seconds, already checked by the flags' validator (see parse_seconds).
   std::string monitor_interval = "0.1";
   std::string shutdown_timeout = "30";
+  std::string hang_timeout = "0";
   std::string rdzv_timeout = "900";
   std::string heartbeat_timeout = "10";
   bool use_env = true;         // --use_env=false asks for --local_rank=i in the workers' arguments

@@ -50,6 +50,7 @@ void apply_nodes(const CommandLineValues& v, const EnvLookup& env, LaunchConfig&
 void apply_durations(const CommandLineValues& v, LaunchConfig& c) {
   c.monitor_interval = checked_seconds(v.monitor_interval);
   c.shutdown_timeout = checked_seconds(v.shutdown_timeout);
+  c.hang_timeout = checked_seconds(v.hang_timeout);
   c.rdzv_timeout = checked_seconds(v.rdzv_timeout);
   c.heartbeat_timeout = checked_seconds(v.heartbeat_timeout);
   apply_rdzv_conf(v.rdzv_conf, c);

@@ -56,7 +56,8 @@ struct LaunchConfig {
   bool module = false;
   std::string local_addr;  // address this node advertises ("" = hostname)
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
-  std::vector<int> signals_to_handle;  // forwarded to the workers' process groups
+  std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)
+  std::vector<int> signals_to_handle;         // forwarded to the workers' process groups
   bool virtual_local_rank = false;
   // Appended to each worker's arguments: nothing, --local_rank=i (torch.distributed.launch up to
   // torch 1.x, and --use_env=false) or --local-rank=i (torch.distributed.launch in torch 2.x).

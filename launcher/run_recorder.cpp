@@ -126,6 +126,13 @@ void RunRecorder::teardown(int round, const Outcome& cause, int signal_sent) {
   append(e.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+void RunRecorder::hang_suspected(int round, const std::string& stacks_file) {
+  if (fd_ < 0) return;
+  json e = event("hang_suspected");
+  e.update({{"round", round}, {"stacks_file", optional_text(stacks_file)}});
+  append(e.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 void RunRecorder::restart(int restart, int max_restarts) {
   if (fd_ < 0) return;
   json e = event("restart");

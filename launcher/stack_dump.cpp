@@ -93,23 +93,27 @@ std::string run_tool(const std::vector<std::string>& argv, std::chrono::millisec
   return text;
 }
 
-// Whether `pid` still runs: not gone, not a zombie waiting to be reaped.
-bool alive(int pid) {
+// The process state letter of proc(5) ('S', 'T' stopped, 'Z' zombie), or 0 when it is gone.
+char state_of(int pid) {
   std::ifstream stat(fmt::format("/proc/{}/stat", pid));
   std::string line;
-  if (!std::getline(stat, line)) return false;
+  if (!std::getline(stat, line)) return 0;
   const std::size_t close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
 }
 
 }  // namespace
 
 std::string dump_stack(int pid, const StackDumpOptions& options) {
-  if (!alive(pid)) return "(it exited before its stack could be taken)";
+  const char state = state_of(pid);
+  if (state == 0 || state == 'Z') return "(it exited before its stack could be taken)";
   std::vector<std::string> argv;
   if (is_python(pid)) {
-    if (const std::string spy = find_tool("py-spy", options.python); !spy.empty())
+    if (const std::string spy = find_tool("py-spy", options.python); !spy.empty()) {
       argv = {spy, "dump", "--pid", std::to_string(pid)};
+      // A stopped process cannot be suspended again: read it as it is.
+      if (state == 'T' || state == 't') argv.push_back("--nonblocking");
+    }
   }
   if (argv.empty()) {
     if (const std::string eu = find_tool("eu-stack", ""); !eu.empty()) {

@@ -76,6 +76,10 @@ void check_restarts_and_durations(const LaunchConfig& c) {
     throw UsageError(
         fmt::format("--shutdown_timeout={:g} s is negative; use 0 or more (default 30)", seconds(c.shutdown_timeout)));
   }
+  if (c.hang_timeout.count() < 0) {
+    throw UsageError(fmt::format("--hang_timeout={:g} s is negative; use 0 (off) or a number of seconds such as 300",
+                                 seconds(c.hang_timeout)));
+  }
   if (c.monitor_interval.count() <= 0) {
     throw UsageError(
         fmt::format("--monitor_interval={:g} s must be more than 0 s (default 0.1)", seconds(c.monitor_interval)));

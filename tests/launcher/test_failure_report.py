@@ -9,6 +9,8 @@
   * with TORCHELASTIC_ENABLE_FILE_TIMER=1, an unmodified worker's expired
     torch.distributed.elastic.timer.expires() scope is reported with the stack py-spy takes, and
     only that worker is killed; the summary names the scope;
+  * --hang_timeout: a SIGSTOPped rank of a gloo job is reported once as a suspected hang, with
+    each rank's state and stacks (rank 0 waits in all_reduce); SIGTERM then ends the job at once;
   * a worker killed by the kernel's out-of-memory killer (a memory cgroup with a small limit,
     cgroup v2 memory.max or v1 memory.limit_in_bytes, whichever this machine has) is reported as
     such, with its memory at death, not as a bare SIGKILL.
@@ -18,6 +20,7 @@
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -249,3 +252,49 @@ def test_a_native_worker_timer_gets_its_native_stack_and_the_signal_it_asked_for
     assert "TID " in r.stderr or "#0 " in r.stderr, r.stderr  # eu-stack's (or gdb's) frames of sleep
     assert "exitcode  : 143 (died of SIGTERM: killed by ddplaunch: file timer 'load' expired)" in r.stderr, r.stderr
     assert "Stopped by ddplaunch (not failed):\n  rank 0: ended by SIGTERM" in r.stderr, r.stderr
+
+
+GLOO_STOP = '''\
+import os, signal, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+t = torch.ones(1000)
+for step in range(1000000):
+    if rank == 1 and step == 20:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    dist.all_reduce(t)
+    time.sleep(0.01)
+'''
+
+
+def test_a_sigstopped_rank_is_reported_as_a_suspected_hang_with_stacks(ddplaunch, tmp_path):
+    prog = tmp_path / "gloo_stop.py"
+    prog.write_text(GLOO_STOP)
+    events = tmp_path / "events.jsonl"
+    p = subprocess.Popen([ddplaunch, "--nproc_per_node=2", "--hang_timeout=3", "--shutdown_timeout=5",
+                          f"--event_log={events}", str(prog)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, env=dict(os.environ, PYTHON_EXEC=sys.executable))
+    lines = []
+    try:
+        for line in p.stderr:  # ends when ddplaunch exits; the test's timeout bounds it
+            lines.append(line)
+            if "stacks (also in " in line:
+                break
+        # The report is complete once rank 1's stack is in: give py-spy's lines a moment.
+        for line in p.stderr:
+            lines.append(line)
+            if "rank 1 (pid" in line and ":" == line.rstrip()[-1]:
+                break
+        p.send_signal(signal.SIGTERM)
+        rest = p.communicate(timeout=30)[1]
+    finally:
+        p.kill()
+    err = "".join(lines) + rest
+    assert p.returncode == 143, err
+    assert "suspected hang: no CPU time used by ranks 0-1 (2 ranks) on this node for 3" in err, err
+    assert "rank 1 (pid " in err and "): stopped (SIGSTOP or a job-control signal)" in err, err
+    assert "all_reduce (torch/distributed/distributed_c10d.py" in err, err  # rank 0 waits in the collective
+    assert err.count("suspected hang:") == 1, err  # once per episode, taking stacks is no progress
+    kinds = [json.loads(line)["event"] for line in events.read_text().splitlines()]
+    assert "hang_suspected" in kinds, kinds
