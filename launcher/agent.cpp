@@ -56,16 +56,6 @@ bool Agent::prepare() {
     NodeSetup setup = set_up_node(c_, NodeSetupOptions{deps_.preflight, deps_.host_store});
     eff_ = std::move(setup.effective);
     server_ = std::move(setup.server);
-  } catch (const UsageError& e) {
-    log::error("{}", e.what());
-    exit_code_ = kExitUsage;
-    return false;
-  } catch (const Error& e) {
-    log::error("{}", e.what());
-    exit_code_ = kExitFailure;
-    return false;
-  }
-  try {
     RunRecorderOptions ro{c_.event_log, {}, c_.run_id, eff_.host};
     if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
     if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
