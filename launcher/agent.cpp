@@ -334,7 +334,9 @@ void Agent::end_round() {
 }
 
 void Agent::save_survivor_stacks() {
-  if (running_.empty() || !deps_.preflight) return;  // no real processes (tests with fakes)
+  // Only where the user asked for logs: taking stacks delays the teardown by tens of ms per
+  // worker (bench section 2). Never with fake processes (tests).
+  if (running_.empty() || eff_.temporary_log_root || !deps_.preflight) return;
   const std::string path = fmt::format("{}/stacks_round{}_node{}.txt", eff_.log_root, round_, group_rank_);
   std::ofstream(path) << dump_stacks(running_, StackDumpOptions{eff_.python.path, std::chrono::seconds(3)});
   log::info("stacks of the {} worker(s) still running when the job stopped: {}", running_.size(), path);

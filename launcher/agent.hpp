@@ -110,8 +110,8 @@ class Agent {
   // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
   std::string publish(const Outcome& outcome);
   void finish(int code);
-  // Writes the running workers' stacks to the run's directory (a failure tears the job down:
-  // what were the others doing?). Blocks up to a few seconds.
+  // With --log_dir: writes the running workers' stacks to the run's directory (a failure tears
+  // the job down: what were the others doing?). Blocks up to a few seconds.
   void save_survivor_stacks();
   // Removes this run's directory when it holds only error files (no --log_dir, no redirects).
   void discard_error_files();

@@ -138,7 +138,8 @@ def test_identical_failures_merge_under_the_earliest_and_stopped_ranks_stand_apa
     prog.write_text(SAME_ERROR)
     prog.chmod(0o755)
     summary, events = tmp_path / "summary.json", tmp_path / "events.jsonl"
-    r = run(ddplaunch, ["--nproc_per_node=8", f"--summary_json={summary}", f"--event_log={events}", str(prog)])
+    r = run(ddplaunch, ["--nproc_per_node=8", f"--summary_json={summary}", f"--event_log={events}",
+                        f"--log_dir={tmp_path}/logs", str(prog)])
     assert r.returncode == 1, r.stderr
     err = r.stderr
     assert "Root cause (the earliest failure):\n" in err, err
