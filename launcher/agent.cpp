@@ -239,13 +239,25 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   if (failed_first) {
     // What the other nodes print at once; this node prints the whole report when the round ends.
     const std::string summary = report_.summary(failure_context());
+    if (nnodes_ > 1 && joiner_->job()) {
+      try {
+        publish_node_failure(*joiner_->job(), key(""),
+                             NodeFailure{group_rank_, report_.root_cause()->failed_at(), summary});
+      } catch (const Error& e) {
+        log::warning("could not record this node's failure for the others: {}", e.what());
+      }
+    }
     return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, group_rank_), true, true);
   }
   check_round_end();
 }
 
 std::string Agent::final_summary(const Outcome& cause) const {
-  return report_.final_summary(cause, failure_context(), fmt::format("node {} on {}", group_rank_, eff_.host));
+  std::optional<NodeFailure> other;
+  if (nnodes_ > 1 && joiner_->job()) other = earliest_other_failure(*joiner_->job(), key(""), group_rank_, nnodes_);
+  const std::string other_label = other ? fmt::format("node {}{}", other->node, host_of(other->node)) : "";
+  return report_.final_summary(cause, failure_context(), fmt::format("node {} on {}", group_rank_, eff_.host), other,
+                               other_label);
 }
 
 void Agent::on_outcome(const std::string& value) {

@@ -122,11 +122,26 @@ std::string RoundReport::summary(FailureContext context) const {
 }
 
 std::string RoundReport::final_summary(const Outcome& cause, const FailureContext& context,
-                                       const std::string& node_label) const {
-  if (cause.origin_node == context.node_rank && root_cause()) return summary(context);
+                                       const std::string& node_label, const std::optional<NodeFailure>& other,
+                                       const std::string& other_label) const {
+  const RankOutcome* mine = root_cause();
+  const bool other_earlier = other && (!mine || other->time < mine->failed_at());
+  if (mine && !other_earlier) {
+    std::string text = summary(context);
+    if (cause.origin_node >= 0 && cause.origin_node != context.node_rank) {
+      text += fmt::format("\n(node {} reported its failure first; by their own times this node's came earlier)",
+                          cause.origin_node);
+    }
+    return text;
+  }
+  std::string head = cause.summary;
+  if (other_earlier && other->node != cause.origin_node) {
+    head = fmt::format("ddplaunch: the earliest failure by its own time was on {} (node {} reported first):\n{}",
+                       other_label, cause.origin_node, printable(other->summary));
+  }
   const std::string here = sections();
-  if (here.empty() || cause.summary.empty()) return cause.summary;
-  return fmt::format("{}\nOn this node ({}):\n{}", cause.summary, node_label, here);
+  if (here.empty() || head.empty()) return head;
+  return fmt::format("{}\nOn this node ({}):\n{}", head, node_label, here);
 }
 
 }  // namespace ddp::launcher

@@ -15,6 +15,7 @@
 
 #include "launcher/error_file.hpp"
 #include "launcher/failure_summary.hpp"
+#include "launcher/node_failures.hpp"
 #include "launcher/outcome.hpp"
 #include "launcher/process_context.hpp"
 
@@ -60,9 +61,12 @@ class RoundReport {
   // another node); "" when there is nothing to list.
   std::string sections(const RankOutcome* root = nullptr) const;
   // What a node prints when the round ends for `cause`: summary() when the root cause is one of
-  // ours (`context` describes this node), else the cause's summary followed by this node's
-  // sections under "On this node (<node_label>):".
-  std::string final_summary(const Outcome& cause, const FailureContext& context, const std::string& node_label) const;
+  // ours (`context` describes this node), else the cause's summary, or `other`'s when another
+  // node recorded an earlier failure (node_failures.hpp; `other_label` names that node),
+  // followed by this node's sections under "On this node (<node_label>):".
+  std::string final_summary(const Outcome& cause, const FailureContext& context, const std::string& node_label,
+                            const std::optional<NodeFailure>& other = std::nullopt,
+                            const std::string& other_label = "") const;
 
  private:
   std::vector<RankOutcome> ranks_;

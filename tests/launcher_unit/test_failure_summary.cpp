@@ -223,3 +223,44 @@ TEST_CASE("round report: no failure, no summary; another node's cause comes firs
         "node 1's report\nOn this node (node 0 on h):\nStopped by ddplaunch (not failed):\n"
         "  rank 5: ended by SIGTERM\n");
 }
+
+TEST_CASE("node failures: the record round-trips; anything else is ignored", "[summary]") {
+  using ddp::launcher::decode_node_failure;
+  using ddp::launcher::encode_node_failure;
+  using ddp::launcher::NodeFailure;
+  const NodeFailure f{3, std::chrono::system_clock::time_point(std::chrono::milliseconds(1795587795123)),
+                      "line 1\nline 2"};
+  const auto back = decode_node_failure(3, encode_node_failure(f));
+  REQUIRE(back);
+  CHECK(back->time == f.time);
+  CHECK(back->summary == "line 1\nline 2");
+  CHECK(back->node == 3);
+  for (const std::string bad : {"", "success", "ddplaunch-failure 1 12x\n", "ddplaunch-failure 1 -5\nx",
+                                "ddplaunch-failure 2 5\nx", "ddplaunch-failure 1 5"}) {
+    CHECK_FALSE(decode_node_failure(0, bad));
+  }
+}
+
+TEST_CASE("round report: another node's earlier failure is the root cause, whoever reported first", "[summary]") {
+  using ddp::launcher::NodeFailure;
+  std::vector<std::string> files;
+  RoundReport report;
+  report.add(raised(4, "RuntimeError: Connection reset by peer", 1700000005, files), RankState::Failed);
+  const auto published = ddp::launcher::Outcome::failure(1, "node 0's report", 0);  // this node, first
+  // Node 2's rank failed 3 s earlier by its own time, but its launcher published later.
+  const NodeFailure earlier{2, std::chrono::system_clock::time_point(std::chrono::seconds(1700000002)),
+                            "ValueError: the real cause"};
+  const std::string s =
+      report.final_summary(published, context("t.py", "h", 0, ""), "node 0 on h", earlier, "node 2 (gpu2)");
+  INFO(s);
+  CHECK(s.rfind("ddplaunch: the earliest failure by its own time was on node 2 (gpu2) (node 0 reported first):\n"
+                "ValueError: the real cause\nOn this node (node 0 on h):\nOther failures (by what they say):\n"
+                "  rank 4: exitcode 1: RuntimeError: Connection reset by peer\n",
+                0) == 0);
+  // A later one elsewhere changes nothing: this node's own failure is the root cause.
+  const NodeFailure later{2, std::chrono::system_clock::time_point(std::chrono::seconds(1700000009)), "later"};
+  const std::string t = report.final_summary(published, context("t.py", "h", 0, ""), "node 0 on h", later, "node 2");
+  CHECK(t.find("Root cause (the earliest failure):") != std::string::npos);
+  CHECK(t.find("later") == std::string::npos);
+  for (const auto& f : files) ::unlink(f.c_str());
+}
