@@ -31,7 +31,8 @@ namespace ddp::launcher {
 namespace asio = boost::asio;
 using rendezvous::Store;
 
-Agent::Agent(const LaunchConfig& c, AgentDeps deps) : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_) {
+Agent::Agent(const LaunchConfig& c, AgentDeps deps)
+    : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), stacks_timer_(io_) {
   // Every launcher line goes through the console writer, in order with the workers' lines.
   log::set_sink([this](log::Level, std::string line) { console_.write(2, std::move(line)); });
 }
@@ -156,6 +157,28 @@ void Agent::on_joined(const JoinedRound& joined) {
   // failures and success itself) and the store lives in this process. Skipping it saves a thread
   // and a store connection per launch.
   if (c_.max_nodes > 1) start_monitor();
+  watch_stack_requests();
+}
+
+void Agent::watch_stack_requests() {
+  if (!deps_.preflight) return;  // fake processes and an in-process store (tests)
+  stacks_timer_.expires_after(std::chrono::seconds(1));
+  stacks_timer_.async_wait([this, round = round_](const boost::system::error_code& ec) {
+    if (ec || round != round_ || !procs_ || !status_.live() || status_.stopping()) return;
+    stacks_watcher_ = std::make_unique<StacksWatcher>(
+        [this] { return connect_job(); }, group_rank_, nnodes_,
+        [this, round](long long n) {
+          post_for_round(round, [this, n] {
+            const std::string text = fmt::format("=== node {} ({}) ===\n{}", group_rank_, eff_.host,
+                                                 dump_stacks(running_, StackDumpOptions{eff_.python.path}));
+            try {
+              stacks_watcher_->answer(n, text);
+            } catch (const Error& e) {
+              log::warning("--dump_stacks: could not answer request {}: {}", n, e.what());
+            }
+          });
+        });
+  });
 }
 
 void Agent::start_monitor() {
@@ -327,6 +350,8 @@ void Agent::check_round_end() {
 void Agent::end_round() {
   status_.end();
   kill_timer_.cancel();
+  stacks_timer_.cancel();
+  stacks_watcher_.reset();
   // Wake our own watcher if no node published an outcome, then stop the monitor.
   publish(Outcome::failure(kExitFailure, "stopped", group_rank_));
   monitor_.reset();
@@ -376,6 +401,7 @@ int Agent::run() {
   io_.run();
   if (!procs_ && !exit_code_) exit_code_ = kExitFailure;
   file_timers_.reset();  // its pipe goes before the run's directory may
+  stacks_watcher_.reset();
   if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);
   monitor_.reset();
   if (joiner_->busy() || joiner_->cancelled()) {

@@ -64,7 +64,8 @@ struct LaunchConfig {
   enum class LocalRankArg { None, Underscore, Dash };
   LocalRankArg local_rank_arg = LocalRankArg::None;
   bool dry_run = false;
-  std::string log_level;  // --log_level: debug, info, warning, error ("" = DDPLAUNCH_LOG_LEVEL or info)
+  bool dump_stacks = false;  // --dump_stacks: ask a running job for its stacks (stacks_request.hpp)
+  std::string log_level;     // --log_level: debug, info, warning, error ("" = DDPLAUNCH_LOG_LEVEL or info)
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(1)};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(10)};

@@ -11,6 +11,7 @@
 #include "launcher/cli.hpp"
 #include "launcher/job_lifetime.hpp"
 #include "launcher/process_context.hpp"
+#include "launcher/stacks_request.hpp"
 
 int main(int argc, char** argv) {
   using namespace ddp::launcher;
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
     }
     if (!parsed.config.log_level.empty()) log::set_level(log::parse_level(parsed.config.log_level));
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
+    if (parsed.config.dump_stacks) return request_stacks(parsed.config);
     // Before any thread: the reaper is a fork of this process (job_lifetime.hpp).
     // DDPLAUNCH_CGROUP=0: process groups only (what a machine without a writable cgroup v2 gets).
     const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");

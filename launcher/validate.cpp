@@ -142,6 +142,11 @@ void check_output(const LaunchConfig& c) {
 }  // namespace
 
 void validate(const LaunchConfig& c) {
+  if (c.dump_stacks) {
+    if (!c.program.empty())
+      throw UsageError("--dump_stacks takes no program ('" + c.program + "' given); it asks the running job");
+    return check_store(c);
+  }
   check_program(c);
   check_nodes(c);
   check_store(c);

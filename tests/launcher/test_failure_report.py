@@ -11,6 +11,8 @@
     only that worker is killed; the summary names the scope;
   * --hang_timeout: a SIGSTOPped rank of a gloo job is reported once as a suspected hang, with
     each rank's state and stacks (rank 0 waits in all_reduce); SIGTERM then ends the job at once;
+  * `ddplaunch --dump_stacks` against a running 2-node job prints every rank's stack on both
+    nodes and stops nothing;
   * a worker killed by the kernel's out-of-memory killer (a memory cgroup with a small limit,
     cgroup v2 memory.max or v1 memory.limit_in_bytes, whichever this machine has) is reported as
     such, with its memory at death, not as a bare SIGKILL.
@@ -299,3 +301,38 @@ def test_a_sigstopped_rank_is_reported_as_a_suspected_hang_with_stacks(ddplaunch
     assert err.count("suspected hang:") == 1, err  # once per episode, taking stacks is no progress
     kinds = [json.loads(line)["event"] for line in events.read_text().splitlines()]
     assert "hang_suspected" in kinds, kinds
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_dump_stacks_prints_every_rank_on_every_node_of_a_running_job(ddplaunch, tmp_path):
+    port = free_port()
+    common = ["--nnodes=2", "--nproc_per_node=1", f"--master_port={port}", "--rdzv_id=stacks", "--no_python"]
+    nodes = [subprocess.Popen([ddplaunch, *common, f"--node_rank={g}", "sleep", "30"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for g in (0, 1)]
+    try:
+        r = None
+        for _ in range(50):  # the watchers start 1 s into the round; the rendezvous comes first
+            r = subprocess.run([ddplaunch, "--dump_stacks", f"--master_port={port}", "--rdzv_id=stacks"],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            if r.returncode == 0:
+                break
+            subprocess.run(["sleep", "0.2"])
+        assert r.returncode == 0, r.stderr
+        assert "=== node 0 (" in r.stdout and "=== node 1 (" in r.stdout, r.stdout
+        assert "rank 0 (pid " in r.stdout and "rank 1 (pid " in r.stdout, r.stdout
+        assert "nanosleep" in r.stdout, r.stdout  # the native stacks of sleep
+        assert all(n.poll() is None for n in nodes), "asking for stacks stopped the job"
+        wrong = subprocess.run([ddplaunch, "--dump_stacks", f"--master_port={port}", "--rdzv_id=other"],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+        assert wrong.returncode == 1 and "no running job with run id 'other' answers" in wrong.stderr, wrong.stderr
+    finally:
+        for n in nodes:
+            n.send_signal(signal.SIGTERM)
+        for n in nodes:
+            n.wait(timeout=30)

@@ -1,0 +1,102 @@
+// See stacks_request.hpp.
+#include "launcher/stacks_request.hpp"
+
+#include <iostream>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "launcher/job_store.hpp"
+#include "launcher/node_setup.hpp"
+
+namespace ddp::launcher {
+
+struct StacksWatcher::Shared {
+  std::mutex mutex;
+  bool stopped = false;
+  std::shared_ptr<rendezvous::Store> waiting;    // the parked connection (interrupted by stop)
+  std::shared_ptr<rendezvous::Store> answering;  // answers go on another connection
+  StoreConnector connect;
+  int group_rank = 0;
+};
+
+StacksWatcher::StacksWatcher(StoreConnector connect, int group_rank, int nnodes, OnRequest on_request)
+    : shared_(std::make_shared<Shared>()) {
+  shared_->connect = connect;
+  shared_->group_rank = group_rank;
+  thread_ = std::thread([shared = shared_, connect, group_rank, nnodes, on_request] {
+    try {
+      auto store = connect();
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        if (shared->stopped) return;
+        shared->waiting = store;
+      }
+      if (group_rank == 0) store->set("stacks/nnodes", std::to_string(nnodes));
+      // Requests made before this round are not ours to answer.
+      for (long long n = store->add("stacks/request", 0) + 1;; ++n) {
+        store->wait({fmt::format("stacks/{}/req", n)}, std::chrono::milliseconds::max());
+        on_request(n);
+      }
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      if (!shared->stopped) log::debug("--dump_stacks watcher stopped: {}", e.what());
+    }
+  });
+}
+
+StacksWatcher::~StacksWatcher() {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->stopped = true;
+    if (shared_->waiting) shared_->waiting->interrupt();
+  }
+  thread_.join();
+}
+
+void StacksWatcher::answer(long long n, const std::string& text) {
+  std::shared_ptr<rendezvous::Store> store;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (!shared_->answering) shared_->answering = shared_->connect();
+    store = shared_->answering;
+  }
+  store->set(fmt::format("stacks/{}/node/{}", n, shared_->group_rank), text);
+}
+
+int request_stacks(const LaunchConfig& config) {
+  EffectiveConfig eff;
+  eff.port = config.master_port;
+  LaunchConfig c = config;
+  c.rdzv_timeout = std::chrono::seconds(5);
+  const StoreConnector connect = store_connector(c, eff, std::chrono::seconds(5));
+  const auto job = job_stores(connect(), config.run_id, config.rdzv_secret).job;
+  std::string nnodes_text;
+  try {
+    nnodes_text = job->get("stacks/nnodes", std::chrono::seconds(5));
+  } catch (const Error& e) {
+    log::error(
+        "no running job with run id '{}' answers at {}:{} ({}); give its --master_addr, --master_port and "
+        "--rdzv_id (a job started less than a second ago is not listening yet)",
+        config.run_id, config.master_addr, config.master_port, e.what());
+    return kExitFailure;
+  }
+  const int nnodes = std::stoi(nnodes_text);
+  const long long n = job->add("stacks/request", 1);
+  job->set(fmt::format("stacks/{}/req", n), "1");
+  int missing = 0;
+  for (int g = 0; g < nnodes; ++g) {
+    try {
+      const std::string text = job->get(fmt::format("stacks/{}/node/{}", n, g), std::chrono::seconds(30));
+      std::cout << text << std::flush;
+    } catch (const Error& e) {
+      log::error("node {} did not answer: {}", g, e.what());
+      ++missing;
+    }
+  }
+  return missing == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace ddp::launcher
