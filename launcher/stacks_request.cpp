@@ -1,6 +1,7 @@
 // See stacks_request.hpp.
 #include "launcher/stacks_request.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <mutex>
 
@@ -35,8 +36,10 @@ StacksWatcher::StacksWatcher(StoreConnector connect, int group_rank, int nnodes,
         shared->waiting = store;
       }
       if (group_rank == 0) store->set("stacks/nnodes", std::to_string(nnodes));
-      // Requests made before this round are not ours to answer.
-      for (long long n = store->add("stacks/request", 0) + 1;; ++n) {
+      // From the latest request on: one made while this watcher was starting (the nodes of a
+      // round start theirs up to a moment apart) is still waiting for this node's answer. Older
+      // ones have been given up by their clients.
+      for (long long n = std::max<long long>(1, store->add("stacks/request", 0));; ++n) {
         store->wait({fmt::format("stacks/{}/req", n)}, std::chrono::milliseconds::max());
         on_request(n);
       }

@@ -257,6 +257,22 @@ def test_a_native_worker_timer_gets_its_native_stack_and_the_signal_it_asked_for
     assert "Stopped by ddplaunch (not failed):\n  rank 0: ended by SIGTERM" in r.stderr, r.stderr
 
 
+def read_until(p, done, seconds):
+    """What `p` wrote on stderr (bytes mode off: text) until done(text) or `seconds` passed."""
+    import select
+    import time
+    text, deadline = "", time.monotonic() + seconds
+    while not done(text) and time.monotonic() < deadline:
+        ready, _, _ = select.select([p.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        chunk = os.read(p.stderr.fileno(), 65536).decode(errors="replace")
+        if not chunk:
+            break
+        text += chunk
+    return text
+
+
 GLOO_STOP = '''\
 import os, signal, time
 import torch, torch.distributed as dist
@@ -278,22 +294,14 @@ def test_a_sigstopped_rank_is_reported_as_a_suspected_hang_with_stacks(ddplaunch
     p = subprocess.Popen([ddplaunch, "--nproc_per_node=2", "--hang_timeout=3", "--shutdown_timeout=5",
                           f"--event_log={events}", str(prog)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True, env=dict(os.environ, PYTHON_EXEC=sys.executable))
-    lines = []
     try:
-        for line in p.stderr:  # ends when ddplaunch exits; the test's timeout bounds it
-            lines.append(line)
-            if "stacks (also in " in line:
-                break
-        # The report is complete once rank 1's stack is in: give py-spy's lines a moment.
-        for line in p.stderr:
-            lines.append(line)
-            if "rank 1 (pid" in line and ":" == line.rstrip()[-1]:
-                break
+        # The report, complete once rank 1's stack is in (py-spy's last line for it).
+        seen = read_until(p, lambda text: "stacks (also in " in text and text.count("Thread ") >= 2, 90)
         p.send_signal(signal.SIGTERM)
         rest = p.communicate(timeout=30)[1]
     finally:
         p.kill()
-    err = "".join(lines) + rest
+    err = seen + rest
     assert p.returncode == 143, err
     assert "suspected hang: no CPU time used by ranks 0-1 (2 ranks) on this node for 3" in err, err
     assert "rank 1 (pid " in err and "): stopped (SIGSTOP or a job-control signal)" in err, err
@@ -316,8 +324,9 @@ def test_dump_stacks_prints_every_rank_on_every_node_of_a_running_job(ddplaunch,
     nodes = [subprocess.Popen([ddplaunch, *common, f"--node_rank={g}", "sleep", "30"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for g in (0, 1)]
     try:
-        r = None
-        for _ in range(50):  # the watchers start 1 s into the round; the rendezvous comes first
+        import time
+        r, deadline = None, time.monotonic() + 60
+        while time.monotonic() < deadline:  # the watchers start 1 s into the round, after the rendezvous
             r = subprocess.run([ddplaunch, "--dump_stacks", f"--master_port={port}", "--rdzv_id=stacks"],
                                capture_output=True, text=True, timeout=TIMEOUT)
             if r.returncode == 0:
