@@ -198,13 +198,13 @@ void Agent::start_monitor() {
       });
 }
 
-std::string Agent::publish(const Outcome& outcome) {
+std::string Agent::publish(const Outcome& outcome, bool quiet) {
   if (!joiner_->job()) return "";
   try {
     return joiner_->job()->compare_set(key("outcome"), "", outcome.encode());
   } catch (const Error& e) {
     // The store may be gone with node 0; the local teardown goes on regardless.
-    log::warning("could not tell the other nodes: {}", e.what());
+    if (!quiet) log::warning("could not tell the other nodes: {}", e.what());
     return "";
   }
 }
@@ -352,8 +352,9 @@ void Agent::end_round() {
   kill_timer_.cancel();
   stacks_timer_.cancel();
   stacks_watcher_.reset();
-  // Wake our own watcher if no node published an outcome, then stop the monitor.
-  publish(Outcome::failure(kExitFailure, "stopped", group_rank_));
+  // Wake our own watcher if no node published an outcome, then stop the monitor. (Quietly: the
+  // store's host may have ended its part of the job already, and then there is nothing to wake.)
+  if (monitor_) publish(Outcome::failure(kExitFailure, "stopped", group_rank_), true);
   monitor_.reset();
   retired_.push_back(std::move(procs_));
   if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));

@@ -111,7 +111,7 @@ class Agent {
   void check_round_end();
   void end_round();
   // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
-  std::string publish(const Outcome& outcome);
+  std::string publish(const Outcome& outcome, bool quiet = false);
   void finish(int code);
   // With --log_dir: writes the running workers' stacks to the run's directory (a failure tears
   // the job down: what were the others doing?). Blocks up to a few seconds.
