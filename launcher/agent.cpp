@@ -24,15 +24,13 @@
 #include "launcher/node_setup.hpp"
 #include "launcher/outcome.hpp"
 #include "launcher/round_joiner.hpp"
-#include "launcher/stack_dump.hpp"
 
 namespace ddp::launcher {
 
 namespace asio = boost::asio;
 using rendezvous::Store;
 
-Agent::Agent(const LaunchConfig& c, AgentDeps deps)
-    : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), stacks_timer_(io_) {
+Agent::Agent(const LaunchConfig& c, AgentDeps deps) : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_) {
   // Every launcher line goes through the console writer, in order with the workers' lines.
   log::set_sink([this](log::Level, std::string line) { console_.write(2, std::move(line)); });
 }
@@ -61,14 +59,13 @@ bool Agent::prepare() {
     if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
     if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
     recorder_ = std::make_unique<RunRecorder>(std::move(ro));
-    file_timers_ = WorkerTimers::create(io_, current_environment(), eff_.log_root, eff_.python.path);
-    if (c_.hang_timeout.count() > 0) {
-      hang_watch_ = std::make_unique<HangWatch>(io_, HangWatchOptions{c_.hang_timeout, eff_.log_root, eff_.python.path},
-                                                [this](const HangReport& r) {
-                                                  log::error("{}", r.text);
-                                                  recorder_->hang_suspected(round_, r.stacks_file);
-                                                });
-    }
+    WorkerWatchOptions wo{
+        eff_.log_root,   eff_.temporary_log_root,         eff_.python.path, eff_.host, c_.hang_timeout,
+        deps_.preflight, [this] { return connect_job(); }};
+    watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) {
+      log::error("{}", r.text);
+      recorder_->hang_suspected(round_, r.stacks_file);
+    });
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     exit_code_ = kExitUsage;
@@ -129,7 +126,7 @@ void Agent::on_joined(const JoinedRound& joined) {
   in.error_files_only = eff_.temporary_log_root;
   in.open_files_limit = eff_.open_files_limit;
   in.python = eff_.python.path;
-  if (file_timers_) in.base_env["TORCHELASTIC_TIMER_FILE"] = file_timers_->path();
+  if (const std::string timers = watch_->timer_file(); !timers.empty()) in.base_env["TORCHELASTIC_TIMER_FILE"] = timers;
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
@@ -140,10 +137,9 @@ void Agent::on_joined(const JoinedRound& joined) {
     const std::vector<WorkerSpec> specs = build_worker_specs(in);
     const std::vector<int> pids = procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); });
     recorder_->workers_started(round_, specs, pids);
-    running_.clear();
-    for (std::size_t i = 0; i < pids.size(); ++i) running_[pids[i]] = specs[i].rank;
-    if (file_timers_) file_timers_->watch(running_);
-    if (hang_watch_) hang_watch_->watch(running_, round_);
+    std::map<int, int> ranks_by_pid;
+    for (std::size_t i = 0; i < pids.size(); ++i) ranks_by_pid[pids[i]] = specs[i].rank;
+    watch_->started(round_, group_rank_, nnodes_, std::move(ranks_by_pid));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(
@@ -157,28 +153,6 @@ void Agent::on_joined(const JoinedRound& joined) {
   // failures and success itself) and the store lives in this process. Skipping it saves a thread
   // and a store connection per launch.
   if (c_.max_nodes > 1) start_monitor();
-  watch_stack_requests();
-}
-
-void Agent::watch_stack_requests() {
-  if (!deps_.preflight) return;  // fake processes and an in-process store (tests)
-  stacks_timer_.expires_after(std::chrono::seconds(1));
-  stacks_timer_.async_wait([this, round = round_](const boost::system::error_code& ec) {
-    if (ec || round != round_ || !procs_ || !status_.live() || status_.stopping()) return;
-    stacks_watcher_ = std::make_unique<StacksWatcher>(
-        [this] { return connect_job(); }, group_rank_, nnodes_,
-        [this, round](long long n) {
-          post_for_round(round, [this, n] {
-            const std::string text = fmt::format("=== node {} ({}) ===\n{}", group_rank_, eff_.host,
-                                                 dump_stacks(running_, StackDumpOptions{eff_.python.path}));
-            try {
-              stacks_watcher_->answer(n, text);
-            } catch (const Error& e) {
-              log::warning("--dump_stacks: could not answer request {}: {}", n, e.what());
-            }
-          });
-        });
-  });
 }
 
 void Agent::start_monitor() {
@@ -212,8 +186,7 @@ std::string Agent::publish(const Outcome& outcome, bool quiet) {
 void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   if (!status_.stoppable()) return check_round_end();
   if (publish_it) publish(cause);
-  if (hang_watch_) hang_watch_->stop();
-  if (!status_.interrupted_by() && cause.code != kExitOk) save_survivor_stacks();
+  watch_->stopping(!status_.interrupted_by() && cause.code != kExitOk);
   signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
   recorder_->teardown(round_, cause, signal_sent_);
   status_.stop(std::move(cause), restartable);
@@ -252,10 +225,7 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   const bool failed_first = w.exit_code != 0 && status_.state() == RoundState::Running;
   RankState state = w.exit_code == 0 ? RankState::Succeeded : RankState::Failed;
   if (!failed_first && state == RankState::Failed && stopped_by_us(w)) state = RankState::Stopped;
-  std::string note = file_timers_ ? file_timers_->note(w.pid) : "";
-  if (file_timers_) file_timers_->forget(w.pid);
-  running_.erase(w.pid);
-  if (hang_watch_) hang_watch_->forget(w.pid);
+  std::string note = watch_->exited(w.pid);
   if (note.empty() && w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
   report_.add(w, state, std::move(note));
   recorder_->worker_exited(round_, report_.ranks().back());
@@ -350,8 +320,7 @@ void Agent::check_round_end() {
 void Agent::end_round() {
   status_.end();
   kill_timer_.cancel();
-  stacks_timer_.cancel();
-  stacks_watcher_.reset();
+  watch_->ended();
   // Wake our own watcher if no node published an outcome, then stop the monitor. (Quietly: the
   // store's host may have ended its part of the job already, and then there is nothing to wake.)
   if (monitor_) publish(Outcome::failure(kExitFailure, "stopped", group_rank_), true);
@@ -369,15 +338,6 @@ void Agent::end_round() {
   console_.flush();
   if (const std::string summary = final_summary(cause); !summary.empty()) console_.write(2, summary + "\n");
   finish(cause.code);
-}
-
-void Agent::save_survivor_stacks() {
-  // Only where the user asked for logs: taking stacks delays the teardown by tens of ms per
-  // worker (bench section 2). Never with fake processes (tests).
-  if (running_.empty() || eff_.temporary_log_root || !deps_.preflight) return;
-  const std::string path = fmt::format("{}/stacks_round{}_node{}.txt", eff_.log_root, round_, group_rank_);
-  std::ofstream(path) << dump_stacks(running_, StackDumpOptions{eff_.python.path, std::chrono::seconds(3)});
-  log::info("stacks of the {} worker(s) still running when the job stopped: {}", running_.size(), path);
 }
 
 void Agent::discard_error_files() {
@@ -401,8 +361,7 @@ int Agent::run() {
   start_round();
   io_.run();
   if (!procs_ && !exit_code_) exit_code_ = kExitFailure;
-  file_timers_.reset();  // its pipe goes before the run's directory may
-  stacks_watcher_.reset();
+  watch_.reset();  // the timer pipe goes before the run's directory may
   if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);
   monitor_.reset();
   if (joiner_->busy() || joiner_->cancelled()) {

@@ -33,7 +33,6 @@
 #include "ddplaunch/rendezvous/store.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/console_writer.hpp"
-#include "launcher/hang_watch.hpp"
 #include "launcher/job_monitor.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/node_setup.hpp"
@@ -44,8 +43,7 @@
 #include "launcher/round_report.hpp"
 #include "launcher/round_status.hpp"
 #include "launcher/run_recorder.hpp"
-#include "launcher/stacks_request.hpp"
-#include "launcher/worker_timers.hpp"
+#include "launcher/worker_watch.hpp"
 
 namespace ddp::launcher {
 
@@ -92,8 +90,6 @@ class Agent {
   void start_round();
   void on_joined(const JoinedRound& joined);
   void start_monitor();
-  // In a second: answer --dump_stacks requests while the round runs (real processes only).
-  void watch_stack_requests();
   void on_worker_exit(const WorkerResult& w);
   // Whether a worker that ended after the round began to stop was stopped by us (our signals, or
   // the forwarded stopping signal) rather than failing on its own.
@@ -113,9 +109,6 @@ class Agent {
   // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
   std::string publish(const Outcome& outcome, bool quiet = false);
   void finish(int code);
-  // With --log_dir: writes the running workers' stacks to the run's directory (a failure tears
-  // the job down: what were the others doing?). Blocks up to a few seconds.
-  void save_survivor_stacks();
   // Removes this run's directory when it holds only error files (no --log_dir, no redirects).
   void discard_error_files();
 
@@ -133,19 +126,15 @@ class Agent {
   int restart_count_ = 0;
   int group_rank_ = 0;
   int nnodes_ = 1;
-  std::vector<std::string> hosts_;                 // host name of each node of the round, by group rank
-  LogFileTally log_tally_;                         // lines that missed their log files (reported at the end)
-  OomWitness oom_;                                 // tells an out-of-memory kill from another SIGKILL
-  StoreConnector connect_running_;                 // the monitor's connections (see connect_job)
-  RoundReport report_;                             // every local worker's end in this round
-  std::unique_ptr<RunRecorder> recorder_;          // --event_log, --summary_json (made by prepare())
-  int signal_sent_ = 0;                            // what stop_round sent the workers last
-  std::unique_ptr<WorkerTimers> file_timers_;      // TORCHELASTIC_ENABLE_FILE_TIMER=1 only
-  std::map<int, int> running_;                     // pid → rank of the round's workers still running
-  std::unique_ptr<HangWatch> hang_watch_;          // --hang_timeout only
-  boost::asio::steady_timer stacks_timer_;         // starts stacks_watcher_ 1 s into a round
-  std::unique_ptr<StacksWatcher> stacks_watcher_;  // answers --dump_stacks
-  RoundStatus status_;                             // the round's state, its root cause and a stopping signal received
+  std::vector<std::string> hosts_;         // host name of each node of the round, by group rank
+  LogFileTally log_tally_;                 // lines that missed their log files (reported at the end)
+  OomWitness oom_;                         // tells an out-of-memory kill from another SIGKILL
+  StoreConnector connect_running_;         // the monitor's connections (see connect_job)
+  RoundReport report_;                     // every local worker's end in this round
+  std::unique_ptr<RunRecorder> recorder_;  // --event_log, --summary_json (made by prepare())
+  int signal_sent_ = 0;                    // what stop_round sent the workers last
+  std::unique_ptr<WorkerWatch> watch_;     // timers, hangs, stacks (made by prepare())
+  RoundStatus status_;                     // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;
