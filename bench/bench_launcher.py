@@ -7,6 +7,9 @@
    ddplaunch before and after the start-up work of this benchmark's issue (BEFORE below).
 2. Failure teardown: one worker exits 1 at once while its siblings sleep; time until the launcher
    has exited (every worker reaped).
+   Then the hang report: with --hang_timeout T, rank 1 stops itself (SIGSTOP) while rank 0 waits; time from
+   the stop to ddplaunch's "suspected hang" report, stacks included (target T + 2 s at most).
+   torchrun has no such report: nothing to compare with.
 
 Each figure is the median of several repetitions, with min and max. Writes a Markdown section to
 stdout.   python bench_launcher.py BUILD_BIN_DIR [--quick]
@@ -121,6 +124,50 @@ def teardown():
             f"| launcher exit, all reaped | {fmt(ours)} | {fmt(peer)} | {peer[0] / ours[0]:.0f}× |"]
 
 
+HANG_WORKER = r"""#!/bin/bash
+# Both ranks work (CPU) for 0.3 s; then rank 1 notes the time and stops itself, rank 0 waits.
+end=$(( ${EPOCHREALTIME/./} + 300000 ))
+while (( ${EPOCHREALTIME/./} < end )); do :; done
+if [ "$LOCAL_RANK" = 1 ]; then echo "$EPOCHREALTIME" > "$STOP_FILE"; kill -STOP $$; fi
+exec sleep 120
+"""
+
+
+def hang_report(timeout_s=2):
+    import select
+    latencies = []
+    with tempfile.TemporaryDirectory() as d:
+        prog, stop_file = os.path.join(d, "hang.sh"), os.path.join(d, "stopped_at")
+        with open(prog, "w") as f:
+            f.write(HANG_WORKER)
+        os.chmod(prog, 0o755)
+        for _ in range(REPS if QUICK else 5):
+            p = subprocess.Popen([DDPLAUNCH, "--standalone", "--nproc_per_node", "2", f"--hang_timeout={timeout_s}",
+                                  "--shutdown_timeout=1", "--no_python", prog], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, env=dict(ENV, STOP_FILE=stop_file))
+            text, reported, deadline = b"", None, time.time() + timeout_s + 30
+            while reported is None and time.time() < deadline:
+                if select.select([p.stderr], [], [], 1)[0]:
+                    chunk = os.read(p.stderr.fileno(), 65536)
+                    if not chunk:
+                        break
+                    text += chunk
+                    if b"suspected hang" in text:
+                        reported = time.time()
+            p.terminate()
+            p.communicate(timeout=30)
+            if reported is None:
+                raise SystemExit("bench: no hang report within the deadline:\n" + text.decode(errors="replace"))
+            with open(stop_file) as f:
+                latencies.append(reported - float(f.read()))
+    s = stats(latencies)
+    return [f"### Hang report (--hang_timeout {timeout_s}: a rank stops itself, the other waits)", "",
+            "| | ddplaunch | target | ddplaunch / target |", "|---|---|---|---|",
+            f"| stop → suspected-hang report, stacks included | {s[0]:.2f} s ({s[1]:.2f}–{s[2]:.2f}) | "
+            f"{timeout_s + 2} s | {s[0] / (timeout_s + 2):.2f}× |", "",
+            "torchrun reports no hang; its ranks wait for the collective timeout (30 min by default)."]
+
+
 if __name__ == "__main__":
     overhead, after = launch_overhead()
-    print("\n".join(overhead + [""] + before_after(after) + [""] + teardown()))
+    print("\n".join(overhead + [""] + before_after(after) + [""] + teardown() + [""] + hang_report()))
