@@ -4,6 +4,8 @@
 // reported once (until a rank uses CPU again): which ranks, the state of each (a SIGSTOPped rank
 // shows as "stopped"), and every local rank's stack (stack_dump.hpp), also written to the run's
 // directory. The job goes on: a heuristic does not kill (a long blocking read looks the same).
+// Only the worker processes' own CPU counts: a worker whose work runs in child processes (data
+// loader workers) while it waits for them looks idle.
 // Not the collective-level hang detection of the issue: that needs per-rank progress from the
 // runtime, which does not exist yet.
 //
