@@ -41,16 +41,26 @@ std::unique_ptr<WorkerTimers> WorkerTimers::create(asio::io_context& io, const E
 
 WorkerTimers::WorkerTimers(asio::io_context& io, WorkerTimersOptions options)
     : io_(io), o_(std::move(options)), reader_(io), timer_(io) {
-  ::unlink(o_.path.c_str());  // a stale pipe of an earlier run, as torchrun's server does
+  // A stale pipe of an earlier run goes, as torchrun's server removes it; anything else at that
+  // path is somebody's file, never removed.
+  struct stat st {};
+  if (::lstat(o_.path.c_str(), &st) == 0) {
+    if (!S_ISFIFO(st.st_mode)) {
+      throw UsageError("TORCHELASTIC_TIMER_FILE " + o_.path +
+                       " exists and is not a named pipe; remove it or give a path that does not exist");
+    }
+    ::unlink(o_.path.c_str());
+  }
   if (::mkfifo(o_.path.c_str(), 0600) != 0) {
-    throw Error("TORCHELASTIC_TIMER_FILE " + o_.path + ": cannot make the named pipe: " + std::strerror(errno) +
-                "; unset it or give a path in a writable directory");
+    throw UsageError("TORCHELASTIC_TIMER_FILE " + o_.path + ": cannot make the named pipe: " + std::strerror(errno) +
+                     "; unset it or give a path in a writable directory");
   }
   const int fd = ::open(o_.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   keep_open_ = ::open(o_.path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0 || keep_open_ < 0) {
     const int e = errno;
     if (fd >= 0) ::close(fd);
+    if (keep_open_ >= 0) ::close(keep_open_);
     throw Error("TORCHELASTIC_TIMER_FILE " + o_.path + ": cannot open the named pipe: " + std::strerror(e));
   }
   reader_.assign(fd);

@@ -39,7 +39,9 @@ struct WorkerTimersOptions {
 class WorkerTimers {
  public:
   // Null unless TORCHELASTIC_ENABLE_FILE_TIMER=1 in `env`. `run_dir` is the run's directory.
-  // Throws Error naming the path when the pipe cannot be made.
+  // Throws UsageError naming the path when the pipe cannot be made there (something else is at
+  // that path, which is never removed, or its directory is missing), Error when it cannot be
+  // opened.
   static std::unique_ptr<WorkerTimers> create(boost::asio::io_context& io, const Environment& env,
                                               const std::string& run_dir, const std::string& python);
   WorkerTimers(boost::asio::io_context& io, WorkerTimersOptions options);

@@ -35,7 +35,7 @@ struct WorkerWatchOptions {
 
 class WorkerWatch {
  public:
-  // Throws Error when the file-timer pipe cannot be made. `on_hang` runs on `io`.
+  // Throws what WorkerTimers::create throws (the file-timer pipe). `on_hang` runs on `io`.
   WorkerWatch(boost::asio::io_context& io, WorkerWatchOptions options, std::function<void(const HangReport&)> on_hang);
   ~WorkerWatch();  // stops the watcher threads and removes the timer pipe
   WorkerWatch(const WorkerWatch&) = delete;

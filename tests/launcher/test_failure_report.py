@@ -345,3 +345,13 @@ def test_dump_stacks_prints_every_rank_on_every_node_of_a_running_job(ddplaunch,
             n.send_signal(signal.SIGTERM)
         for n in nodes:
             n.wait(timeout=30)
+
+
+def test_a_timer_file_path_that_holds_a_regular_file_is_refused_and_kept(ddplaunch, tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("data")
+    r = subprocess.run([ddplaunch, "--no_python", "true"], capture_output=True, text=True, timeout=TIMEOUT,
+                       env=dict(os.environ, TORCHELASTIC_ENABLE_FILE_TIMER="1", TORCHELASTIC_TIMER_FILE=str(precious)))
+    assert r.returncode == 2, r.stderr
+    assert f"TORCHELASTIC_TIMER_FILE {precious} exists and is not a named pipe" in r.stderr, r.stderr
+    assert precious.read_text() == "data"
