@@ -64,6 +64,12 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
       return;
     } catch (const TimeoutError&) {
       // Not there yet: fall through to report and check the deadline.
+    } catch (const rendezvous::ConnectionError& e) {
+      // Node 0 gave up first (its own timeout, or a failure): say where to look.
+      throw rendezvous::ConnectionError(std::string(e.what()) +
+                                        "; the store's host (node 0's launcher) ended while this node waited for the "
+                                        "others: see its output" +
+                                        secret_hint(o));
     }
     if (o.cancelled && o.cancelled->load()) throw ddp::Error("interrupted while waiting for nodes");
     const std::string line = progress();
