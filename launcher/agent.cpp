@@ -59,13 +59,16 @@ bool Agent::prepare() {
     if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
     if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
     recorder_ = std::make_unique<RunRecorder>(std::move(ro));
-    WorkerWatchOptions wo{
-        eff_.log_root,   eff_.temporary_log_root,         eff_.python.path, eff_.host, c_.hang_timeout,
-        deps_.preflight, [this] { return connect_job(); }};
-    watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) {
-      log::error("{}", r.text);
-      recorder_->hang_suspected(round_, r.stacks_file);
-    });
+    WorkerWatchOptions wo;
+    wo.run_dir = eff_.log_root;
+    wo.temporary_run_dir = eff_.temporary_log_root;
+    wo.python = eff_.python.path;
+    wo.host = eff_.host;
+    wo.hang_timeout = c_.hang_timeout;
+    wo.local_workers = c_.nproc_per_node;
+    wo.real_processes = deps_.preflight;
+    wo.connect_job = [this] { return connect_job(); };
+    watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) { on_hang(r); });
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     exit_code_ = kExitUsage;
@@ -108,6 +111,7 @@ void Agent::start_round() {
 void Agent::on_joined(const JoinedRound& joined) {
   if (exit_code_) return;  // interrupted meanwhile
   round_ = joined.round;
+  hang_.reset();
   restart_count_ += joined.late_rounds;  // the job's restart count, as the members see it
   group_rank_ = joined.group_rank;
   nnodes_ = joined.ranks.num_nodes();
@@ -127,6 +131,7 @@ void Agent::on_joined(const JoinedRound& joined) {
   in.open_files_limit = eff_.open_files_limit;
   in.python = eff_.python.path;
   if (const std::string timers = watch_->timer_file(); !timers.empty()) in.base_env["TORCHELASTIC_TIMER_FILE"] = timers;
+  in.progress_fd = watch_->progress_fd();
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
@@ -137,9 +142,9 @@ void Agent::on_joined(const JoinedRound& joined) {
     const std::vector<WorkerSpec> specs = build_worker_specs(in);
     const std::vector<int> pids = procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); });
     recorder_->workers_started(round_, specs, pids);
-    std::map<int, int> ranks_by_pid;
-    for (std::size_t i = 0; i < pids.size(); ++i) ranks_by_pid[pids[i]] = specs[i].rank;
-    watch_->started(round_, group_rank_, nnodes_, std::move(ranks_by_pid));
+    std::map<int, WatchedWorker> workers;
+    for (std::size_t i = 0; i < pids.size(); ++i) workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
+    watch_->started(round_, group_rank_, nnodes_, std::move(workers));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(
@@ -245,9 +250,27 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   check_round_end();
 }
 
+void Agent::on_hang(const HangReport& report) {
+  recorder_->hang(round_, report.stacks_file, report.collective);
+  if (!report.collective) return log::error("{}", report.text);
+  if (!status_.stoppable()) return;
+  // A failure of this node's, found at this time: the other nodes print it as such.
+  const std::string summary = "ddplaunch: " + report.text;
+  hang_ = NodeFailure{group_rank_, std::chrono::system_clock::now(), summary};
+  if (nnodes_ > 1 && joiner_->job()) {
+    try {
+      publish_node_failure(*joiner_->job(), key(""), *hang_);
+    } catch (const Error& e) {
+      log::warning("could not record this node's failure for the others: {}", e.what());
+    }
+  }
+  stop_round(Outcome::failure(kExitHang, summary, group_rank_), true, true);
+}
+
 std::string Agent::final_summary(const Outcome& cause) const {
   std::optional<NodeFailure> other;
   if (nnodes_ > 1 && joiner_->job()) other = earliest_other_failure(*joiner_->job(), key(""), group_rank_, nnodes_);
+  if (hang_ && (!other || hang_->time <= other->time)) other = hang_;  // this node's own, first
   const std::string other_label = other ? fmt::format("node {}{}", other->node, host_of(other->node)) : "";
   return report_.final_summary(cause, failure_context(), fmt::format("node {} on {}", group_rank_, eff_.host), other,
                                other_label);

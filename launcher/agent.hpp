@@ -39,6 +39,7 @@
 #include "launcher/oom_check.hpp"
 #include "launcher/outcome.hpp"
 #include "launcher/process_context.hpp"
+#include "launcher/node_failures.hpp"
 #include "launcher/round_joiner.hpp"
 #include "launcher/round_report.hpp"
 #include "launcher/round_status.hpp"
@@ -101,6 +102,8 @@ class Agent {
   std::string final_summary(const Outcome& cause) const;
   void on_outcome(const std::string& value);
   void on_lost(const std::string& message, bool store_lost);
+  // --hang_timeout's report: logged when suspected; a collective hang fails the job (kExitHang).
+  void on_hang(const HangReport& report);
   // Stops the round for `cause` (the first one wins): tells the other nodes when `publish`,
   // signals the local workers, and SIGKILLs them after --shutdown_timeout.
   void stop_round(Outcome cause, bool restartable, bool publish);
@@ -139,6 +142,7 @@ class Agent {
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;
   std::optional<int> exit_code_;
+  std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure
 };
 
 // Runs the job described by `config` (validated) on this node and returns the exit code:

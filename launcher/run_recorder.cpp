@@ -126,9 +126,9 @@ void RunRecorder::teardown(int round, const Outcome& cause, int signal_sent) {
   append(e.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
-void RunRecorder::hang_suspected(int round, const std::string& stacks_file) {
+void RunRecorder::hang(int round, const std::string& stacks_file, bool collective) {
   if (fd_ < 0) return;
-  json e = event("hang_suspected");
+  json e = event(collective ? "hang" : "hang_suspected");
   e.update({{"round", round}, {"stacks_file", optional_text(stacks_file)}});
   append(e.dump(-1, ' ', false, json::error_handler_t::replace));
 }

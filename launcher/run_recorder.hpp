@@ -42,8 +42,9 @@ class RunRecorder {
   // The round stops: `cause` says why (its code, the node that reported it, its first line).
   void teardown(int round, const Outcome& cause, int signal_sent);
   void restart(int restart, int max_restarts);
-  // --hang_timeout's heuristic reported a suspected hang; the stacks are in `stacks_file`.
-  void hang_suspected(int round, const std::string& stacks_file);
+  // --hang_timeout found a collective hang (`collective`: the job fails) or its heuristic
+  // suspects one; the report and stacks are in `stacks_file`.
+  void hang(int round, const std::string& stacks_file, bool collective);
   // The job ends on this node: appends job_ended and writes the summary files. `cause` is the
   // last round's (nullopt after a success), `cause_host` its node's host name.
   void job_ended(int exit_code, int group_rank, int restarts, const RoundReport& last_round,

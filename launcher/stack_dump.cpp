@@ -18,6 +18,7 @@
 
 #include "common/child_process.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/proc_stat.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -93,19 +94,10 @@ std::string run_tool(const std::vector<std::string>& argv, std::chrono::millisec
   return text;
 }
 
-// The process state letter of proc(5) ('S', 'T' stopped, 'Z' zombie), or 0 when it is gone.
-char state_of(int pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  if (!std::getline(stat, line)) return 0;
-  const std::size_t close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
-}
-
 }  // namespace
 
 std::string dump_stack(int pid, const StackDumpOptions& options) {
-  const char state = state_of(pid);
+  const char state = read_proc_stat(pid).state;
   if (state == 0 || state == 'Z') return "(it exited before its stack could be taken)";
   std::vector<std::string> argv;
   if (is_python(pid)) {

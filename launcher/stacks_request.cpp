@@ -59,14 +59,29 @@ StacksWatcher::~StacksWatcher() {
   thread_.join();
 }
 
-void StacksWatcher::answer(long long n, const std::string& text) {
+std::string stacks_key(long long n, int g) {
+  return fmt::format("stacks/{}/node/{}", n, g);
+}
+
+std::string progress_key(long long n, int g) {
+  return fmt::format("stacks/{}/progress/{}", n, g);
+}
+
+long long make_stacks_request(rendezvous::Store& job) {
+  const long long n = job.add("stacks/request", 1);
+  job.set(fmt::format("stacks/{}/req", n), "1");
+  return n;
+}
+
+void StacksWatcher::answer(long long n, const std::string& progress, const std::string& stacks) {
   std::shared_ptr<rendezvous::Store> store;
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     if (!shared_->answering) shared_->answering = shared_->connect();
     store = shared_->answering;
   }
-  store->set(fmt::format("stacks/{}/node/{}", n, shared_->group_rank), text);
+  store->set(progress_key(n, shared_->group_rank), progress);
+  store->set(stacks_key(n, shared_->group_rank), stacks);
 }
 
 int request_stacks(const LaunchConfig& config) {
@@ -87,12 +102,11 @@ int request_stacks(const LaunchConfig& config) {
     return kExitFailure;
   }
   const int nnodes = std::stoi(nnodes_text);
-  const long long n = job->add("stacks/request", 1);
-  job->set(fmt::format("stacks/{}/req", n), "1");
+  const long long n = make_stacks_request(*job);
   int missing = 0;
   for (int g = 0; g < nnodes; ++g) {
     try {
-      const std::string text = job->get(fmt::format("stacks/{}/node/{}", n, g), std::chrono::seconds(30));
+      const std::string text = job->get(stacks_key(n, g), std::chrono::seconds(30));
       std::cout << text << std::flush;
     } catch (const Error& e) {
       log::error("node {} did not answer: {}", g, e.what());

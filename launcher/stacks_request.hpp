@@ -4,7 +4,10 @@
 //   "stacks/nnodes"          the round's node count, set by group rank 0's watcher;
 //   "stacks/request"         a counter: the client adds 1 and gets its request number n;
 //   "stacks/<n>/req"         the client sets it; every launcher's watcher is parked on it;
+//   "stacks/<n>/progress/<g>" each launcher's local ranks' collective progress (collective_hang.hpp),
+//                            set first (it is read without delay);
 //   "stacks/<n>/node/<g>"    each launcher's answer: its local ranks' stacks (stack_dump.hpp).
+// A launcher that finds a collective hang asks the same way (worker_watch.hpp).
 // A launcher starts its watcher 1 s after its workers (a short job pays nothing for it), on its
 // own store connection and thread; the stacks themselves are taken on the agent's loop.
 #pragma once
@@ -31,14 +34,21 @@ class StacksWatcher {
   StacksWatcher(const StacksWatcher&) = delete;
   StacksWatcher& operator=(const StacksWatcher&) = delete;
 
-  // Stores this node's answer to request n on its own connection. Throws what the store throws.
-  void answer(long long n, const std::string& text);
+  // Stores this node's answer to request n on its own connection: its ranks' progress
+  // (encode_progress) and stacks. Throws what the store throws.
+  void answer(long long n, const std::string& progress, const std::string& stacks);
 
  private:
   struct Shared;
   std::shared_ptr<Shared> shared_;
   std::thread thread_;
 };
+
+// Makes request n and returns n. Throws what the store throws.
+long long make_stacks_request(rendezvous::Store& job);
+// Where node g answers request n.
+std::string stacks_key(long long n, int g);
+std::string progress_key(long long n, int g);
 
 // The client: connects to --master_addr:--master_port for --rdzv_id (and the job secret, if
 // any), asks, prints each node's answer on stdout. Returns 0 when every node answered, 1 when

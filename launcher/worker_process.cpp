@@ -63,6 +63,7 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   child.stdout_fd = out_pipe.write_end;
   child.stderr_fd = err_pipe.write_end;
   child.open_files_limit = spec.open_files_limit;
+  child.keep_fds = spec.keep_fds;
   try {
     index_ = processes.start(child);
   } catch (const StartError& e) {

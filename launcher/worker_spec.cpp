@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/collective_progress.hpp"
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/job_secret.hpp"
@@ -170,6 +171,11 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     worker_env::apply(w.env, we);
     if (c.virtual_local_rank) w.env["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
     w.open_files_limit = in.open_files_limit;
+    w.env.erase(kProgressVariable);  // an outer ddplaunch's, whose descriptor this worker lacks
+    if (in.progress_fd >= 0) {
+      w.env[kProgressVariable] = progress_variable_value(in.progress_fd, lr);
+      w.keep_fds.push_back(in.progress_fd);
+    }
     w.output = route_output(c, w, in.ranks.world_size() > 1);
     specs.push_back(std::move(w));
   }

@@ -34,6 +34,7 @@ struct WorkerSpec {
   Environment env;
   std::string log_dir;              // <log_dir>/<run_id>/attempt_<n>/<local_rank>, "" when no log dir
   long long open_files_limit = -1;  // the worker's soft RLIMIT_NOFILE; -1: the launcher's
+  std::vector<int> keep_fds;        // the launcher's descriptors it inherits (the progress table)
   OutputRouting output;
 };
 
@@ -52,6 +53,7 @@ struct WorkerSpecInputs {
   bool error_files_only = false;
   long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
   std::string python = "python3";   // argv[0] of a Python worker (EffectiveConfig::python.path)
+  int progress_fd = -1;  // >= 0: the collective-progress table (DDPLAUNCH_PROGRESS=<fd>:<local index>)
 };
 
 // Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.

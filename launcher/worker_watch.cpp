@@ -12,27 +12,37 @@
 namespace ddp::launcher {
 
 WorkerWatch::WorkerWatch(boost::asio::io_context& io, WorkerWatchOptions options,
-                         std::function<void(const HangReport&)> on_hang)
-    : io_(io), o_(std::move(options)), stacks_timer_(io) {
+                         std::function<void(const HangReport&)> report_hang)
+    : io_(io),
+      o_(std::move(options)),
+      on_hang_(std::move(report_hang)),
+      progress_(ProgressTable::create(std::max(1, o_.local_workers))),
+      stacks_timer_(io) {
   timers_ = WorkerTimers::create(io_, current_environment(), o_.run_dir, o_.python);
-  if (o_.hang_timeout.count() > 0)
-    hang_ = std::make_unique<HangWatch>(io_, HangWatchOptions{o_.hang_timeout, o_.run_dir, o_.python}, on_hang);
+  if (o_.hang_timeout.count() > 0) {
+    HangWatchOptions ho{o_.hang_timeout, o_.run_dir, o_.python, &progress_, o_.node, o_.host};
+    hang_ = std::make_unique<HangWatch>(io_, std::move(ho), [this](const HangReport& r) { on_hang(r); });
+  }
 }
 
-WorkerWatch::~WorkerWatch() = default;
+WorkerWatch::~WorkerWatch() {
+  join_gather();
+}
 
 std::string WorkerWatch::timer_file() const {
   return timers_ ? timers_->path() : "";
 }
 
-void WorkerWatch::started(int round, int group_rank, int nnodes, std::map<int, int> ranks_by_pid) {
+void WorkerWatch::started(int round, int group_rank, int nnodes, std::map<int, WatchedWorker> workers) {
   round_ = round;
   group_rank_ = group_rank;
   nnodes_ = nnodes;
-  running_ = std::move(ranks_by_pid);
+  running_.clear();
+  for (const auto& [pid, w] : workers) running_[pid] = w.rank;
+  workers_ = workers;
   live_ = true;
   if (timers_) timers_->watch(running_);
-  if (hang_) hang_->watch(running_, round_);
+  if (hang_) hang_->watch(std::move(workers), round_);
   watch_stack_requests();
 }
 
@@ -60,6 +70,8 @@ void WorkerWatch::ended() {
   live_ = false;
   stacks_timer_.cancel();
   stacks_watcher_.reset();
+  join_gather();
+  progress_.reset();  // every worker of the round is gone: the next round's start empty
 }
 
 void WorkerWatch::watch_stack_requests() {
@@ -76,13 +88,88 @@ void WorkerWatch::watch_stack_requests() {
 }
 
 void WorkerWatch::answer(long long request) {
+  const std::string progress = encode_progress(local_progress());
   const std::string text =
       fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host, dump_stacks(running_, StackDumpOptions{o_.python}));
   try {
-    stacks_watcher_->answer(request, text);
+    stacks_watcher_->answer(request, progress, text);
   } catch (const Error& e) {
     log::warning("--dump_stacks: could not answer request {}: {}", request, e.what());
   }
+}
+
+}  // namespace ddp::launcher
+
+namespace ddp::launcher {
+
+std::vector<RankProgress> WorkerWatch::local_progress() const {
+  std::map<int, WatchedWorker> workers;
+  for (const auto& [pid, w] : workers_) {
+    if (running_.count(pid)) workers[pid] = w;
+  }
+  return read_progress(progress_, workers, group_rank_, o_.host);
+}
+
+void WorkerWatch::on_hang(HangReport report) {
+  if (!report.collective) return on_hang_(report);
+  if (nnodes_ <= 1 || !o_.real_processes) return report_collective_hang(std::move(report), {}, "");
+  // The other nodes' ranks, through the store, on a thread: their answers come in seconds (they
+  // take their stacks), and this loop must stay free to answer the request itself.
+  join_gather();
+  auto slot = std::make_shared<GatherStore>();
+  gather_store_ = slot;
+  gather_ = std::thread([this, report = std::move(report), slot, round = round_, g = group_rank_, nnodes = nnodes_] {
+    std::vector<RankProgress> others;
+    std::string stacks;
+    try {
+      auto store = o_.connect_job();
+      {
+        std::lock_guard<std::mutex> lock(slot->mutex);
+        if (slot->stopped) return;
+        slot->store = store;
+      }
+      const long long n = make_stacks_request(*store);
+      for (int node = 0; node < nnodes; ++node) {
+        if (node == g) continue;
+        try {
+          for (RankProgress& r : decode_progress(store->get(progress_key(n, node), std::chrono::seconds(10))))
+            others.push_back(std::move(r));
+          stacks += store->get(stacks_key(n, node), std::chrono::seconds(15));
+        } catch (const Error& e) {
+          stacks += fmt::format("=== node {} ===\n(no answer: {})\n", node, e.what());
+        }
+      }
+    } catch (const std::exception& e) {
+      stacks += fmt::format("(the other nodes could not be asked: {})\n", e.what());
+    }
+    boost::asio::post(io_, [this, report, others = std::move(others), stacks = std::move(stacks), round] {
+      if (round == round_ && live_) report_collective_hang(report, others, stacks);
+    });
+  });
+}
+
+void WorkerWatch::report_collective_hang(HangReport report, const std::vector<RankProgress>& others,
+                                         const std::string& other_stacks) {
+  std::vector<RankProgress> all = report.progress;
+  all.insert(all.end(), others.begin(), others.end());
+  const std::string stacks =
+      fmt::format("=== node {} ({}) ===\n{}{}", group_rank_, o_.host, report.stacks, other_stacks);
+  report.stacks_file = fmt::format("{}/hang_round{}_node{}.txt", o_.run_dir, round_, group_rank_);
+  const std::string body = describe_hang(all, realtime_ns());
+  if (!(std::ofstream(report.stacks_file) << report.text << "\n" << body << "\n" << stacks)) report.stacks_file.clear();
+  report.text = fmt::format("{}\n{}Stacks{}:\n{}", report.text, body,
+                            report.stacks_file.empty() ? "" : " (also in " + report.stacks_file + ")", stacks);
+  on_hang_(report);
+}
+
+void WorkerWatch::join_gather() {
+  if (gather_store_) {
+    std::lock_guard<std::mutex> lock(gather_store_->mutex);
+    gather_store_->stopped = true;
+    if (gather_store_->store) gather_store_->store->interrupt();
+  }
+  if (gather_.joinable()) gather_.join();
+  gather_store_.reset();
 }
 
 }  // namespace ddp::launcher

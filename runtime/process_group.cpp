@@ -13,6 +13,7 @@
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "runtime/local_address.hpp"
+#include "runtime/progress_communicator.hpp"
 #include "runtime/socket_fd.hpp"
 #ifdef DDP_WITH_NCCL
 #include "ddplaunch/nccl_communicator.hpp"
@@ -118,6 +119,14 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   env_ = options.dist_env() ? *options.dist_env() : resolve_dist_env(env, options.argv());
   const Backend backend = choose_backend(options, env);
   const bool cpu_shm = backend == Backend::Cpu && shared_memory_allowed(env);  // bad values fail before connecting
+  // Under ddplaunch: each collective is recorded in this worker's progress slot (--hang_timeout).
+  // Only a group built from the environment: ranks as threads (tests) would share one slot.
+  std::optional<ProgressWriter> progress;
+  try {
+    if (!options.dist_env()) progress = ProgressWriter::from_env(env);
+  } catch (const Error& e) {
+    throw EnvError(e.what());
+  }
   timeout_ = options.timeout();
   if (env_.host_store && !options.store()) hosted_store_ = host_store(env_);
   count_out_ = env_.source == EnvSource::Mpi && !options.store();
@@ -127,6 +136,7 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   store_ = std::make_shared<rendezvous::PrefixStore>(options.prefix() + "/" + round, std::move(base));
   communicator_ =
       backend == Backend::Cpu ? make_cpu(store_, env_, options, cpu_shm) : make_nccl(store_, env_, options, device_);
+  if (progress) communicator_ = std::make_shared<ProgressCommunicator>(std::move(communicator_), std::move(*progress));
 }
 
 ProcessGroup::~ProcessGroup() {
