@@ -168,7 +168,7 @@ std::string progress_variable_value(int fd, int slot) {
 
 std::optional<ProgressWriter> ProgressWriter::from_env(const EnvLookup& env) {
   const std::optional<std::string> value = env(kProgressVariable);
-  if (!value) return std::nullopt;
+  if (!value || *value == "0") return std::nullopt;
   const auto bad = [&](const std::string& why) {
     return Error(fmt::format("{}='{}' {}; it is set by ddplaunch for its own workers: unset it", kProgressVariable,
                              *value, why));

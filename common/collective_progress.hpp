@@ -69,7 +69,7 @@ class ProgressTable {
 class ProgressWriter {
  public:
   // From the environment: DDPLAUNCH_PROGRESS=<fd>:<slot> (a table's descriptor and the slot).
-  // nullopt when the variable is unset. Throws ddp::Error naming the variable and the fix when it
+  // nullopt when the variable is unset or "0" (the user turned the slots off). Throws ddp::Error naming the variable and the fix when it
   // is set but not a table with that slot (a value copied from another process, say).
   static std::optional<ProgressWriter> from_env(const EnvLookup& env);
   ProgressWriter(ProgressWriter&& other) noexcept;

@@ -1,6 +1,8 @@
 // See hang_watch.hpp.
 #include "launcher/hang_watch.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <vector>
@@ -15,16 +17,25 @@ namespace ddp::launcher {
 
 HangWatch::HangWatch(boost::asio::io_context& io, HangWatchOptions options,
                      std::function<void(const HangReport&)> on_report)
-    : io_(io), o_(std::move(options)), on_report_(std::move(on_report)), timer_(io) {}
+    : io_(io),
+      o_(std::move(options)),
+      on_report_(std::move(on_report)),
+      timer_(io),
+      ticks_per_second_(static_cast<double>(::sysconf(_SC_CLK_TCK))) {}
 
 void HangWatch::watch(std::map<int, WatchedWorker> workers, int round) {
   workers_ = std::move(workers);
   round_ = round;
   cpu_.clear();
-  for (const auto& [pid, w] : workers_) cpu_[pid] = read_proc_stat(pid).cpu_ticks;
-  idle_since_ = std::chrono::steady_clock::now();
+  for (const auto& [pid, w] : workers_) cpu_[pid] = 0;
+  restart_window(std::chrono::steady_clock::now());
   reported_ = false;
   schedule();
+}
+
+void HangWatch::restart_window(std::chrono::steady_clock::time_point now) {
+  idle_since_ = now;
+  for (auto& [pid, ticks] : cpu_) ticks = read_proc_stat(pid).cpu_ticks;
 }
 
 void HangWatch::forget(int pid) {
@@ -76,12 +87,13 @@ std::string HangWatch::take_stacks() const {
 void HangWatch::sample() {
   if (workers_.empty()) return;
   const auto now = std::chrono::steady_clock::now();
+  // Busy: a worker used more than 5% of a core since the window began. A rank waiting for a peer
+  // is not at 0 (gloo's loop thread wakes now and then: about 0.5% of a core).
+  const double window_ticks = std::chrono::duration<double>(now - idle_since_).count() * ticks_per_second_;
   bool busy = false;
   bool publishing = false;
-  for (auto& [pid, ticks] : cpu_) {
-    const long long t = read_proc_stat(pid).cpu_ticks;
-    if (t > ticks) busy = true;
-    ticks = t;
+  for (const auto& [pid, ticks] : cpu_) {
+    if (static_cast<double>(read_proc_stat(pid).cpu_ticks - ticks) > 0.05 * window_ticks + 1) busy = true;
   }
   for (const RankProgress& r : snapshot()) publishing = publishing || r.progress.attached();
   if (publishing) {
@@ -97,7 +109,7 @@ void HangWatch::sample() {
       return on_report_(report);  // once per round: the job fails on it
     }
   } else if (busy) {
-    idle_since_ = now;
+    restart_window(now);
     reported_ = false;
   } else if (!reported_ && now - idle_since_ >= o_.timeout) {
     report_suspected(now);
@@ -120,12 +132,13 @@ void HangWatch::report_suspected(std::chrono::steady_clock::time_point now) {
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   if (!(std::ofstream(report.stacks_file) << report.stacks)) report.stacks_file.clear();
   report.text = fmt::format(
-      "suspected hang: no CPU time used by {} on this node for {:g} s (a heuristic: the job goes on)\n{}"
+      "suspected hang: {} on this node used almost no CPU time (under 5% of a core) for {:g} s (a heuristic: "
+      "the job goes on)\n{}"
       "stacks{}:\n{}",
       ranks_phrase(ranks), std::chrono::duration<double>(now - idle_since_).count(), states,
       report.stacks_file.empty() ? "" : " (also in " + report.stacks_file + ")", report.stacks);
   // Taking stacks costs the workers a little CPU (ptrace stops): that is not progress.
-  for (auto& [pid, ticks] : cpu_) ticks = read_proc_stat(pid).cpu_ticks;
+  restart_window(std::chrono::steady_clock::now());
   on_report_(report);
 }
 

@@ -6,8 +6,9 @@
 //    each rank's collective, since when, which never entered it, and every local rank's stack.
 //    The report goes to the owner (worker_watch.hpp adds the other nodes' ranks), and the job
 //    fails on it.
-//  - A heuristic otherwise (Python workers): when no local worker has used any CPU time (utime +
-//    stime of the worker process, all its threads) for the whole timeout, a *suspected* hang is
+//  - A heuristic otherwise (Python workers): when no local worker has used more than 5% of a core
+//    (utime + stime of the worker process, all its threads; a rank waiting for a peer is not at 0:
+//    gloo's loop thread wakes now and then) for the whole timeout, a *suspected* hang is
 //    reported once (until a rank uses CPU again) with each rank's state (a SIGSTOPped rank shows
 //    as "stopped") and stacks, also written to the run's directory. The job goes on: a heuristic
 //    does not kill (a long blocking read looks the same). Only the worker processes' own CPU
@@ -66,6 +67,7 @@ class HangWatch {
   void sample();
   bool collective_hang(std::int64_t now_ns) const;
   void report_suspected(std::chrono::steady_clock::time_point now);
+  void restart_window(std::chrono::steady_clock::time_point now);
   std::string take_stacks() const;
 
   boost::asio::io_context& io_;
@@ -73,10 +75,11 @@ class HangWatch {
   std::function<void(const HangReport&)> on_report_;
   boost::asio::steady_timer timer_;
   std::map<int, WatchedWorker> workers_;  // by pid
-  std::map<int, long long> cpu_;          // pid → CPU ticks at the last sample
+  std::map<int, long long> cpu_;          // pid → CPU ticks when the idle window began
   std::chrono::steady_clock::time_point idle_since_;
   bool reported_ = false;
   int round_ = 0;
+  double ticks_per_second_;
 };
 
 }  // namespace ddp::launcher

@@ -171,8 +171,11 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     worker_env::apply(w.env, we);
     if (c.virtual_local_rank) w.env["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
     w.open_files_limit = in.open_files_limit;
-    w.env.erase(kProgressVariable);  // an outer ddplaunch's, whose descriptor this worker lacks
-    if (in.progress_fd >= 0) {
+    // DDPLAUNCH_PROGRESS=0 turns the slots off (the runtime then records nothing); any other value
+    // is an outer ddplaunch's, whose descriptor this worker lacks.
+    const bool off = w.env.count(kProgressVariable) && w.env[kProgressVariable] == "0";
+    if (!off) w.env.erase(kProgressVariable);
+    if (in.progress_fd >= 0 && !off) {
       w.env[kProgressVariable] = progress_variable_value(in.progress_fd, lr);
       w.keep_fds.push_back(in.progress_fd);
     }

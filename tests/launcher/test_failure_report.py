@@ -11,6 +11,10 @@
     only that worker is killed; the summary names the scope;
   * --hang_timeout: a SIGSTOPped rank of a gloo job is reported once as a suspected hang, with
     each rank's state and stacks (rank 0 waits in all_reduce); SIGTERM then ends the job at once;
+  * --hang_timeout with the C++ example (the ddplaunch runtime publishes each collective in a
+    shared-memory slot): a SIGSTOPped rank fails the job with exit 124 and a report naming the
+    collective the others wait in and the rank that never entered it (the test harness stops a rank
+    between collectives), on one node and across two;
   * `ddplaunch --dump_stacks` against a running 2-node job prints every rank's stack on both
     nodes and stops nothing;
   * a worker killed by the kernel's out-of-memory killer (a memory cgroup with a small limit,
@@ -22,6 +26,7 @@
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -303,7 +308,7 @@ def test_a_sigstopped_rank_is_reported_as_a_suspected_hang_with_stacks(ddplaunch
         p.kill()
     err = seen + rest
     assert p.returncode == 143, err
-    assert "suspected hang: no CPU time used by ranks 0-1 (2 ranks) on this node for 3" in err, err
+    assert "suspected hang: ranks 0-1 (2 ranks) on this node used almost no CPU time (under 5% of a core) for 3" in err, err
     assert "rank 1 (pid " in err and "): stopped (SIGSTOP or a job-control signal)" in err, err
     assert "all_reduce (torch/distributed/distributed_c10d.py" in err, err  # rank 0 waits in the collective
     assert err.count("suspected hang:") == 1, err  # once per episode, taking stacks is no progress
@@ -316,6 +321,73 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_for_event(events, name, seconds):
+    """The first `name` event appended to the JSON-lines file `events` within `seconds`."""
+    import time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if events.exists():
+            for line in events.read_text().splitlines():
+                if line.endswith("}") and json.loads(line)["event"] == name:
+                    return json.loads(line)
+        time.sleep(0.05)
+    raise AssertionError(f"no {name} event in {seconds} s")
+
+
+def test_a_rank_that_stops_in_the_cpp_example_fails_the_job_as_a_hang(ddplaunch, train, tmp_path):
+    import time
+    events = tmp_path / "events.jsonl"
+    p = subprocess.Popen([ddplaunch, "--nproc_per_node=2", "--hang_timeout=2", f"--event_log={events}",
+                          f"--log_dir={tmp_path / 'logs'}", train, "--epochs", "1000000"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        started = wait_for_event(events, "workers_started", 60)
+        time.sleep(2)  # training runs: the slots hold collectives
+        os.kill(next(w["pid"] for w in started["workers"] if w["rank"] == 1), signal.SIGSTOP)
+        code, err = p.wait(timeout=60), p.stderr.read()
+    finally:
+        p.kill()
+    assert code == 124, err
+    assert "ddplaunch: hang: a rank has waited in a collective for 2 s and no collective completed on node 0" in err
+    assert re.search(r"Collective #(\d+) \(allreduce, [\d.]+ KiB\) never completed:", err), err
+    assert re.search(r"rank 0 \(node 0 on [^,]+, pid \d+, sleeping \(waiting for an event\)\): waiting in it for "
+                     r"[\d.]+ s \(since \d\d:\d\d:\d\d\.\d{3} UTC\)", err), err
+    # Stopped at a random point: between collectives (it never entered #N) or inside #N.
+    assert re.search(r"rank 1 \(node 0 on [^,]+, pid \d+, stopped \(SIGSTOP or a job-control signal\)\): "
+                     r"(never entered it; its last, allreduce #\d+, completed|waiting in it)", err), err
+    assert "ddp::runtime::CpuCommunicator::allreduce" in err, err  # rank 0's native stack, in the collective
+    assert "Stopped by ddplaunch (not failed):\n  ranks 0-1 (2 ranks): ended by SIGTERM" in err, err
+    report = glob.glob(str(tmp_path / "logs" / "*" / "hang_round0_node0.txt"))
+    assert report and "never completed" in open(report[0]).read()
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert "hang" in [e["event"] for e in lines], lines
+    assert lines[-1]["event"] == "job_ended" and lines[-1]["exit_code"] == 124, lines
+
+
+def test_a_rank_that_never_enters_the_collective_is_named_across_nodes(ddplaunch, ddp_step_worker, tmp_path):
+    port = free_port()
+    # Rank 1 (node 1) stops itself before step 20, between collectives; rank 0 waits in the next.
+    nodes = [subprocess.Popen([ddplaunch, "--nnodes=2", f"--node_rank={g}", "--nproc_per_node=1",
+                               f"--master_port={port}", "--hang_timeout=2", ddp_step_worker, "--steps", "1000000",
+                               "--stop-rank", "1", "--stop-step", "20"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for g in (0, 1)]
+    try:
+        (code0, err0), (code1, err1) = [(n.wait(timeout=90), n.stderr.read()) for n in nodes]
+    finally:
+        for n in nodes:
+            n.kill()
+    assert code0 == 124 and code1 == 124, (err0, err1)
+    # Node 0 finds the hang (its rank waits) and asks node 1 for its ranks' progress and stacks.
+    for err in (err0, err1):
+        n = int(re.search(r"Collective #(\d+) \(allreduce, [\d.]+ (B|KiB)\) never completed:", err).group(1))
+        assert re.search(rf"rank 1 \(node 1 on [^,]+, pid \d+, stopped \(SIGSTOP or a job-control signal\)\): "
+                         rf"never entered it; its last, allreduce #{n - 1}, completed [\d.]+ s ago", err), err
+        assert f"Never entered collective #{n}: rank 1 (node 1 on " in err, err
+        assert "=== node 0 (" in err and "=== node 1 (" in err, err
+        assert "ddp::runtime::CpuCommunicator::allreduce" in err, err
+    assert "ddplaunch: stopping: a failure reported by node 0" in err1, err1
 
 
 def test_dump_stacks_prints_every_rank_on_every_node_of_a_running_job(ddplaunch, tmp_path):

@@ -104,6 +104,29 @@ TEST_CASE("values already in the launcher's environment win for NCCL and OMP set
   }
 }
 
+TEST_CASE("each worker gets the progress table and its own slot, unless the user turned it off", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  c.virtual_local_rank = false;
+  std::vector<NodeInfo> nodes{node(0, 2), node(1, 2)};
+  const RankMap ranks(nodes);
+  const auto specs_with = [&](const Environment& base) {
+    WorkerSpecInputs in{c, ranks, c.node_rank, 0, "10.0.0.1", 29500, base, ""};
+    in.progress_fd = 7;
+    return build_worker_specs(in);
+  };
+  const std::vector<WorkerSpec> on = specs_with({{"DDPLAUNCH_PROGRESS", "9:0"}});  // an outer launcher's: replaced
+  REQUIRE(on.size() == 2);
+  for (std::size_t i = 0; i < on.size(); ++i) {
+    CHECK(on[i].env.at("DDPLAUNCH_PROGRESS") == "7:" + std::to_string(i));
+    CHECK(on[i].keep_fds == std::vector<int>{7});
+  }
+  for (const WorkerSpec& w : specs_with({{"DDPLAUNCH_PROGRESS", "0"}})) {
+    CHECK(w.env.at("DDPLAUNCH_PROGRESS") == "0");
+    CHECK(w.keep_fds.empty());
+  }
+  for (const WorkerSpec& w : build(two_by_two(), {{"DDPLAUNCH_PROGRESS", "9:0"}})) CHECK(w.env.count("DDPLAUNCH_PROGRESS") == 0);
+}
+
 TEST_CASE("OMP_NUM_THREADS is set only for more than one worker", "[worker_spec]") {
   LaunchConfig c = two_by_two();
   c.nproc_per_node = 1;

@@ -17,6 +17,7 @@
 // --comm-hook: allreduce (ours: sum, then divide by W), bf16 (bf16_compress_hook) or
 // divide-first (multiply by 1/W, then sum: the order PyTorch's default reduction uses).
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -33,6 +34,8 @@ namespace {
 
 struct Args {
   int steps = 30;
+  int stop_rank = -1;  // this rank SIGSTOPs itself before step stop_step (between collectives)
+  int stop_step = 0;
   std::int64_t batch = 8;
   double lr = 0.05;
   double bucket_cap_mb = 25;
@@ -88,6 +91,7 @@ void run(const Args& args, int argc, char** argv) {
   if (rank == 0) std::printf("buckets %zu\n", ddp.reducer().buckets().size());
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(args.lr).momentum(0.9));
   for (int s = 0; s < args.steps; ++s) {
+    if (rank == args.stop_rank && s == args.stop_step) ::raise(SIGSTOP);
     const auto [x, y] = batch(rank, world, s, args.batch);
     optimizer.zero_grad();
     const torch::Tensor loss = torch::mse_loss(ddp(x), y);
@@ -118,6 +122,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--comm-hook", args.comm_hook, "allreduce, bf16 or divide-first")
       ->check(CLI::IsMember({"allreduce", "bf16", "divide-first"}));
+  app.add_option("--stop-rank", args.stop_rank, "a rank that stops itself (SIGSTOP) before --stop-step");
+  app.add_option("--stop-step", args.stop_step, "the step before which --stop-rank stops");
   // torch.distributed.launch's legacy argument; init() reads it from argv.
   int legacy_local_rank = -1;
   app.add_option("--local_rank,--local-rank", legacy_local_rank, "set by legacy launchers");
