@@ -163,3 +163,28 @@ std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t n
 }
 
 }  // namespace ddp::launcher
+
+namespace ddp::launcher {
+
+std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t now_ns) {
+  std::string text;
+  for (const RankProgress& r : ranks) {
+    const CollectiveProgress& p = r.progress;
+    std::string what;
+    if (!p.attached()) {
+      what = "publishes no progress (not built on the ddplaunch runtime)";
+    } else if (p.entered == 0) {
+      what = "no collective yet";
+    } else if (p.inside()) {
+      what = fmt::format("in {} ({}) for {:.1f} s", collective_name(p.kind, p.entered), byte_size(p.bytes),
+                         seconds_between(p.entered_ns, now_ns));
+    } else {
+      what = fmt::format("last {} completed {:.1f} s ago", collective_name(p.kind, p.entered),
+                         seconds_between(p.completed_ns, now_ns));
+    }
+    text += fmt::format("  rank {}: {}\n", r.rank, what);
+  }
+  return text;
+}
+
+}  // namespace ddp::launcher

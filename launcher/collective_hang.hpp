@@ -48,6 +48,11 @@ std::vector<RankProgress> decode_progress(const std::string& value);
 // such. Pure.
 std::string describe_hang(const std::vector<RankProgress>& ranks, std::int64_t now_ns);
 
+// One line per rank of what it is doing, for --dump_stacks: "  rank 0: in allreduce #57 (4.0 MiB)
+// for 3.2 s", "  rank 1: last allreduce #56 completed 0.1 s ago", "  rank 2: no collective yet",
+// "  rank 3: publishes no progress". Pure.
+std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t now_ns);
+
 // "4.0 MiB", "512 B". Pure.
 std::string byte_size(std::uint64_t bytes);
 

@@ -9,6 +9,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
+#include "launcher/collective_hang.hpp"
 #include "launcher/job_store.hpp"
 #include "launcher/node_setup.hpp"
 
@@ -107,7 +108,10 @@ int request_stacks(const LaunchConfig& config) {
   for (int g = 0; g < nnodes; ++g) {
     try {
       const std::string text = job->get(stacks_key(n, g), std::chrono::seconds(30));
-      std::cout << text << std::flush;
+      const std::vector<RankProgress> progress = decode_progress(job->get(progress_key(n, g), std::chrono::seconds(5)));
+      std::cout << text;
+      if (!progress.empty()) std::cout << "collective progress:\n" << describe_progress(progress, realtime_ns()) << "\n";
+      std::cout << std::flush;
     } catch (const Error& e) {
       log::error("node {} did not answer: {}", g, e.what());
       ++missing;
