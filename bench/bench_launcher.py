@@ -8,7 +8,8 @@
 2. Failure teardown: one worker exits 1 at once while its siblings sleep; time until the launcher
    has exited (every worker reaped).
    Then the hang report: with --hang_timeout T, rank 1 stops itself (SIGSTOP) while rank 0 waits; time from
-   the stop to ddplaunch's "suspected hang" report, stacks included (target T + 2 s at most).
+   the stop to ddplaunch's "suspected hang" report, stacks included (target T + 2 s at most); and the
+   same for a C++ worker on the ddplaunch runtime (ddp_step_worker), whose collective hang fails the job.
    torchrun has no such report: nothing to compare with.
 
 Each figure is the median of several repetitions, with min and max. Writes a Markdown section to
@@ -168,6 +169,40 @@ def hang_report(timeout_s=2):
             "torchrun reports no hang; its ranks wait for the collective timeout (30 min by default)."]
 
 
+def collective_hang_report(timeout_s=2):
+    """The C++ path: rank 1 of ddp_step_worker (the ddplaunch runtime) stops itself between
+    collectives; from its stop to the report naming it on the console (after the teardown)."""
+    import re
+    import select
+    worker = os.path.join(BIN, "ddp_step_worker")
+    latencies = []
+    for _ in range(REPS if QUICK else 5):
+        p = subprocess.Popen([DDPLAUNCH, "--standalone", "--nproc_per_node", "2", f"--hang_timeout={timeout_s}",
+                              worker, "--steps", "1000000", "--stop-rank", "1", "--stop-step", "50"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+        text, reported, deadline = b"", None, time.time() + timeout_s + 60
+        while reported is None and time.time() < deadline:
+            if select.select([p.stderr], [], [], 1)[0]:
+                chunk = os.read(p.stderr.fileno(), 65536)
+                if not chunk:
+                    break
+                text += chunk
+                if b"Never entered collective #" in text:
+                    reported = time.time()
+        p.kill()
+        p.communicate(timeout=30)
+        stopped = re.search(rb"stopping at ([\d.]+)", text)
+        if reported is None or not stopped:
+            raise SystemExit("bench: no collective hang report within the deadline:\n" + text.decode(errors="replace"))
+        latencies.append(reported - float(stopped.group(1)))
+    s = stats(latencies)
+    return [f"| stop → collective hang report (C++ worker on the ddplaunch runtime), stacks included, job "
+            f"failed (exit 124) | {s[0]:.2f} s ({s[1]:.2f}–{s[2]:.2f}) | {timeout_s + 2} s | "
+            f"{s[0] / (timeout_s + 2):.2f}× |"]
+
+
 if __name__ == "__main__":
     overhead, after = launch_overhead()
-    print("\n".join(overhead + [""] + before_after(after) + [""] + teardown() + [""] + hang_report()))
+    hang = hang_report()
+    hang[5:5] = collective_hang_report()
+    print("\n".join(overhead + [""] + before_after(after) + [""] + teardown() + [""] + hang))

@@ -85,8 +85,9 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
                       "between SIGTERM and SIGKILL (default 30)"));
   add_seconds(app, "--hang_timeout,--hang-timeout", v.hang_timeout,
-              "report a suspected hang (stacks included, nothing killed) when no local worker used CPU for "
-              "this long (default 0: off; 300 suits most training)");
+              "fail the job (exit 124) when ranks wait this long in a collective (ddplaunch runtime), saying "
+              "which rank never entered it, with stacks; for other workers, report a suspected hang when "
+              "they use almost no CPU this long (default 0: off; 300 suits most training)");
   pet.add(app.add_option("--signals_to_handle,--signals-to-handle", v.signals_to_handle,
                          "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2)"));
   app.add_flag("--use_env,--use-env", v.use_env,

@@ -17,6 +17,7 @@
 // --comm-hook: allreduce (ours: sum, then divide by W), bf16 (bf16_compress_hook) or
 // divide-first (multiply by 1/W, then sum: the order PyTorch's default reduction uses).
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -91,7 +92,13 @@ void run(const Args& args, int argc, char** argv) {
   if (rank == 0) std::printf("buckets %zu\n", ddp.reducer().buckets().size());
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(args.lr).momentum(0.9));
   for (int s = 0; s < args.steps; ++s) {
-    if (rank == args.stop_rank && s == args.stop_step) ::raise(SIGSTOP);
+    if (rank == args.stop_rank && s == args.stop_step) {
+      // When it stopped, for the hang-report benchmark (bench/bench_launcher.py).
+      std::fprintf(stderr, "stopping at %.6f\n",
+                   std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::fflush(stderr);
+      ::raise(SIGSTOP);
+    }
     const auto [x, y] = batch(rank, world, s, args.batch);
     optimizer.zero_grad();
     const torch::Tensor loss = torch::mse_loss(ddp(x), y);
