@@ -205,14 +205,15 @@ def main():
             "keep-alive 5 s, SIGTERM then SIGKILL after the grace period, start method spawn); not tuned. "
             f"TORCHELASTIC_RESTART_COUNT seen by ranks 0–3 in the second attempt ({seen}): torchrun's agent that "
             "restarts because the other node re-joined the rendezvous does not count it as a restart, so the "
-            "worker recognises the second attempt by a marker its launcher slot left in the first.",
-            "", "Where torchrun's time goes (its c10d rendezvous, read from torch's dynamic_rendezvous.py and an "
-            "INFO log): the failing node notices within its 0.1 s monitor interval, stops its sibling and "
-            "re-joins the rendezvous at once; the healthy node learns of it only through num_nodes_waiting(), "
-            "which serves a rendezvous state cached for up to 1 s (cache_duration=1), so its ranks are stopped "
-            "up to a second after the failure (the second row); then the join loop, while it waits for the "
-            "other node, re-reads the state after a fixed 1 s sleep, which adds about one more second before "
-            "the workers start. Two one-second polls, not process handling, make up nearly all of it."]
+            "worker recognises the second attempt by a marker its launcher slot left in the first."]
+    if "torchrun" not in errors:
+        out += ["", "Where torchrun's time goes (its c10d rendezvous, read from torch's dynamic_rendezvous.py and an "
+                "INFO log): the failing node notices within its 0.1 s monitor interval, stops its sibling and "
+                "re-joins the rendezvous at once; the healthy node learns of it only through num_nodes_waiting(), "
+                "which serves a rendezvous state cached for up to 1 s (cache_duration=1), so its ranks are stopped "
+                "up to a second after the failure (the second row); then the join loop, while it waits for the "
+                "other node, re-reads the state after a fixed 1 s sleep, which adds about one more second before "
+                "the workers start. Two one-second polls, not process handling, make up nearly all of it."]
     print("\n".join(out))
 
 

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/child_process.hpp"
+#include "common/find_executable.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/proc_stat.hpp"
 
@@ -31,15 +32,7 @@ std::string find_tool(const std::string& name, const std::string& beside) {
     const fs::path near = fs::path(beside).parent_path() / name;
     if (fs::exists(near, ec)) return near.string();
   }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (std::size_t start = 0; start <= dirs.size();) {
-    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
-    const fs::path candidate = fs::path(dirs.substr(start, end - start)) / name;
-    if (end > start && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    start = end + 1;
-  }
-  return "";
+  return find_on_path(name);
 }
 
 bool is_python(int pid) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/collective_progress.hpp"
+#include "common/find_executable.hpp"
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/job_secret.hpp"
@@ -37,16 +38,7 @@ std::string resolve_program(const std::string& name) {
     }
     return name;
   }
-  // The first regular, executable file DIR/name for DIR in the launcher's PATH (an empty entry
-  // is the current directory), as execvp would pick it.
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = dir.empty() ? name : dir + "/" + name;
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
-      return candidate;
-  }
+  if (std::string found = find_on_path(name); !found.empty()) return found;
   throw UsageError("program '" + name + "' was not found on PATH; give a path such as ./" + name);
 }
 
