@@ -69,7 +69,10 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
       throw rendezvous::ConnectionError(std::string(e.what()) +
                                         "; the store's host (node 0's launcher) ended while this node waited for the "
                                         "others: see its output" +
-                                        secret_hint(o));
+                                        std::string(o.with_secret ? "; node 0 never sees a node whose job secret "
+                                                                    "differs and ends this way too: check that every "
+                                                                    "node has the same one"
+                                                                  : ""));
     }
     if (o.cancelled && o.cancelled->load()) throw ddp::Error("interrupted while waiting for nodes");
     const std::string line = progress();
