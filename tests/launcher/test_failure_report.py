@@ -316,6 +316,39 @@ def test_a_sigstopped_rank_is_reported_as_a_suspected_hang_with_stacks(ddplaunch
     assert "hang_suspected" in kinds, kinds
 
 
+GLOO_TIMER_STOP = '''\
+import os, signal, time
+import torch, torch.distributed as dist
+from torch.distributed.elastic.timer import FileTimerClient, configure, expires
+dist.init_process_group("gloo")
+configure(FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
+rank = dist.get_rank()
+t = torch.ones(1000)
+for step in range(1000000):
+    with expires(after=3 if rank == 1 else 60, scope="train_step"):
+        if rank == 1 and step == 20:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        dist.all_reduce(t)
+    time.sleep(0.01)
+'''
+
+
+def test_a_sigstopped_rank_of_a_gloo_script_with_a_timer_is_killed_and_named(ddplaunch, tmp_path):
+    prog = tmp_path / "gloo_timer.py"
+    prog.write_text(GLOO_TIMER_STOP)
+    r = subprocess.run([ddplaunch, "--nproc_per_node=2", "--hang_timeout=5", str(prog)], capture_output=True,
+                       text=True, timeout=TIMEOUT,
+                       env=dict(os.environ, PYTHON_EXEC=sys.executable, TORCHELASTIC_ENABLE_FILE_TIMER="1"))
+    assert r.returncode == 137, r.stderr
+    # py-spy's stack of the stopped rank, where it stopped itself (line 11).
+    assert re.search(r"rank 1 \(pid \d+\) in file timer 'train_step' when it expired:\n(ddplaunch: .*\n){0,4}"
+                     r"ddplaunch: Thread \d+ \(idle\): \"MainThread\"\nddplaunch: +<module> \(gloo_timer.py:11\)",
+                     r.stderr), r.stderr
+    assert "exitcode  : 137 (died of SIGKILL: killed by ddplaunch: file timer 'train_step' expired)" in r.stderr
+    assert "Root cause (the earliest failure):" in r.stderr and "  rank      : 1 (local_rank: 1)" in r.stderr
+    assert "Stopped by ddplaunch (not failed):\n  rank 0: ended by SIGTERM" in r.stderr, r.stderr
+
+
 def free_port():
     import socket
     with socket.socket() as s:
