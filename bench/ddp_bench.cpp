@@ -72,10 +72,12 @@ int main(int argc, char** argv) {
     }
   }
   if (rt::get_rank() == 0)
-    std::printf("ddp_bench model=%s ranks=%d overlap=%d step_ms=%.3f min_ms=%.3f max_ms=%.3f wait_ms=%.3f\n",
+    std::printf(
+        "ddp_bench model=%s ranks=%d overlap=%d step_ms=%.3f min_ms=%.3f max_ms=%.3f wait_ms=%.3f "
+        "collectives_per_step=%zu\n",
                 model_name.c_str(), rt::get_world_size(), no_overlap ? 0 : 1, median(step_ms),
                 *std::min_element(step_ms.begin(), step_ms.end()), *std::max_element(step_ms.begin(), step_ms.end()),
-                median(wait_ms));
+                median(wait_ms), ddp.reducer().buckets().size() + 1);  // the buckets' allreduces + the barrier
   rt::destroy();
   return 0;
 }

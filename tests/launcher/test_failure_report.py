@@ -372,8 +372,9 @@ def wait_for_event(events, name, seconds):
 def test_a_rank_that_stops_in_the_cpp_example_fails_the_job_as_a_hang(ddplaunch, train, tmp_path):
     import time
     events = tmp_path / "events.jsonl"
+    summary = tmp_path / "summary.json"
     p = subprocess.Popen([ddplaunch, "--nproc_per_node=2", "--hang_timeout=2", f"--event_log={events}",
-                          f"--log_dir={tmp_path / 'logs'}", train, "--epochs", "1000000"],
+                          f"--summary_json={summary}", f"--log_dir={tmp_path / 'logs'}", train, "--epochs", "1000000"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         started = wait_for_event(events, "workers_started", 60)
@@ -397,6 +398,10 @@ def test_a_rank_that_stops_in_the_cpp_example_fails_the_job_as_a_hang(ddplaunch,
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     assert "hang" in [e["event"] for e in lines], lines
     assert lines[-1]["event"] == "job_ended" and lines[-1]["exit_code"] == 124, lines
+    doc = json.loads(summary.read_text())
+    assert doc["exit_code"] == 124 and doc["root_cause"]["node_rank"] == 0, doc
+    assert "never completed" in doc["root_cause"]["summary"], doc
+    assert [r["state"] for r in doc["ranks"]] == ["stopped", "stopped"], doc
 
 
 def test_a_rank_that_never_enters_the_collective_is_named_across_nodes(ddplaunch, ddp_step_worker, tmp_path):
