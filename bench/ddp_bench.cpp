@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-cap-mb", bucket_cap_mb)->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
-  rt::init(argc, argv);
+  // The CPU backend explicitly: on a GPU host init() would pick NCCL (this compares CPU DDP).
+  rt::init(argc, argv, rt::InitOptions().backend(rt::Backend::Cpu));
   const bool large = model_name == "large";
   torch::manual_seed(0);
   torch::nn::Sequential model = large ? torch::nn::Sequential(torch::nn::Linear(1024, 2048), torch::nn::ReLU(),

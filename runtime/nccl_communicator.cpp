@@ -16,6 +16,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "runtime/nccl_id.hpp"
 #include "runtime/tensor_checks.hpp"
 
 namespace ddp::runtime {
@@ -156,30 +157,15 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int
   const auto deadline = rendezvous::deadline_after(options_.timeout());
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
 
-  // 1. Rank 0 creates the id and publishes its bytes; the others wait for them.
-  const std::string key = options_.prefix() + "/nccl_id";
+  // 1. Rank 0 creates the id and publishes its bytes; the others wait for them (nccl_id.hpp).
   ncclUniqueId id;
-  if (rank_ == 0) {
-    const ncclResult_t result = ncclGetUniqueId(&id);
-    if (result != ncclSuccess) throw_nccl("rank 0: ncclGetUniqueId", result, nullptr);
-    store_->set(key, std::string(id.internal, sizeof id.internal));
-  } else {
-    std::string bytes;
-    try {
-      bytes = store_->get(key, options_.timeout());
-    } catch (const rendezvous::TimeoutError&) {
-      throw rendezvous::TimeoutError("rank " + std::to_string(rank_) + " timed out after " + ms(options_.timeout()) +
-                                     " waiting for rank 0 to publish the NCCL id at '" + key +
-                                     "'; check that rank 0 started and that every rank uses prefix '" +
-                                     options_.prefix() + "'");
-    }
-    if (bytes.size() != sizeof id.internal)
-      throw CommunicatorError("rank " + std::to_string(rank_) + ": '" + key + "' holds " +
-                              std::to_string(bytes.size()) + " bytes, expected an NCCL id of " +
-                              std::to_string(sizeof id.internal) + "; is another job using prefix '" +
-                              options_.prefix() + "'?");
-    std::memcpy(id.internal, bytes.data(), sizeof id.internal);
-  }
+  const std::string bytes = exchange_nccl_id(
+      *store_, NcclIdExchange{options_.prefix(), rank_, options_.timeout(), sizeof id.internal}, [&] {
+        const ncclResult_t result = ncclGetUniqueId(&id);
+        if (result != ncclSuccess) throw_nccl("rank 0: ncclGetUniqueId", result, nullptr);
+        return std::string(id.internal, sizeof id.internal);
+      });
+  std::memcpy(id.internal, bytes.data(), sizeof id.internal);
 
   // 2. Every rank joins a non-blocking communicator, so that the join can time out.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

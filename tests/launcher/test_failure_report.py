@@ -39,6 +39,24 @@ TIMEOUT = 60
 pytestmark = pytest.mark.timeout(120)
 
 
+@pytest.fixture
+def cpp_train(pytestconfig):
+    """The example trainer, or a skip in a build without LibTorch (the sanitizer build)."""
+    return cpp_binary(pytestconfig, "train")
+
+
+@pytest.fixture
+def cpp_step_worker(pytestconfig):
+    return cpp_binary(pytestconfig, "ddp_step_worker")
+
+
+def cpp_binary(config, option):
+    path = config.getoption(option)
+    if not path:
+        pytest.skip(f"no --{option.replace('_', '-')}: this build has no LibTorch runtime (DDP_WITH_TORCH off)")
+    return os.path.abspath(path)
+
+
 def run(ddplaunch, args, **kwargs):
     env = dict(os.environ, PYTHON_EXEC=sys.executable)
     return subprocess.run([ddplaunch, *args], capture_output=True, text=True, timeout=TIMEOUT, env=env, **kwargs)
@@ -369,12 +387,13 @@ def wait_for_event(events, name, seconds):
     raise AssertionError(f"no {name} event in {seconds} s")
 
 
-def test_a_rank_that_stops_in_the_cpp_example_fails_the_job_as_a_hang(ddplaunch, train, tmp_path):
+def test_a_rank_that_stops_in_the_cpp_example_fails_the_job_as_a_hang(ddplaunch, cpp_train, tmp_path):
+    train = cpp_train
     import time
     events = tmp_path / "events.jsonl"
     summary = tmp_path / "summary.json"
     p = subprocess.Popen([ddplaunch, "--nproc_per_node=2", "--hang_timeout=2", f"--event_log={events}",
-                          f"--summary_json={summary}", f"--log_dir={tmp_path / 'logs'}", train, "--epochs", "1000000"],
+                          f"--summary_json={summary}", f"--log_dir={tmp_path / 'logs'}", train, "--backend", "cpu", "--epochs", "1000000"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         started = wait_for_event(events, "workers_started", 60)
@@ -404,7 +423,8 @@ def test_a_rank_that_stops_in_the_cpp_example_fails_the_job_as_a_hang(ddplaunch,
     assert [r["state"] for r in doc["ranks"]] == ["stopped", "stopped"], doc
 
 
-def test_a_rank_that_never_enters_the_collective_is_named_across_nodes(ddplaunch, ddp_step_worker, tmp_path):
+def test_a_rank_that_never_enters_the_collective_is_named_across_nodes(ddplaunch, cpp_step_worker, tmp_path):
+    ddp_step_worker = cpp_step_worker
     port = free_port()
     # Rank 1 (node 1) stops itself before step 20, between collectives; rank 0 waits in the next.
     nodes = [subprocess.Popen([ddplaunch, "--nnodes=2", f"--node_rank={g}", "--nproc_per_node=1",

@@ -59,7 +59,7 @@ if [[ -z $train ]]; then
 fi
 
 echo "== mpirun -np 2 train --epochs 3 (no launcher)"
-"${mpi[@]}" -x OMP_NUM_THREADS=1 "$train" --epochs 3 > "$work/train.out" 2> "$work/train.err" ||
+"${mpi[@]}" -x OMP_NUM_THREADS=1 "$train" --backend cpu --epochs 3 > "$work/train.out" 2> "$work/train.err" ||
   { cat "$work/train.out" "$work/train.err"; fail "mpirun train exited $?"; }
 cat "$work/train.out"
 grep -q "train: 2 rank(s)" "$work/train.out" || fail "the ranks did not train together"

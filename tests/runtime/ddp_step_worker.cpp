@@ -81,7 +81,8 @@ std::pair<torch::Tensor, torch::Tensor> batch(int rank, int world, int step, std
 
 void run(const Args& args, int argc, char** argv) {
   torch::set_num_threads(1);
-  rt::init(argc, argv);
+  // The CPU backend explicitly: on a GPU host init() would pick NCCL (issue 14).
+  rt::init(argc, argv, rt::InitOptions().backend(rt::Backend::Cpu));
   const int rank = rt::get_rank(), world = rt::get_world_size();
   auto model = make_model();
   const double first_cap = args.first_bucket_cap_mb > 0 ? args.first_bucket_cap_mb : std::min(1.0, args.bucket_cap_mb);

@@ -129,7 +129,7 @@ fi
 [[ $1 == job ]] || export MASTER_PORT=$bound
 echo "store on $first ($addr:$bound), job $SLURM_JOB_ID, MASTER_PORT=${MASTER_PORT:-<unset>}"
 set +e
-env -u MASTER_ADDR OMP_NUM_THREADS=1 timeout 240 srun -N2 --ntasks-per-node=1 --export=ALL "$train" --epochs 1
+env -u MASTER_ADDR OMP_NUM_THREADS=1 timeout 240 srun -N2 --ntasks-per-node=1 --export=ALL "$train" --backend cpu --epochs 1
 code=$?
 set -e
 kill -TERM "$(cat "$work/store.pid")"

@@ -20,8 +20,9 @@
 namespace ddp::runtime {
 
 struct NcclCommunicatorOptions {
-  // Store keys live under "<prefix>/": "<prefix>/nccl_id" (rank 0's 128-byte NCCL unique id) and
-  // "<prefix>/failed" (the first failure, as in CpuCommunicator).
+  // Store keys live under "<prefix>/": "<prefix>/nccl_id/<n>" (rank 0's 128-byte NCCL unique id
+  // for the n-th communicator under this prefix, runtime/nccl_id.hpp), "<prefix>/generation/<rank>"
+  // (each rank's count of them) and "<prefix>/failed" (the first failure, as in CpuCommunicator).
   TORCH_ARG(std::string, prefix) = "ddp_nccl";
   // Bound on joining at construction, on enqueueing each collective, and on barrier().
   TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::minutes(5);
@@ -51,7 +52,7 @@ struct NcclCommunicatorOptions {
 // CommunicatorError within milliseconds, and close() aborts the NCCL communicator.
 class NcclCommunicator : public Communicator {
  public:
-  // Rank 0 publishes a fresh NCCL unique id at "<prefix>/nccl_id"; the others get() it. Then every
+  // Rank 0 publishes a fresh NCCL unique id at "<prefix>/nccl_id/<n>"; the others get() it. Then every
   // rank creates its NCCL communicator on options.device and waits for all ranks to join.
   // Blocks until joined; throws rendezvous::TimeoutError naming the rank and prefix after
   // options.timeout (the NCCL communicator is aborted), CommunicatorError on a bad rank/world_size,
