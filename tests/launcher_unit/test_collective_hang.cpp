@@ -107,7 +107,7 @@ TEST_CASE("sizes read as people write them", "[collective_hang]") {
   CHECK(ddp::launcher::byte_size(3ull << 30) == "3.0 GiB");
 }
 
-TEST_CASE("--dump_stacks says what each rank is doing in one line", "[collective_hang]") {
+TEST_CASE("a --dump_stacks answer says what each rank is doing in one line", "[collective_hang]") {
   RankProgress silent = rank(3, 1, 'S', 0, 0, 0, 0);
   silent.progress = CollectiveProgress{};
   const std::string text = ddp::launcher::describe_progress(
