@@ -134,8 +134,22 @@ exec sleep 120
 """
 
 
-def hang_report(timeout_s=2):
+def read_until(p, marker, seconds):
+    """p's stderr until `marker` shows (or EOF, or `seconds`): (text, time.time() when it showed or None)."""
     import select
+    text, deadline = b"", time.time() + seconds
+    while time.time() < deadline:
+        if select.select([p.stderr], [], [], 1)[0]:
+            chunk = os.read(p.stderr.fileno(), 65536)
+            if not chunk:
+                break
+            text += chunk
+            if marker in text:
+                return text, time.time()
+    return text, None
+
+
+def hang_report(timeout_s=2):
     latencies = []
     with tempfile.TemporaryDirectory() as d:
         prog, stop_file = os.path.join(d, "hang.sh"), os.path.join(d, "stopped_at")
@@ -146,15 +160,7 @@ def hang_report(timeout_s=2):
             p = subprocess.Popen([DDPLAUNCH, "--standalone", "--nproc_per_node", "2", f"--hang_timeout={timeout_s}",
                                   "--shutdown_timeout=1", "--no_python", prog], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, env=dict(ENV, STOP_FILE=stop_file))
-            text, reported, deadline = b"", None, time.time() + timeout_s + 30
-            while reported is None and time.time() < deadline:
-                if select.select([p.stderr], [], [], 1)[0]:
-                    chunk = os.read(p.stderr.fileno(), 65536)
-                    if not chunk:
-                        break
-                    text += chunk
-                    if b"suspected hang" in text:
-                        reported = time.time()
+            text, reported = read_until(p, b"suspected hang", timeout_s + 30)
             p.terminate()
             p.communicate(timeout=30)
             if reported is None:
@@ -173,22 +179,13 @@ def collective_hang_report(timeout_s=2):
     """The C++ path: rank 1 of ddp_step_worker (the ddplaunch runtime) stops itself between
     collectives; from its stop to the report naming it on the console (after the teardown)."""
     import re
-    import select
     worker = os.path.join(BIN, "ddp_step_worker")
     latencies = []
     for _ in range(REPS if QUICK else 5):
         p = subprocess.Popen([DDPLAUNCH, "--standalone", "--nproc_per_node", "2", f"--hang_timeout={timeout_s}",
                               worker, "--steps", "1000000", "--stop-rank", "1", "--stop-step", "50"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
-        text, reported, deadline = b"", None, time.time() + timeout_s + 60
-        while reported is None and time.time() < deadline:
-            if select.select([p.stderr], [], [], 1)[0]:
-                chunk = os.read(p.stderr.fileno(), 65536)
-                if not chunk:
-                    break
-                text += chunk
-                if b"Never entered collective #" in text:
-                    reported = time.time()
+        text, reported = read_until(p, b"Never entered collective #", timeout_s + 60)
         p.kill()
         p.communicate(timeout=30)
         stopped = re.search(rb"stopping at ([\d.]+)", text)
