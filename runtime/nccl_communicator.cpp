@@ -1,6 +1,7 @@
 // The NCCL communicator (see nccl_communicator.hpp): the unique id exchange through the store, a
 // non-blocking NCCL communicator whose "in progress" states we wait out with a deadline, the
-// collectives on LibTorch's current stream, and failure propagation through the store.
+// collectives on the communicator's own stream (event waits both ways, recordStream on the
+// buffers), and failure propagation through the store.
 #include "ddplaunch/nccl_communicator.hpp"
 
 #include <cuda_runtime.h>
@@ -9,9 +10,11 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -140,7 +143,55 @@ struct Event {
 
 struct NcclCommunicator::Nccl {
   ncclComm_t comm = nullptr;
+  // The communicator's own stream (not the legacy default stream every thread shares, nor the
+  // caller's compute stream), and two events for the ordering both ways (reused: a wait takes
+  // the event's state when it is called).
+  c10::cuda::CUDAStream stream;
+  Event ready;  // on the caller's stream: the inputs are written
+  Event done;   // on ours: the collective ran
+  explicit Nccl(c10::DeviceIndex device) : stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {
+    check_cuda(cudaEventCreateWithFlags(&ready.event, cudaEventDisableTiming), "creating a CUDA event");
+    check_cuda(cudaEventCreateWithFlags(&done.event, cudaEventDisableTiming), "creating a CUDA event");
+  }
+
+  // Enqueues call(our stream) after the work the caller's current stream has queued, makes that
+  // stream wait for it, and keeps `buffers` from reuse while our stream needs them; with
+  // `wait_on_host`, also blocks until the collective has run. Throws as complete() and
+  // poll_until() (TimeoutError at `deadline`, CommunicatorError once `*closed`, NCCL errors).
+  void enqueue(const std::vector<torch::Tensor>& buffers, const std::function<ncclResult_t(cudaStream_t)>& call,
+               const std::string& what, Clock::time_point deadline, const std::atomic<bool>* closed,
+               const std::string& timeout_message, bool wait_on_host);
 };
+
+void NcclCommunicator::Nccl::enqueue(const std::vector<torch::Tensor>& buffers,
+                                     const std::function<ncclResult_t(cudaStream_t)>& call, const std::string& what,
+                                     Clock::time_point deadline, const std::atomic<bool>* closed,
+                                     const std::string& timeout_message, bool wait_on_host) {
+  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(stream.device_index());
+  const cudaStream_t ours = stream.stream();
+  // Ours waits for what the caller's stream has queued (the inputs being written) ...
+  check_cuda(cudaEventRecord(ready.event, current.stream()), what);
+  check_cuda(cudaStreamWaitEvent(ours, ready.event, 0), what);
+  complete(call(ours), comm, what, deadline, closed, timeout_message);
+  // ... and the caller's stream waits for the collective before its next kernel reads the result.
+  check_cuda(cudaEventRecord(done.event, ours), what);
+  check_cuda(cudaStreamWaitEvent(current.stream(), done.event, 0), what);
+  // The caching allocator must not hand these buffers out again while our stream still uses
+  // them (freed on the caller's stream, they would be reused there at once).
+  for (const torch::Tensor& t : buffers) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
+  if (!wait_on_host) return;
+  // Each poll also asks NCCL for asynchronous errors, so a dead peer fails the wait at once
+  // rather than at the deadline.
+  poll_until(
+      [&] {
+        const cudaError_t state = cudaEventQuery(done.event);
+        if (state == cudaSuccess) return true;
+        if (state != cudaErrorNotReady) check_cuda(state, what);
+        comm_ready(comm, what);
+        return false;
+      },
+      deadline, closed, timeout_message);
+}
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
                                    NcclCommunicatorOptions options)
@@ -185,7 +236,12 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int
     if (comm != nullptr) (void)ncclCommAbort(comm);
     throw;
   }
-  nccl_ = std::make_unique<Nccl>();
+  try {
+    nccl_ = std::make_unique<Nccl>(static_cast<c10::DeviceIndex>(device_));
+  } catch (const std::exception&) {  // CUDA's (ours) or LibTorch's (the stream pool)
+    (void)ncclCommAbort(comm);
+    throw;
+  }
   nccl_->comm = comm;
 }
 
@@ -201,21 +257,33 @@ void NcclCommunicator::close() {
   release_locked();
 }
 
-void NcclCommunicator::release_locked() {
+void NcclCommunicator::release_locked() noexcept {
   if (!nccl_) return;
   const ncclComm_t comm = nccl_->comm;
+  // Nothing of ours left on the GPU? A collective still queued or running there (a peer that
+  // never joined it, or the caller closing without synchronising) would hold ncclCommFinalize
+  // for the whole timeout: it is aborted at once instead, its result lost.
+  const bool idle = cudaStreamQuery(nccl_->stream.stream()) == cudaSuccess;
   nccl_.reset();
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-  if (broken_.empty()) {
-    // A healthy communicator: finalize flushes the collectives still queued on the GPU, with
-    // the usual bound; destroy then frees without blocking. If the flush fails or times out
-    // (a peer never joined the last collective) we abort instead of hanging in a destructor.
+  // Setting the device can fail (a sticky CUDA error, the runtime torn down at exit): NCCL's own
+  // calls then run on whatever device is current, which is all that is left to try. Never a
+  // throw here: close() runs in destructors and after failures, and would hide the real error.
+  std::optional<c10::cuda::CUDAGuard> guard;
+  try {
+    guard.emplace(static_cast<c10::DeviceIndex>(device_));
+  } catch (const std::exception&) {
+    guard.reset();
+  }
+  if (broken_.empty() && idle) {
+    // A healthy, idle communicator: finalize flushes NCCL's own state, with the usual bound;
+    // destroy then frees without blocking. If the flush fails or times out we abort instead of
+    // hanging in a destructor.
     bool flushed = false;
     try {
       complete(ncclCommFinalize(comm), comm, "close", rendezvous::deadline_after(options_.timeout()), nullptr,
                "close: timed out flushing the NCCL communicator");
       flushed = true;
-    } catch (const Error&) {
+    } catch (const std::exception&) {
       // Falls through to abort: close() does not throw, and a failed flush leaves nothing to save.
     }
     if (flushed) {
@@ -224,8 +292,9 @@ void NcclCommunicator::release_locked() {
       return;
     }
   }
-  // After a failure the GPU may be stuck in a collective that only abort ends; its result is
-  // ignored because there is nothing left to do with a communicator that cannot be aborted.
+  // After a failure, or with a collective in flight, the GPU may be stuck in a collective that
+  // only abort ends; its result is ignored because there is nothing left to do with a
+  // communicator that cannot be aborted.
   (void)ncclCommAbort(comm);
 }
 
@@ -285,11 +354,14 @@ void NcclCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {
   const std::string what = begin("allreduce");
   if (tensor.numel() == 0) return;
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
   try {
-    complete(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
-                           nccl_op(op), nccl_->comm, stream),
-             nccl_->comm, what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what));
+    nccl_->enqueue(
+        {tensor},
+        [&](cudaStream_t stream) {
+          return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
+                               nccl_op(op), nccl_->comm, stream);
+        },
+        what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what), false);
   } catch (const Error& e) {
     fail(what, e);
   }
@@ -304,11 +376,14 @@ void NcclCommunicator::broadcast(const torch::Tensor& tensor, int root) {
   const std::string what = begin("broadcast") + " from root " + std::to_string(root);
   if (tensor.numel() == 0) return;
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
   try {
-    complete(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()), root,
-                           nccl_->comm, stream),
-             nccl_->comm, what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what));
+    nccl_->enqueue(
+        {tensor},
+        [&](cudaStream_t stream) {
+          return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
+                               root, nccl_->comm, stream);
+        },
+        what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what), false);
   } catch (const Error& e) {
     fail(what, e);
   }
@@ -321,15 +396,17 @@ torch::Tensor NcclCommunicator::allgather(const torch::Tensor& input) {
   std::lock_guard lock(mutex_);
   const std::string what = begin("allgather");
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-  // Allocated on the current stream, the one NCCL writes it on, so the caching allocator needs
-  // no recordStream().
+  // Allocated on the caller's stream, which waits for the collective before it reads it.
   torch::Tensor out = torch::empty(shape, input.options());
   if (input.numel() == 0) return out;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
   try {
-    complete(ncclAllGather(input.data_ptr(), out.data_ptr(), input.numel(), nccl_type(input.scalar_type()), nccl_->comm,
-                           stream),
-             nccl_->comm, what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what));
+    nccl_->enqueue(
+        {input, out},
+        [&](cudaStream_t stream) {
+          return ncclAllGather(input.data_ptr(), out.data_ptr(), input.numel(), nccl_type(input.scalar_type()),
+                               nccl_->comm, stream);
+        },
+        what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what), false);
   } catch (const Error& e) {
     fail(what, e);
   }
@@ -341,28 +418,16 @@ void NcclCommunicator::barrier() {
   const std::string what = begin("barrier");
   const auto device = static_cast<c10::DeviceIndex>(device_);
   c10::cuda::CUDAGuard guard(device);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-  const auto deadline = rendezvous::deadline_after(options_.timeout());
   // A one-element allreduce cannot complete on any rank before every rank has enqueued it.
   const torch::Tensor token =
       torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt32).device(torch::kCUDA, device));
-  Event done;
   try {
-    complete(ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclInt32, ncclSum, nccl_->comm, stream), nccl_->comm,
-             what, deadline, &closed_, timeout_message(what));
-    check_cuda(cudaEventCreateWithFlags(&done.event, cudaEventDisableTiming), what);
-    check_cuda(cudaEventRecord(done.event, stream), what);
-    // Each poll also asks NCCL for asynchronous errors, so a dead peer fails the barrier at once
-    // rather than at the deadline.
-    poll_until(
-        [&] {
-          const cudaError_t state = cudaEventQuery(done.event);
-          if (state == cudaSuccess) return true;
-          if (state != cudaErrorNotReady) check_cuda(state, what);
-          comm_ready(nccl_->comm, what);
-          return false;
+    nccl_->enqueue(
+        {token},
+        [&](cudaStream_t stream) {
+          return ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclInt32, ncclSum, nccl_->comm, stream);
         },
-        deadline, &closed_, timeout_message(what));
+        what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what), true);
   } catch (const Error& e) {
     fail(what, e);
   }

@@ -36,9 +36,14 @@ struct NcclCommunicatorOptions {
 // (not checked: a mismatch ends in a timeout, or in a hang of the GPU stream until close()).
 // Average is NCCL's ncclAvg (sum divided by world_size; truncating for integer dtypes).
 //
-// Blocking: allreduce, broadcast and allgather return once the collective is enqueued on
-// LibTorch's current CUDA stream of the tensor's device, like PyTorch's collectives: work on that
-// stream afterwards sees the result, the host does not. barrier() blocks the host until the
+// Streams: each communicator enqueues its collectives on a stream of its own (from LibTorch's
+// pool), ordered after what the caller's current stream of the device has queued (an event wait)
+// and followed by the current stream waiting for them (another), so the collective never runs on
+// the legacy default stream and every later kernel on the caller's stream sees its result; the
+// buffers are recorded on our stream for the caching allocator (recordStream), as
+// ProcessGroupNCCL does.
+// Blocking: allreduce, broadcast and allgather return once the collective is enqueued, like
+// PyTorch's collectives: work on the caller's stream afterwards sees the result, the host does not. barrier() blocks the host until the
 // barrier's collective has completed on the GPU. Enqueueing may wait for NCCL (a non-blocking
 // communicator can report "in progress" while it connects lazily); that wait and barrier() throw
 // rendezvous::TimeoutError after options.timeout. NCCL errors throw CommunicatorError carrying
@@ -82,10 +87,13 @@ class NcclCommunicator : public Communicator {
   // the current stream of this device has completed.
   void barrier() override;
 
-  // Frees the NCCL communicator. Healthy: flushes the collectives still queued on the GPU
-  // (ncclCommFinalize, blocking up to options.timeout), then ncclCommDestroy. After a failure, an
-  // interrupted collective or a flush that fails or times out: ncclCommAbort, which ends whatever
-  // the GPU is stuck in. Idempotent; never throws; does not touch the store.
+  // Frees the NCCL communicator. Healthy with nothing of ours left on the GPU (the
+  // communicator's stream idle): ncclCommFinalize (blocking up to options.timeout), then
+  // ncclCommDestroy. A collective still queued or running on the GPU (a stuck peer, or no
+  // synchronisation before close: call barrier() first to keep its result), a failure, an
+  // interrupted collective or a flush that fails or times out: ncclCommAbort at once, which ends
+  // whatever the GPU is stuck in. Idempotent; never throws (not even when the device cannot be
+  // set: a sticky CUDA error, the runtime torn down at exit); does not touch the store.
   void close() override;
 
  private:
@@ -94,8 +102,8 @@ class NcclCommunicator : public Communicator {
   std::string begin(const char* what);
   std::string timeout_message(const std::string& what) const;
   [[noreturn]] void fail(const std::string& what, const ddp::Error& e);
-  // Frees the NCCL communicator as close() describes; the caller holds mutex_.
-  void release_locked();
+  // Frees the NCCL communicator as close() describes; the caller holds mutex_. Never throws.
+  void release_locked() noexcept;
 
   std::shared_ptr<ddp::rendezvous::Store> store_;
   int rank_;
