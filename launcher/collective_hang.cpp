@@ -53,6 +53,7 @@ std::vector<RankProgress> read_progress(const ProgressTable& table, const std::m
     r.pid = pid;
     r.state = read_proc_stat(pid).state;
     if (w.slot < table.slots()) r.progress = table.read(w.slot);  // reset between rounds
+    r.taken_ns = realtime_ns();
     out.push_back(r);
   }
   return out;
@@ -73,7 +74,8 @@ std::string encode_progress(const std::vector<RankProgress>& ranks) {
                    {"kind", static_cast<std::uint32_t>(p.kind)},
                    {"bytes", p.bytes},
                    {"entered_ns", p.entered_ns},
-                   {"completed_ns", p.completed_ns}});
+                   {"completed_ns", p.completed_ns},
+                   {"taken_ns", r.taken_ns}});
   }
   return out.dump();
 }
@@ -101,6 +103,7 @@ std::vector<RankProgress> decode_progress(const std::string& value) {
       p.bytes = j.at("bytes").get<std::uint64_t>();
       p.entered_ns = j.at("entered_ns").get<std::int64_t>();
       p.completed_ns = j.at("completed_ns").get<std::int64_t>();
+      r.taken_ns = j.value("taken_ns", std::int64_t{0});
       ranks.push_back(std::move(r));
     } catch (const nlohmann::json::exception&) {
       // Not one of ours: skipped.
@@ -109,7 +112,7 @@ std::vector<RankProgress> decode_progress(const std::string& value) {
   return ranks;
 }
 
-std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t now_ns) {
+std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t report_ns) {
   std::vector<RankProgress> ranks = input;
   std::sort(ranks.begin(), ranks.end(), [](const RankProgress& a, const RankProgress& b) { return a.rank < b.rank; });
   // The hung collective: the latest any rank entered.
@@ -132,6 +135,7 @@ std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t n
   std::vector<std::string> never_where;
   for (const RankProgress& r : ranks) {
     const CollectiveProgress& p = r.progress;
+    const std::int64_t now_ns = r.taken_ns ? r.taken_ns : report_ns;
     std::string what;
     if (!p.attached()) {
       what = "publishes no progress (not built on the ddplaunch runtime)";
@@ -166,10 +170,11 @@ std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t n
 
 namespace ddp::launcher {
 
-std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t now_ns) {
+std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t report_ns) {
   std::string text;
   for (const RankProgress& r : ranks) {
     const CollectiveProgress& p = r.progress;
+    const std::int64_t now_ns = r.taken_ns ? r.taken_ns : report_ns;
     std::string what;
     if (!p.attached()) {
       what = "publishes no progress (not built on the ddplaunch runtime)";

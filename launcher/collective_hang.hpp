@@ -21,6 +21,7 @@ struct RankProgress {
   int pid = 0;
   char state = 0;  // proc_stat.hpp's letter when it was read
   CollectiveProgress progress;
+  std::int64_t taken_ns = 0;  // when the snapshot was read (CLOCK_REALTIME ns); 0: unknown
 };
 
 // A local worker of the round.
@@ -39,7 +40,8 @@ std::string encode_progress(const std::vector<RankProgress>& ranks);
 // could read, possibly none. Never throws.
 std::vector<RankProgress> decode_progress(const std::string& value);
 
-// The report's body, ranks in order, times relative to `now_ns` (CLOCK_REALTIME ns):
+// The report's body, ranks in order, times relative to each snapshot's taken_ns (else `now_ns`,
+// CLOCK_REALTIME ns):
 //   Collective #57 (allreduce, 4.0 MiB) never completed:
 //     rank 0 (node 0 on vm, pid 100, sleeping (waiting for an event)): waiting in it for 5.2 s (since 09:41:02.123 UTC)
 //     rank 1 (node 1 on gpu2, pid 101, stopped (...)): never entered it; its last, allreduce #56, completed 5.3 s ago
@@ -48,7 +50,8 @@ std::vector<RankProgress> decode_progress(const std::string& value);
 // such. Pure.
 std::string describe_hang(const std::vector<RankProgress>& ranks, std::int64_t now_ns);
 
-// One line per rank of what it is doing, for --dump_stacks: "  rank 0: in allreduce #57 (4.0 MiB)
+// One line per rank of what it is doing when its snapshot was taken (else at `now_ns`), for
+// --dump_stacks: "  rank 0: in allreduce #57 (4.0 MiB)
 // for 3.2 s", "  rank 1: last allreduce #56 completed 0.1 s ago", "  rank 2: no collective yet",
 // "  rank 3: publishes no progress". Pure.
 std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t now_ns);

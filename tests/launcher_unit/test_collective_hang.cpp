@@ -93,6 +93,7 @@ TEST_CASE("a node's answer reads back as written; a stranger's value as nothing"
   CHECK(read[0].progress.entered == 56);
   CHECK(read[0].progress.entered_ns == written[0].progress.entered_ns);
   CHECK(read[0].progress.kind == CollectiveKind::Allreduce);
+  CHECK(read[0].taken_ns == 0);
   CHECK_FALSE(read[1].progress.attached());
   CHECK(read[1].state == 0);
   CHECK(ddp::launcher::decode_progress("not json").empty());
@@ -117,4 +118,12 @@ TEST_CASE("a --dump_stacks answer says what each rank is doing in one line", "[c
         "  rank 1: last allreduce #56 completed 1.0 s ago\n"
         "  rank 2: no collective yet\n"
         "  rank 3: publishes no progress (not built on the ddplaunch runtime)\n");
+}
+
+TEST_CASE("times are relative to when each node took its snapshot", "[collective_hang]") {
+  RankProgress late = rank(1, 1, 'S', 56, 56, 9, 8);
+  late.taken_ns = kNow - 2 * kSecond;  // node 1 answered 2 s before this report is written
+  const std::string text = ddp::launcher::describe_progress({rank(0, 0, 'S', 57, 56, 3, 4), late}, kNow);
+  CHECK(text.find("  rank 0: in allreduce #57 (4.0 MiB) for 3.0 s\n") != std::string::npos);
+  CHECK(text.find("  rank 1: last allreduce #56 completed 6.0 s ago\n") != std::string::npos);
 }
