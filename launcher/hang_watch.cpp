@@ -23,9 +23,10 @@ HangWatch::HangWatch(boost::asio::io_context& io, HangWatchOptions options,
       timer_(io),
       ticks_per_second_(static_cast<double>(::sysconf(_SC_CLK_TCK))) {}
 
-void HangWatch::watch(std::map<int, WatchedWorker> workers, int round) {
+void HangWatch::watch(std::map<int, WatchedWorker> workers, int round, int node) {
   workers_ = std::move(workers);
   round_ = round;
+  node_ = node;
   cpu_.clear();
   for (const auto& [pid, w] : workers_) cpu_[pid] = 0;
   restart_window(std::chrono::steady_clock::now());
@@ -51,7 +52,7 @@ void HangWatch::stop() {
 
 std::vector<RankProgress> HangWatch::snapshot() const {
   if (o_.progress == nullptr) return {};
-  return read_progress(*o_.progress, workers_, o_.node, o_.host);
+  return read_progress(*o_.progress, workers_, node_, o_.host);
 }
 
 void HangWatch::schedule() {
@@ -103,7 +104,7 @@ void HangWatch::sample() {
       report.collective = true;
       report.text = fmt::format("hang: a rank has waited in a collective for {:g} s and no collective completed on "
                                 "node {} in that time (--hang_timeout)",
-                                std::chrono::duration<double>(o_.timeout).count(), o_.node);
+                                std::chrono::duration<double>(o_.timeout).count(), node_);
       report.progress = snapshot();
       report.stacks = take_stacks();
       return on_report_(report);  // once per round: the job fails on it

@@ -37,8 +37,7 @@ struct HangWatchOptions {
   std::string run_dir;                   // where the stacks file goes
   std::string python;                    // the workers' interpreter, for py-spy
   const ProgressTable* progress = nullptr;  // the round's slots (nullptr: the heuristic only)
-  int node = 0;                             // this node's group rank and host, in the report
-  std::string host;
+  std::string host;                         // this node's host, in the report
 };
 
 struct HangReport {
@@ -53,8 +52,8 @@ class HangWatch {
  public:
   // `on_report` runs on `io` for each hang found or suspected.
   HangWatch(boost::asio::io_context& io, HangWatchOptions options, std::function<void(const HangReport&)> on_report);
-  // The round's workers (by pid): the clock starts now.
-  void watch(std::map<int, WatchedWorker> workers, int round);
+  // The round's workers (by pid) on this node (its group rank in the round): the clock starts now.
+  void watch(std::map<int, WatchedWorker> workers, int round, int node);
   // A worker exited.
   void forget(int pid);
   // Stops sampling (the round ends).
@@ -79,6 +78,7 @@ class HangWatch {
   std::chrono::steady_clock::time_point idle_since_;
   bool reported_ = false;
   int round_ = 0;
+  int node_ = 0;
   double ticks_per_second_;
 };
 

@@ -20,7 +20,7 @@ WorkerWatch::WorkerWatch(boost::asio::io_context& io, WorkerWatchOptions options
       stacks_timer_(io) {
   timers_ = WorkerTimers::create(io_, current_environment(), o_.run_dir, o_.python);
   if (o_.hang_timeout.count() > 0) {
-    HangWatchOptions ho{o_.hang_timeout, o_.run_dir, o_.python, &progress_, o_.node, o_.host};
+    HangWatchOptions ho{o_.hang_timeout, o_.run_dir, o_.python, &progress_, o_.host};
     hang_ = std::make_unique<HangWatch>(io_, std::move(ho), [this](const HangReport& r) { on_hang(r); });
   }
 }
@@ -42,7 +42,7 @@ void WorkerWatch::started(int round, int group_rank, int nnodes, std::map<int, W
   workers_ = workers;
   live_ = true;
   if (timers_) timers_->watch(running_);
-  if (hang_) hang_->watch(std::move(workers), round_);
+  if (hang_) hang_->watch(std::move(workers), round_, group_rank_);
   watch_stack_requests();
 }
 

@@ -38,7 +38,6 @@ struct WorkerWatchOptions {
   std::string host;                           // this node's name, in --dump_stacks answers
   std::chrono::milliseconds hang_timeout{0};  // 0: no hang watch
   int local_workers = 1;                      // slots in the progress table
-  int node = 0;                               // this node's group rank (the first round's)
   bool real_processes = true;                 // false with fake processes (tests): no stacks, no request watcher
   StoreConnector connect_job;                 // connections for the --dump_stacks watcher
 };
