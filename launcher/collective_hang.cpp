@@ -29,6 +29,13 @@ std::string who(const RankProgress& r) {
                      describe_state(r.state));
 }
 
+constexpr const char* kNoProgress = "publishes no progress (not built on the ddplaunch runtime)";
+
+// The time a rank's lines are relative to: when its snapshot was taken, else the report's.
+std::int64_t as_of(const RankProgress& r, std::int64_t report_ns) {
+  return r.taken_ns ? r.taken_ns : report_ns;
+}
+
 std::string collective_name(CollectiveKind kind, std::uint64_t n) {
   return fmt::format("{} #{}", to_string(kind), n);
 }
@@ -135,10 +142,10 @@ std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t r
   std::vector<std::string> never_where;
   for (const RankProgress& r : ranks) {
     const CollectiveProgress& p = r.progress;
-    const std::int64_t now_ns = r.taken_ns ? r.taken_ns : report_ns;
+    const std::int64_t now_ns = as_of(r, report_ns);
     std::string what;
     if (!p.attached()) {
-      what = "publishes no progress (not built on the ddplaunch runtime)";
+      what = kNoProgress;
     } else if (p.entered == n && p.inside()) {
       what = fmt::format("waiting in it for {:.1f} s (since {})", seconds_between(p.entered_ns, now_ns),
                          clock_time(p.entered_ns));
@@ -174,10 +181,10 @@ std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64
   std::string text;
   for (const RankProgress& r : ranks) {
     const CollectiveProgress& p = r.progress;
-    const std::int64_t now_ns = r.taken_ns ? r.taken_ns : report_ns;
+    const std::int64_t now_ns = as_of(r, report_ns);
     std::string what;
     if (!p.attached()) {
-      what = "publishes no progress (not built on the ddplaunch runtime)";
+      what = kNoProgress;
     } else if (p.entered == 0) {
       what = "no collective yet";
     } else if (p.inside()) {
