@@ -57,8 +57,16 @@ void Agent::on_hang(const HangReport& report) {
   recorder_->hang(round_, report.stacks_file, report.collective);
   if (!report.collective) return log::error("{}", report.text);
   if (!status_.stoppable()) return;
-  // A failure of this node's, found at this time: the other nodes print it as such.
-  const std::string summary = "ddplaunch: " + report.text;
+  // A failure of this node's, found at this time: the other nodes print it as such. The stacks of
+  // many ranks can be long: what goes through the store stays far below its value limit, and the
+  // file keeps the whole report.
+  constexpr std::size_t kMaxSummary = 512 * 1024;
+  std::string summary = "ddplaunch: " + report.text;
+  if (summary.size() > kMaxSummary) {
+    summary.resize(kMaxSummary);
+    summary += fmt::format("\n... (cut at {} KiB; the whole report is in {} on node {})", kMaxSummary / 1024,
+                           report.stacks_file.empty() ? "no file" : report.stacks_file, group_rank_);
+  }
   hang_ = NodeFailure{group_rank_, std::chrono::system_clock::now(), summary};
   if (nnodes_ > 1 && joiner_->job()) {
     try {
