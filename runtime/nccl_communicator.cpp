@@ -19,6 +19,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "runtime/arrival_records.hpp"
 #include "runtime/nccl_id.hpp"
 #include "runtime/tensor_checks.hpp"
 
@@ -54,17 +55,31 @@ void check_cuda(cudaError_t result, const std::string& what) {
   if (result != cudaSuccess) throw CommunicatorError(what + ": CUDA error: " + cudaGetErrorString(result));
 }
 
+// How long a wait may last and what it says when it ends badly.
+struct Wait {
+  Clock::time_point deadline;
+  const std::atomic<bool>* closed = nullptr;    // set: close() from another thread ends the wait
+  std::function<std::string()> timeout_message;  // built when the deadline passes
+  std::function<void()> on_long_wait;            // called once, half-way to the deadline (may be empty)
+};
+
 // Calls done() until it returns true. Sleep-and-poll because neither NCCL (a non-blocking
 // communicator leaving ncclInProgress) nor the CUDA runtime (an event completing, with a
-// deadline) offers a host-side event to wait on. Throws TimeoutError with `timeout_message` at
-// `deadline`, and CommunicatorError once `*closed` is set (close() from another thread).
-void poll_until(const std::function<bool()>& done, Clock::time_point deadline, const std::atomic<bool>* closed,
-                const std::string& timeout_message) {
+// deadline) offers a host-side event to wait on. Throws TimeoutError with the wait's message at
+// its deadline, and CommunicatorError once `*closed` is set (close() from another thread).
+void poll_until(const std::function<bool()>& done, const Wait& w) {
   auto pause = std::chrono::microseconds(20);
+  const auto half = Clock::now() + (w.deadline - Clock::now()) / 2;
+  bool long_wait = false;
   for (;;) {
     if (done()) return;
-    if (closed != nullptr && *closed) throw CommunicatorError("the communicator was closed while waiting");
-    if (Clock::now() >= deadline) throw rendezvous::TimeoutError(timeout_message);
+    if (w.closed != nullptr && *w.closed) throw CommunicatorError("the communicator was closed while waiting");
+    const auto now = Clock::now();
+    if (now >= w.deadline) throw rendezvous::TimeoutError(w.timeout_message());
+    if (!long_wait && now >= half && w.on_long_wait) {
+      long_wait = true;
+      w.on_long_wait();
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
   }
@@ -84,11 +99,10 @@ bool comm_ready(ncclComm_t comm, const std::string& what) {
 // Completes an NCCL call on a non-blocking communicator: any call may return ncclInProgress
 // (a collective then is not enqueued yet, e.g. while NCCL connects lazily to its peers), and the
 // next NCCL call must wait until the communicator leaves that state.
-void complete(ncclResult_t result, ncclComm_t comm, const std::string& what, Clock::time_point deadline,
-              const std::atomic<bool>* closed, const std::string& timeout_message) {
+void complete(ncclResult_t result, ncclComm_t comm, const std::string& what, const Wait& w) {
   if (result == ncclSuccess) return;
   if (result != ncclInProgress) throw_nccl(what, result, comm);
-  poll_until([&] { return comm_ready(comm, what); }, deadline, closed, timeout_message);
+  poll_until([&] { return comm_ready(comm, what); }, w);
 }
 
 ncclDataType_t nccl_type(torch::ScalarType type) {
@@ -141,6 +155,15 @@ struct Event {
 
 }  // namespace
 
+// The wait of collective #n: at half its timeout this rank records that it waits in it; at the
+// timeout the message names the ranks that recorded nothing (arrival_records.hpp).
+static Wait collective_wait(const std::string& timeout_message, std::chrono::milliseconds timeout,
+                            const std::atomic<bool>* closed, ArrivalRecords* arrivals, std::uint64_t n) {
+  return Wait{rendezvous::deadline_after(timeout), closed,
+              [=] { return timeout_message + " (collective #" + std::to_string(n) + ")" + arrivals->missing_phrase(n); },
+              [=] { arrivals->waiting_long(n); }};
+}
+
 struct NcclCommunicator::Nccl {
   ncclComm_t comm = nullptr;
   // The communicator's own stream (not the legacy default stream every thread shares, nor the
@@ -157,22 +180,20 @@ struct NcclCommunicator::Nccl {
   // Enqueues call(our stream) after the work the caller's current stream has queued, makes that
   // stream wait for it, and keeps `buffers` from reuse while our stream needs them; with
   // `wait_on_host`, also blocks until the collective has run. Throws as complete() and
-  // poll_until() (TimeoutError at `deadline`, CommunicatorError once `*closed`, NCCL errors).
+  // poll_until() (TimeoutError at the wait's deadline, CommunicatorError once closed, NCCL errors).
   void enqueue(const std::vector<torch::Tensor>& buffers, const std::function<ncclResult_t(cudaStream_t)>& call,
-               const std::string& what, Clock::time_point deadline, const std::atomic<bool>* closed,
-               const std::string& timeout_message, bool wait_on_host);
+               const std::string& what, const Wait& w, bool wait_on_host);
 };
 
 void NcclCommunicator::Nccl::enqueue(const std::vector<torch::Tensor>& buffers,
                                      const std::function<ncclResult_t(cudaStream_t)>& call, const std::string& what,
-                                     Clock::time_point deadline, const std::atomic<bool>* closed,
-                                     const std::string& timeout_message, bool wait_on_host) {
+                                     const Wait& w, bool wait_on_host) {
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(stream.device_index());
   const cudaStream_t ours = stream.stream();
   // Ours waits for what the caller's stream has queued (the inputs being written) ...
   check_cuda(cudaEventRecord(ready.event, current.stream()), what);
   check_cuda(cudaStreamWaitEvent(ours, ready.event, 0), what);
-  complete(call(ours), comm, what, deadline, closed, timeout_message);
+  complete(call(ours), comm, what, w);
   // ... and the caller's stream waits for the collective before its next kernel reads the result.
   check_cuda(cudaEventRecord(done.event, ours), what);
   check_cuda(cudaStreamWaitEvent(current.stream(), done.event, 0), what);
@@ -190,7 +211,7 @@ void NcclCommunicator::Nccl::enqueue(const std::vector<torch::Tensor>& buffers,
         comm_ready(comm, what);
         return false;
       },
-      deadline, closed, timeout_message);
+      w);
 }
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
@@ -210,12 +231,17 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int
 
   // 1. Rank 0 creates the id and publishes its bytes; the others wait for them (nccl_id.hpp).
   ncclUniqueId id;
+  long long generation = 0;
   const std::string bytes = exchange_nccl_id(
-      *store_, NcclIdExchange{options_.prefix(), rank_, options_.timeout(), sizeof id.internal}, [&] {
+      *store_, NcclIdExchange{options_.prefix(), rank_, options_.timeout(), sizeof id.internal},
+      [&] {
         const ncclResult_t result = ncclGetUniqueId(&id);
         if (result != ncclSuccess) throw_nccl("rank 0: ncclGetUniqueId", result, nullptr);
         return std::string(id.internal, sizeof id.internal);
-      });
+      },
+      &generation);
+  arrivals_ = std::make_unique<ArrivalRecords>(store_, options_.prefix() + "/" + std::to_string(generation), rank_,
+                                               world_size_);
   std::memcpy(id.internal, bytes.data(), sizeof id.internal);
 
   // 2. Every rank joins a non-blocking communicator, so that the join can time out.
@@ -227,10 +253,10 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int
                            std::to_string(device_);
   const ncclResult_t result = ncclCommInitRankConfig(&comm, world_size_, id, rank_, &config);
   try {
-    complete(result, comm, what, deadline, nullptr,
-             "rank " + std::to_string(rank_) + " timed out after " + ms(options_.timeout()) +
-                 " joining the NCCL communicator '" + options_.prefix() + "' of world size " +
-                 std::to_string(world_size_) + "; check that every rank started and uses this prefix");
+    const std::string timeout = "rank " + std::to_string(rank_) + " timed out after " + ms(options_.timeout()) +
+                                " joining the NCCL communicator '" + options_.prefix() + "' of world size " +
+                                std::to_string(world_size_) + "; check that every rank started and uses this prefix";
+    complete(result, comm, what, Wait{deadline, nullptr, [&] { return timeout; }, {}});
   } catch (const Error&) {
     // Abort's own result does not matter: the communicator is being thrown away either way.
     if (comm != nullptr) (void)ncclCommAbort(comm);
@@ -280,8 +306,9 @@ void NcclCommunicator::release_locked() noexcept {
     // hanging in a destructor.
     bool flushed = false;
     try {
-      complete(ncclCommFinalize(comm), comm, "close", rendezvous::deadline_after(options_.timeout()), nullptr,
-               "close: timed out flushing the NCCL communicator");
+      complete(ncclCommFinalize(comm), comm, "close",
+               Wait{rendezvous::deadline_after(options_.timeout()), nullptr,
+                    [] { return std::string("close: timed out flushing the NCCL communicator"); }, {}});
       flushed = true;
     } catch (const std::exception&) {
       // Falls through to abort: close() does not throw, and a failed flush leaves nothing to save.
@@ -361,7 +388,8 @@ void NcclCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {
           return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
                                nccl_op(op), nccl_->comm, stream);
         },
-        what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what), false);
+        what, collective_wait(timeout_message(what), options_.timeout(), &closed_, arrivals_.get(), ++sequence_),
+        false);
   } catch (const Error& e) {
     fail(what, e);
   }
@@ -383,7 +411,8 @@ void NcclCommunicator::broadcast(const torch::Tensor& tensor, int root) {
           return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
                                root, nccl_->comm, stream);
         },
-        what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what), false);
+        what, collective_wait(timeout_message(what), options_.timeout(), &closed_, arrivals_.get(), ++sequence_),
+        false);
   } catch (const Error& e) {
     fail(what, e);
   }
@@ -406,7 +435,8 @@ torch::Tensor NcclCommunicator::allgather(const torch::Tensor& input) {
           return ncclAllGather(input.data_ptr(), out.data_ptr(), input.numel(), nccl_type(input.scalar_type()),
                                nccl_->comm, stream);
         },
-        what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what), false);
+        what, collective_wait(timeout_message(what), options_.timeout(), &closed_, arrivals_.get(), ++sequence_),
+        false);
   } catch (const Error& e) {
     fail(what, e);
   }
@@ -427,7 +457,8 @@ void NcclCommunicator::barrier() {
         [&](cudaStream_t stream) {
           return ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclInt32, ncclSum, nccl_->comm, stream);
         },
-        what, rendezvous::deadline_after(options_.timeout()), &closed_, timeout_message(what), true);
+        what, collective_wait(timeout_message(what), options_.timeout(), &closed_, arrivals_.get(), ++sequence_),
+        true);
   } catch (const Error& e) {
     fail(what, e);
   }

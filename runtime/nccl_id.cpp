@@ -9,8 +9,9 @@
 namespace ddp::runtime {
 
 std::string exchange_nccl_id(rendezvous::Store& store, const NcclIdExchange& x,
-                             const std::function<std::string()>& make_id) {
+                             const std::function<std::string()>& make_id, long long* generation_out) {
   const long long generation = store.add(fmt::format("{}/generation/{}", x.prefix, x.rank), 1);
+  if (generation_out != nullptr) *generation_out = generation;
   const std::string key = fmt::format("{}/nccl_id/{}", x.prefix, generation);
   if (x.rank == 0) {
     std::string id = make_id();

@@ -26,7 +26,8 @@ struct NcclIdExchange {
 // the timeout. Throws rendezvous::TimeoutError naming the key, the generation and what to check;
 // CommunicatorError when the value there is not an id (another job's); what the store throws.
 // Thread-safe as the store is.
+// `generation`, when given, receives n (keys of this communicator's own can carry it).
 std::string exchange_nccl_id(ddp::rendezvous::Store& store, const NcclIdExchange& x,
-                             const std::function<std::string()>& make_id);
+                             const std::function<std::string()>& make_id, long long* generation = nullptr);
 
 }  // namespace ddp::runtime

@@ -34,8 +34,11 @@ TEST_CASE("each communicator's ranks meet at their own id", "[nccl_id]") {
   ddp::rendezvous::MemoryStore store;
   CHECK(exchange_nccl_id(store, as(0), id("AAAA")) == "AAAA");
   CHECK(exchange_nccl_id(store, as(1), id("----")) == "AAAA");
-  CHECK(exchange_nccl_id(store, as(0), id("BBBB")) == "BBBB");
-  CHECK(exchange_nccl_id(store, as(1), id("----")) == "BBBB");
+  long long generation = 0;
+  CHECK(exchange_nccl_id(store, as(0), id("BBBB"), &generation) == "BBBB");
+  CHECK(generation == 2);
+  CHECK(exchange_nccl_id(store, as(1), id("----"), &generation) == "BBBB");
+  CHECK(generation == 2);
 }
 
 TEST_CASE("a rank that asks for the next id before rank 0 made it waits for it, not for the old one",

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,10 +20,15 @@
 
 namespace ddp::runtime {
 
+class ArrivalRecords;  // runtime/arrival_records.hpp
+
 struct NcclCommunicatorOptions {
   // Store keys live under "<prefix>/": "<prefix>/nccl_id/<n>" (rank 0's 128-byte NCCL unique id
   // for the n-th communicator under this prefix, runtime/nccl_id.hpp), "<prefix>/generation/<rank>"
-  // (each rank's count of them) and "<prefix>/failed" (the first failure, as in CpuCommunicator).
+  // (each rank's count of them), "<prefix>/<n>/arrived/<c>/<rank>" (written only by a rank whose
+  // wait in collective #c has passed half the timeout, so that a timeout names the ranks that
+  // never arrived: runtime/arrival_records.hpp) and "<prefix>/failed" (the first failure, as in
+  // CpuCommunicator).
   TORCH_ARG(std::string, prefix) = "ddp_nccl";
   // Bound on joining at construction, on enqueueing each collective, and on barrier().
   TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::minutes(5);
@@ -112,6 +118,8 @@ class NcclCommunicator : public Communicator {
   int device_ = -1;
   std::mutex mutex_;
   std::unique_ptr<Nccl> nccl_;  // the ncclComm_t and its state; null after close()
+  std::unique_ptr<ArrivalRecords> arrivals_;  // who waited long in which collective (timeouts name the rest)
+  std::uint64_t sequence_ = 0;                // collectives so far (under mutex_)
   std::string broken_;          // why the communicator is unusable; empty while healthy
   std::atomic<bool> closed_{false};
 };
