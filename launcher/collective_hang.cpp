@@ -36,6 +36,18 @@ std::int64_t as_of(const RankProgress& r, std::int64_t report_ns) {
   return r.taken_ns ? r.taken_ns : report_ns;
 }
 
+// One line per rank: "  <rank, detailed: with node, host, pid and state>: <what>", where `what`
+// says what a rank with progress does as of the time given, and kNoProgress stands for the rest.
+template <class What>
+std::string rank_lines(const std::vector<RankProgress>& ranks, std::int64_t report_ns, bool detailed, What what) {
+  std::string text;
+  for (const RankProgress& r : ranks) {
+    const std::string state = r.progress.attached() ? what(r, as_of(r, report_ns)) : kNoProgress;
+    text += fmt::format("  {}: {}\n", detailed ? who(r) : fmt::format("rank {}", r.rank), state);
+  }
+  return text;
+}
+
 std::string collective_name(CollectiveKind kind, std::uint64_t n) {
   return fmt::format("{} #{}", to_string(kind), n);
 }
@@ -140,32 +152,23 @@ std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t r
                                  byte_size(first_in->progress.bytes));
   std::vector<int> never;
   std::vector<std::string> never_where;
-  for (const RankProgress& r : ranks) {
+  text += rank_lines(ranks, report_ns, true, [&](const RankProgress& r, std::int64_t now_ns) -> std::string {
     const CollectiveProgress& p = r.progress;
-    const std::int64_t now_ns = as_of(r, report_ns);
-    std::string what;
-    if (!p.attached()) {
-      what = kNoProgress;
-    } else if (p.entered == n && p.inside()) {
-      what = fmt::format("waiting in it for {:.1f} s (since {})", seconds_between(p.entered_ns, now_ns),
+    if (p.entered == n && p.inside()) {
+      return fmt::format("waiting in it for {:.1f} s (since {})", seconds_between(p.entered_ns, now_ns),
                          clock_time(p.entered_ns));
-    } else if (p.entered == n) {
-      what = fmt::format("completed it {:.1f} s ago", seconds_between(p.completed_ns, now_ns));
-    } else {
-      never.push_back(r.rank);
-      never_where.push_back(fmt::format("rank {} (node {}{})", r.rank, r.node, r.host.empty() ? "" : " on " + r.host));
-      if (p.entered == 0) {
-        what = "never entered it; it entered no collective at all";
-      } else if (p.inside()) {
-        what = fmt::format("never entered it; it has been waiting in {} for {:.1f} s", collective_name(p.kind, p.entered),
-                           seconds_between(p.entered_ns, now_ns));
-      } else {
-        what = fmt::format("never entered it; its last, {}, completed {:.1f} s ago", collective_name(p.kind, p.entered),
-                           seconds_between(p.completed_ns, now_ns));
-      }
     }
-    text += fmt::format("  {}: {}\n", who(r), what);
-  }
+    if (p.entered == n) return fmt::format("completed it {:.1f} s ago", seconds_between(p.completed_ns, now_ns));
+    never.push_back(r.rank);
+    never_where.push_back(fmt::format("rank {} (node {}{})", r.rank, r.node, r.host.empty() ? "" : " on " + r.host));
+    if (p.entered == 0) return "never entered it; it entered no collective at all";
+    if (p.inside()) {
+      return fmt::format("never entered it; it has been waiting in {} for {:.1f} s", collective_name(p.kind, p.entered),
+                         seconds_between(p.entered_ns, now_ns));
+    }
+    return fmt::format("never entered it; its last, {}, completed {:.1f} s ago", collective_name(p.kind, p.entered),
+                       seconds_between(p.completed_ns, now_ns));
+  });
   if (!never.empty()) {
     text += fmt::format("Never entered collective #{}: {}\n", n,
                         never.size() <= 8 ? fmt::format("{}", fmt::join(never_where, ", ")) : ranks_phrase(never));
@@ -178,25 +181,16 @@ std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t r
 namespace ddp::launcher {
 
 std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t report_ns) {
-  std::string text;
-  for (const RankProgress& r : ranks) {
+  return rank_lines(ranks, report_ns, false, [](const RankProgress& r, std::int64_t now_ns) -> std::string {
     const CollectiveProgress& p = r.progress;
-    const std::int64_t now_ns = as_of(r, report_ns);
-    std::string what;
-    if (!p.attached()) {
-      what = kNoProgress;
-    } else if (p.entered == 0) {
-      what = "no collective yet";
-    } else if (p.inside()) {
-      what = fmt::format("in {} ({}) for {:.1f} s", collective_name(p.kind, p.entered), byte_size(p.bytes),
+    if (p.entered == 0) return "no collective yet";
+    if (p.inside()) {
+      return fmt::format("in {} ({}) for {:.1f} s", collective_name(p.kind, p.entered), byte_size(p.bytes),
                          seconds_between(p.entered_ns, now_ns));
-    } else {
-      what = fmt::format("last {} completed {:.1f} s ago", collective_name(p.kind, p.entered),
-                         seconds_between(p.completed_ns, now_ns));
     }
-    text += fmt::format("  rank {}: {}\n", r.rank, what);
-  }
-  return text;
+    return fmt::format("last {} completed {:.1f} s ago", collective_name(p.kind, p.entered),
+                       seconds_between(p.completed_ns, now_ns));
+  });
 }
 
 }  // namespace ddp::launcher

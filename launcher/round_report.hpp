@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rank_ranges.hpp"
 #include "launcher/error_file.hpp"
 #include "launcher/failure_summary.hpp"
 #include "launcher/node_failures.hpp"
@@ -38,10 +39,6 @@ struct RankOutcome {
   std::string headline() const;
 };
 
-// "0-3,5,7-8". Pure; `ranks` in any order, duplicates ignored.
-std::string rank_ranges(std::vector<int> ranks);
-// "rank 3" or "ranks 0-7 (8 ranks)". Pure.
-std::string ranks_phrase(const std::vector<int>& ranks);
 
 class RoundReport {
  public:

@@ -3,24 +3,13 @@
 
 #include <fmt/format.h>
 
+#include "common/rank_ranges.hpp"
+
 namespace ddp::runtime {
 namespace {
 
-// "0-2,5" for sorted ranks.
-std::string ranges(const std::vector<int>& ranks) {
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string ranks_word(const std::vector<int>& ranks) {
-  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", ranges(ranks));
+  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks));
 }
 
 }  // namespace

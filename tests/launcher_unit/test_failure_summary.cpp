@@ -165,8 +165,8 @@ WorkerResult raised(int rank, const std::string& message, long long timestamp, s
 }  // namespace
 
 TEST_CASE("round report: rank ranges", "[summary]") {
-  using ddp::launcher::rank_ranges;
-  using ddp::launcher::ranks_phrase;
+  using ddp::rank_ranges;
+  using ddp::ranks_phrase;
   CHECK(rank_ranges({7, 0, 1, 2, 3, 5, 8, 3}) == "0-3,5,7-8");
   CHECK(rank_ranges({}) == "");
   CHECK(ranks_phrase({4}) == "rank 4");
