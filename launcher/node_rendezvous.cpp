@@ -27,7 +27,7 @@ namespace {
 
 // Nodes with different job secrets never see each other's keys: the timeout says so.
 std::string secret_hint(const RendezvousOptions& o) {
-  return o.with_secret ? ", and that every node has the same job secret (DDPLAUNCH_RDZV_TOKEN or token_file)" : "";
+  return o.with_secret ? std::string(", and that ") + kSameSecretHint : "";
 }
 
 // Checks that this node runs the same job (run id) with the same node count as the others.
@@ -68,11 +68,7 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
       // Node 0 gave up first (its own timeout, or a failure): say where to look.
       throw rendezvous::ConnectionError(std::string(e.what()) +
                                         "; the store's host (node 0's launcher) ended while this node waited for the "
-                                        "others: see its output" +
-                                        std::string(o.with_secret ? "; node 0 never sees a node whose job secret "
-                                                                    "differs and ends this way too: check that every "
-                                                                    "node has the same one"
-                                                                  : ""));
+                                        "others: see its output");
     }
     if (o.cancelled && o.cancelled->load()) throw ddp::Error("interrupted while waiting for nodes");
     const std::string line = progress();

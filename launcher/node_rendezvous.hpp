@@ -32,6 +32,11 @@ struct RendezvousOptions {
   const std::atomic<bool>* cancelled = nullptr;    // checked about once a second
 };
 
+// What a node with a job secret adds to a rendezvous that timed out or lost the store: nodes
+// whose secrets differ never see each other's keys, so they only ever see one of those two.
+inline constexpr const char* kSameSecretHint =
+    "every node has the same job secret (DDPLAUNCH_RDZV_TOKEN or token_file)";
+
 // Blocks until all nodes joined round `options.round` (or throws). `root` is the namespace view
 // (for the run-id check), `job` the job's view under it (job_store.hpp).
 // Throws UsageError for conflicting configuration (both sides), TimeoutError naming the

@@ -6,7 +6,9 @@
 #include <boost/asio/post.hpp>
 
 #include "common/log.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/job_store.hpp"
+#include "launcher/node_rendezvous.hpp"
 
 namespace ddp::launcher {
 
@@ -30,6 +32,14 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
       }
       joined = join_job_round(*root_, *job_, config_, effective_, round, &cancelled_,
                               [](const std::string& s) { log::info("{}", s); });
+    } catch (const rendezvous::ConnectionError& e) {
+      // Node 0 never sees a node whose job secret differs: it times out and ends, and this node
+      // loses (or never reaches) the store, whichever comes first.
+      error = config_.rdzv_secret.empty()
+                  ? std::current_exception()
+                  : std::make_exception_ptr(rendezvous::ConnectionError(
+                        std::string(e.what()) + "; if node 0 timed out waiting for this node, check that " +
+                        kSameSecretHint));
     } catch (...) {
       error = std::current_exception();
     }
