@@ -8,6 +8,8 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -19,7 +21,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "common/exit_codes.hpp"
 #include "runtime/arrival_records.hpp"
+#include "runtime/collective_watchdog.hpp"
 #include "runtime/nccl_id.hpp"
 #include "runtime/tensor_checks.hpp"
 
@@ -58,7 +62,7 @@ void check_cuda(cudaError_t result, const std::string& what) {
 // How long a wait may last and what it says when it ends badly.
 struct Wait {
   Clock::time_point deadline;
-  const std::atomic<bool>* closed = nullptr;    // set: close() from another thread ends the wait
+  const std::atomic<bool>* closed = nullptr;     // set: close() from another thread ends the wait
   std::function<std::string()> timeout_message;  // built when the deadline passes
   std::function<void()> on_long_wait;            // called once, half-way to the deadline (may be empty)
 };
@@ -153,65 +157,162 @@ struct Event {
   }
 };
 
-}  // namespace
-
-// The wait of collective #n: at half its timeout this rank records that it waits in it; at the
-// timeout the message names the ranks that recorded nothing (arrival_records.hpp).
-static Wait collective_wait(const std::string& timeout_message, std::chrono::milliseconds timeout,
-                            const std::atomic<bool>* closed, ArrivalRecords* arrivals, std::uint64_t n) {
-  return Wait{rendezvous::deadline_after(timeout), closed,
-              [=] { return timeout_message + " (collective #" + std::to_string(n) + ")" + arrivals->missing_phrase(n); },
-              [=] { arrivals->waiting_long(n); }};
+// Whether the work before the event's record has run; throws CommunicatorError on a CUDA error.
+bool event_done(const Event& e, const std::string& what) {
+  const cudaError_t state = cudaEventQuery(e.event);
+  if (state == cudaSuccess) return true;
+  if (state != cudaErrorNotReady) check_cuda(state, what);
+  return false;
 }
 
+}  // namespace
+
 struct NcclCommunicator::Nccl {
+  // Every NCCL call on `comm` holds comm_mutex: the watchdog aborts it from its own thread, and
+  // no call may use the communicator once ncclCommAbort has freed it.
+  std::mutex comm_mutex;
   ncclComm_t comm = nullptr;
+  bool aborted = false;  // under comm_mutex
   // The communicator's own stream (not the legacy default stream every thread shares, nor the
-  // caller's compute stream), and two events for the ordering both ways (reused: a wait takes
-  // the event's state when it is called).
+  // caller's compute stream), and the event for the caller's side of the ordering (reused: a
+  // wait takes the event's state when it is called).
   c10::cuda::CUDAStream stream;
   Event ready;  // on the caller's stream: the inputs are written
-  Event done;   // on ours: the collective ran
   explicit Nccl(c10::DeviceIndex device) : stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {
     check_cuda(cudaEventCreateWithFlags(&ready.event, cudaEventDisableTiming), "creating a CUDA event");
-    check_cuda(cudaEventCreateWithFlags(&done.event, cudaEventDisableTiming), "creating a CUDA event");
   }
 
-  // Enqueues call(our stream) after the work the caller's current stream has queued, makes that
-  // stream wait for it, and keeps `buffers` from reuse while our stream needs them; with
-  // `wait_on_host`, also blocks until the collective has run. Throws as complete() and
-  // poll_until() (TimeoutError at the wait's deadline, CommunicatorError once closed, NCCL errors).
-  void enqueue(const std::vector<torch::Tensor>& buffers, const std::function<ncclResult_t(cudaStream_t)>& call,
-               const std::string& what, const Wait& w, bool wait_on_host);
+  // Enqueues call(comm, our stream) after the work the caller's current stream has queued, makes
+  // that stream wait for it, and keeps `buffers` from reuse while our stream needs them; with
+  // `wait_on_host`, also blocks until the collective has run. Returns the collective's own
+  // completion event (on our stream), which the watchdog polls. Throws as complete() and
+  // poll_until() (TimeoutError at the wait's deadline, CommunicatorError once closed or aborted,
+  // NCCL errors).
+  std::shared_ptr<Event> enqueue(const std::vector<torch::Tensor>& buffers,
+                                 const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call,
+                                 const std::string& what, const Wait& w, bool wait_on_host);
+  // Runs f(comm) holding comm_mutex; throws CommunicatorError once the watchdog has aborted it.
+  template <class F>
+  auto guarded(const std::string& what, F&& f) {
+    std::lock_guard lock(comm_mutex);
+    if (aborted) throw CommunicatorError(what + ": the communicator was aborted after a failure");
+    return f(comm);
+  }
+  // One poll of the communicator's state under comm_mutex: comm_ready(), true once it has left
+  // "in progress".
+  bool settled(const std::string& what) {
+    return guarded(what, [&](ncclComm_t c) { return comm_ready(c, what); });
+  }
+  // NCCL's asynchronous error, "" while healthy or in progress (the watchdog's poll). Never
+  // throws NCCL's errors: it returns them.
+  std::string async_error() {
+    std::lock_guard lock(comm_mutex);
+    if (aborted) return "";
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t query = ncclCommGetAsyncError(comm, &state);
+    if (query != ncclSuccess) return nccl_message(query, comm);
+    if (state == ncclSuccess || state == ncclInProgress) return "";
+    return nccl_message(state, comm);
+  }
+  // ncclCommAbort once (from the watchdog or close()). Never throws.
+  void abort() noexcept {
+    std::lock_guard lock(comm_mutex);
+    if (aborted) return;
+    aborted = true;
+    (void)ncclCommAbort(comm);
+  }
 };
 
-void NcclCommunicator::Nccl::enqueue(const std::vector<torch::Tensor>& buffers,
-                                     const std::function<ncclResult_t(cudaStream_t)>& call, const std::string& what,
-                                     const Wait& w, bool wait_on_host) {
+std::shared_ptr<Event> NcclCommunicator::Nccl::enqueue(
+    const std::vector<torch::Tensor>& buffers, const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call,
+    const std::string& what, const Wait& w, bool wait_on_host) {
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(stream.device_index());
   const cudaStream_t ours = stream.stream();
   // Ours waits for what the caller's stream has queued (the inputs being written) ...
   check_cuda(cudaEventRecord(ready.event, current.stream()), what);
   check_cuda(cudaStreamWaitEvent(ours, ready.event, 0), what);
-  complete(call(ours), comm, what, w);
+  const ncclResult_t result = guarded(what, [&](ncclComm_t c) { return call(c, ours); });
+  if (result != ncclSuccess) {
+    if (result != ncclInProgress) guarded(what, [&](ncclComm_t c) -> bool { throw_nccl(what, result, c); });
+    poll_until([&] { return settled(what); }, w);
+  }
   // ... and the caller's stream waits for the collective before its next kernel reads the result.
-  check_cuda(cudaEventRecord(done.event, ours), what);
-  check_cuda(cudaStreamWaitEvent(current.stream(), done.event, 0), what);
+  // The event is the collective's own (the watchdog polls it while later ones are enqueued).
+  auto done = std::make_shared<Event>();
+  check_cuda(cudaEventCreateWithFlags(&done->event, cudaEventDisableTiming), "creating a CUDA event");
+  check_cuda(cudaEventRecord(done->event, ours), what);
+  check_cuda(cudaStreamWaitEvent(current.stream(), done->event, 0), what);
   // The caching allocator must not hand these buffers out again while our stream still uses
   // them (freed on the caller's stream, they would be reused there at once).
   for (const torch::Tensor& t : buffers) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
-  if (!wait_on_host) return;
+  if (!wait_on_host) return done;
   // Each poll also asks NCCL for asynchronous errors, so a dead peer fails the wait at once
   // rather than at the deadline.
   poll_until(
       [&] {
-        const cudaError_t state = cudaEventQuery(done.event);
-        if (state == cudaSuccess) return true;
-        if (state != cudaErrorNotReady) check_cuda(state, what);
-        comm_ready(comm, what);
+        if (event_done(*done, what)) return true;
+        settled(what);
         return false;
       },
       w);
+  return done;
+}
+
+// One collective as the public calls describe it to run().
+struct NcclCommunicator::Collective {
+  std::string what;
+  std::vector<torch::Tensor> buffers;
+  std::function<ncclResult_t(ncclComm_t, cudaStream_t)> call;
+  bool wait_on_host = false;
+};
+
+void NcclCommunicator::run(const Collective& c) {
+  const std::uint64_t n = ++sequence_;
+  try {
+    // Enqueueing may wait (NCCL "in progress"): half-way this rank records its arrival, at the
+    // deadline the message names the ranks that recorded none (arrival_records.hpp).
+    const Wait w{rendezvous::deadline_after(options_.timeout()), &closed_,
+                 [&] { return collective_timeout(c.what, n); }, [&] { arrivals_->waiting_long(n); }};
+    std::shared_ptr<Event> done = nccl_->enqueue(c.buffers, c.call, c.what, w, c.wait_on_host);
+    // From here the host no longer waits for it: the watchdog does, with the same deadline.
+    if (!c.wait_on_host) watchdog_->enqueued(n, c.what, [done, what = c.what] { return event_done(*done, what); });
+  } catch (const Error& e) {
+    fail(c.what, e);
+  }
+}
+
+std::string NcclCommunicator::collective_timeout(const std::string& what, std::uint64_t n) const {
+  return timeout_message(what) + " (collective #" + std::to_string(n) + ")" + arrivals_->missing_phrase(n);
+}
+
+// What a failure found off the caller's thread does unless NcclCommunicatorOptions::on_failure
+// says otherwise: the process ends, as PyTorch's ProcessGroupNCCL tears it down
+// (TORCH_NCCL_ASYNC_ERROR_HANDLING): the host may already have read results of a collective that
+// never completed, and the main thread may be blocked in a CUDA call that nothing else ends.
+[[noreturn]] static void tear_down(const std::string& message) {
+  std::fprintf(stderr,
+               "ddplaunch runtime: %s; ending this process (exit code %d): results read after the failed collective "
+               "cannot be trusted (NcclCommunicatorOptions::on_failure handles it instead)\n",
+               message.c_str(), static_cast<int>(kExitFailure));
+  std::fflush(stderr);
+  std::_Exit(kExitFailure);
+}
+
+void NcclCommunicator::start_watchdog() {
+  CollectiveWatchdogOptions o;
+  o.rank = rank_;
+  o.timeout = options_.timeout();
+  o.store = store_;
+  o.listener_store = options_.listener_store();
+  o.failed_key = options_.prefix() + "/failed";
+  CollectiveWatchdogHooks h;
+  Nccl* nccl = nccl_.get();
+  h.async_error = [nccl] { return nccl->async_error(); };
+  h.abort = [nccl] { nccl->abort(); };
+  h.on_failure = options_.on_failure() ? options_.on_failure() : tear_down;
+  h.long_wait = [arrivals = arrivals_.get()](std::uint64_t n) { arrivals->waiting_long(n); };
+  h.timeout_message = [this](std::uint64_t n, const std::string& what) { return collective_timeout(what, n); };
+  watchdog_ = std::make_unique<CollectiveWatchdog>(std::move(o), std::move(h));
 }
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
@@ -269,6 +370,7 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int
     throw;
   }
   nccl_->comm = comm;
+  start_watchdog();
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -285,12 +387,20 @@ void NcclCommunicator::close() {
 
 void NcclCommunicator::release_locked() noexcept {
   if (!nccl_) return;
+  // The watchdog's hooks use the communicator: it stops first (joining a failure it is handling).
+  if (watchdog_) watchdog_->stop();
+  bool aborted = false;
+  {
+    std::lock_guard lock(nccl_->comm_mutex);
+    aborted = nccl_->aborted;
+  }
   const ncclComm_t comm = nccl_->comm;
   // Nothing of ours left on the GPU? A collective still queued or running there (a peer that
   // never joined it, or the caller closing without synchronising) would hold ncclCommFinalize
   // for the whole timeout: it is aborted at once instead, its result lost.
   const bool idle = cudaStreamQuery(nccl_->stream.stream()) == cudaSuccess;
   nccl_.reset();
+  if (aborted) return;  // the watchdog's ncclCommAbort has freed it
   // Setting the device can fail (a sticky CUDA error, the runtime torn down at exit): NCCL's own
   // calls then run on whatever device is current, which is all that is left to try. Never a
   // throw here: close() runs in destructors and after failures, and would hide the real error.
@@ -307,8 +417,10 @@ void NcclCommunicator::release_locked() noexcept {
     bool flushed = false;
     try {
       complete(ncclCommFinalize(comm), comm, "close",
-               Wait{rendezvous::deadline_after(options_.timeout()), nullptr,
-                    [] { return std::string("close: timed out flushing the NCCL communicator"); }, {}});
+               Wait{rendezvous::deadline_after(options_.timeout()),
+                    nullptr,
+                    [] { return std::string("close: timed out flushing the NCCL communicator"); },
+                    {}});
       flushed = true;
     } catch (const std::exception&) {
       // Falls through to abort: close() does not throw, and a failed flush leaves nothing to save.
@@ -343,6 +455,9 @@ void NcclCommunicator::check_tensor(const torch::Tensor& t, const char* what) co
 std::string NcclCommunicator::begin(const char* what) {
   if (closed_) throw CommunicatorError(std::string(what) + " on a closed communicator");
   if (!broken_.empty()) throw CommunicatorError(std::string(what) + " on a failed communicator: " + broken_);
+  // A failure the watchdog found (with an on_failure that let the process go on).
+  if (const std::string found = watchdog_ ? watchdog_->failure() : ""; !found.empty())
+    throw CommunicatorError(std::string(what) + " on a failed communicator: " + found);
   return what;
 }
 
@@ -359,12 +474,18 @@ void NcclCommunicator::fail(const std::string& what, const Error& e) {
     broken_ = "the communicator was closed";
     throw CommunicatorError(what + " failed: the communicator was closed during the collective");
   }
+  // The watchdog may have found the failure first (and told the peers): it is the cause. From
+  // here this thread reports, and the listener must not take our own record for a peer's.
+  std::string first = watchdog_ ? watchdog_->failure() : "";
+  if (watchdog_) watchdog_->stop();
   const std::string mine = "rank " + std::to_string(rank_) + ": " + e.what();
-  std::string first = mine;
-  try {
-    first = store_->compare_set(options_.prefix() + "/failed", "", mine);
-  } catch (const Error&) {
-    // The store may be gone too; our own error is still the best message we have.
+  if (first.empty()) {
+    first = mine;
+    try {
+      first = store_->compare_set(options_.prefix() + "/failed", "", mine);
+    } catch (const Error&) {
+      // The store may be gone too; our own error is still the best message we have.
+    }
   }
   broken_ = first == mine ? mine : mine + " (first failure, on " + first + ")";
   // Aborting ends our side of every collective, so peers blocked with us fail instead of hanging.
@@ -381,18 +502,13 @@ void NcclCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {
   const std::string what = begin("allreduce");
   if (tensor.numel() == 0) return;
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-  try {
-    nccl_->enqueue(
-        {tensor},
-        [&](cudaStream_t stream) {
-          return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
-                               nccl_op(op), nccl_->comm, stream);
-        },
-        what, collective_wait(timeout_message(what), options_.timeout(), &closed_, arrivals_.get(), ++sequence_),
-        false);
-  } catch (const Error& e) {
-    fail(what, e);
-  }
+  run(Collective{what,
+                 {tensor},
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
+                                        nccl_type(tensor.scalar_type()), nccl_op(op), comm, stream);
+                 },
+                 false});
 }
 
 void NcclCommunicator::broadcast(const torch::Tensor& tensor, int root) {
@@ -404,18 +520,13 @@ void NcclCommunicator::broadcast(const torch::Tensor& tensor, int root) {
   const std::string what = begin("broadcast") + " from root " + std::to_string(root);
   if (tensor.numel() == 0) return;
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-  try {
-    nccl_->enqueue(
-        {tensor},
-        [&](cudaStream_t stream) {
-          return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.scalar_type()),
-                               root, nccl_->comm, stream);
-        },
-        what, collective_wait(timeout_message(what), options_.timeout(), &closed_, arrivals_.get(), ++sequence_),
-        false);
-  } catch (const Error& e) {
-    fail(what, e);
-  }
+  run(Collective{what,
+                 {tensor},
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
+                                        nccl_type(tensor.scalar_type()), root, comm, stream);
+                 },
+                 false});
 }
 
 torch::Tensor NcclCommunicator::allgather(const torch::Tensor& input) {
@@ -428,18 +539,13 @@ torch::Tensor NcclCommunicator::allgather(const torch::Tensor& input) {
   // Allocated on the caller's stream, which waits for the collective before it reads it.
   torch::Tensor out = torch::empty(shape, input.options());
   if (input.numel() == 0) return out;
-  try {
-    nccl_->enqueue(
-        {input, out},
-        [&](cudaStream_t stream) {
-          return ncclAllGather(input.data_ptr(), out.data_ptr(), input.numel(), nccl_type(input.scalar_type()),
-                               nccl_->comm, stream);
-        },
-        what, collective_wait(timeout_message(what), options_.timeout(), &closed_, arrivals_.get(), ++sequence_),
-        false);
-  } catch (const Error& e) {
-    fail(what, e);
-  }
+  run(Collective{what,
+                 {input, out},
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   return ncclAllGather(input.data_ptr(), out.data_ptr(), input.numel(), nccl_type(input.scalar_type()),
+                                        comm, stream);
+                 },
+                 false});
   return out;
 }
 
@@ -451,17 +557,12 @@ void NcclCommunicator::barrier() {
   // A one-element allreduce cannot complete on any rank before every rank has enqueued it.
   const torch::Tensor token =
       torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt32).device(torch::kCUDA, device));
-  try {
-    nccl_->enqueue(
-        {token},
-        [&](cudaStream_t stream) {
-          return ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclInt32, ncclSum, nccl_->comm, stream);
-        },
-        what, collective_wait(timeout_message(what), options_.timeout(), &closed_, arrivals_.get(), ++sequence_),
-        true);
-  } catch (const Error& e) {
-    fail(what, e);
-  }
+  run(Collective{what,
+                 {token},
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   return ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclInt32, ncclSum, comm, stream);
+                 },
+                 true});
 }
 
 }  // namespace ddp::runtime

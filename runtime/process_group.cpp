@@ -83,7 +83,18 @@ std::shared_ptr<Communicator> make_cpu(const std::shared_ptr<rendezvous::Store>&
                                                .shared_memory(shared_memory));
 }
 
-std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>& store, const DistEnv& env,
+// A second connection to the same store and key space, for the NCCL watchdog's blocking wait on
+// the failed key; null when the store is not a TCP client (a caller's in-process store): peers'
+// failures then reach the rank through NCCL's errors or the deadline.
+std::shared_ptr<rendezvous::Store> second_connection(const std::shared_ptr<rendezvous::Store>& base,
+                                                     const std::string& prefix) {
+  const auto* tcp = dynamic_cast<const rendezvous::TcpStoreClient*>(base.get());
+  if (tcp == nullptr) return nullptr;
+  return std::make_shared<rendezvous::PrefixStore>(prefix, std::make_shared<rendezvous::TcpStoreClient>(tcp->options()));
+}
+
+std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>& store,
+                                        const std::shared_ptr<rendezvous::Store>& listener, const DistEnv& env,
                                         const InitOptions& options, torch::Device& device) {
   const auto count = static_cast<int>(torch::cuda::device_count());
   if (count == 0)
@@ -102,9 +113,11 @@ std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>
 #ifdef DDP_WITH_NCCL
   return std::make_shared<NcclCommunicator>(
       store, env.rank, env.world_size,
-      NcclCommunicatorOptions().prefix("nccl").timeout(options.timeout()).device(env.local_rank));
+      NcclCommunicatorOptions().prefix("nccl").timeout(options.timeout()).device(env.local_rank).listener_store(
+          listener));
 #else
   (void)store;
+  (void)listener;
   (void)options;
   throw CommunicatorError(
       "backend nccl was requested but this build of the ddplaunch runtime has no NCCL (it was built "
@@ -132,10 +145,11 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   count_out_ = env_.source == EnvSource::Mpi && !options.store();
   std::shared_ptr<rendezvous::Store> base = options.store() ? options.store() : connect_store(env_, options.timeout());
   // A restarted job reuses the launcher's store: each round gets fresh keys.
-  const std::string round = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
-  store_ = std::make_shared<rendezvous::PrefixStore>(options.prefix() + "/" + round, std::move(base));
-  communicator_ =
-      backend == Backend::Cpu ? make_cpu(store_, env_, options, cpu_shm) : make_nccl(store_, env_, options, device_);
+  const std::string prefix = options.prefix() + "/" + env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  store_ = std::make_shared<rendezvous::PrefixStore>(prefix, base);
+  communicator_ = backend == Backend::Cpu
+                      ? make_cpu(store_, env_, options, cpu_shm)
+                      : make_nccl(store_, second_connection(base, prefix), env_, options, device_);
   if (progress) communicator_ = std::make_shared<ProgressCommunicator>(std::move(communicator_), std::move(*progress));
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,7 +21,8 @@
 
 namespace ddp::runtime {
 
-class ArrivalRecords;  // runtime/arrival_records.hpp
+class ArrivalRecords;      // runtime/arrival_records.hpp
+class CollectiveWatchdog;  // runtime/collective_watchdog.hpp
 
 struct NcclCommunicatorOptions {
   // Store keys live under "<prefix>/": "<prefix>/nccl_id/<n>" (rank 0's 128-byte NCCL unique id
@@ -35,6 +37,18 @@ struct NcclCommunicatorOptions {
   // CUDA device index of this rank; -1 takes the current device at construction
   // (c10::cuda::current_device(), usually set from LOCAL_RANK by the caller).
   TORCH_ARG(int, device) = -1;
+  // A second connection to the constructor's store (the same key space), for the watchdog's
+  // blocking wait on "<prefix>/failed": another rank's failure then aborts this rank at once,
+  // idle or in a collective. Without one, a peer's failure reaches this rank only through
+  // NCCL's own errors or the deadline. init() passes one.
+  TORCH_ARG(std::shared_ptr<ddp::rendezvous::Store>, listener_store) = nullptr;
+  // Called (on the watchdog's thread, after the NCCL communicator was aborted) with the message
+  // of a failure found while no call of this communicator was waiting for it: a collective past
+  // its deadline, NCCL's asynchronous error, or another rank's failure. Empty: the message goes
+  // to stderr and the process exits with code 1, as PyTorch's ProcessGroupNCCL tears the process
+  // down by default. A handler that returns lets the process go on: every later call throws
+  // CommunicatorError. It must not call close().
+  TORCH_ARG(std::function<void(const std::string&)>, on_failure) = nullptr;
 };
 
 // Tensors: contiguous CUDA tensors on this communicator's device, of float32, float64, bfloat16,
@@ -49,7 +63,13 @@ struct NcclCommunicatorOptions {
 // buffers are recorded on our stream for the caching allocator (recordStream), as
 // ProcessGroupNCCL does.
 // Blocking: allreduce, broadcast and allgather return once the collective is enqueued, like
-// PyTorch's collectives: work on the caller's stream afterwards sees the result, the host does not. barrier() blocks the host until the
+// PyTorch's collectives: work on the caller's stream afterwards sees the result, the host does not.
+// A watchdog thread takes over from there (runtime/collective_watchdog.hpp): it polls each
+// enqueued collective's completion event and NCCL's asynchronous error every 50 ms while work is
+// in flight, fails a collective that outlives options.timeout (naming the ranks that never
+// arrived), and waits on the store's "<prefix>/failed" key (options.listener_store); on any of
+// these it records the failure there, aborts the NCCL communicator (so every rank's collectives
+// end, as NCCL requires) and calls options.on_failure. barrier() blocks the host until the
 // barrier's collective has completed on the GPU. Enqueueing may wait for NCCL (a non-blocking
 // communicator can report "in progress" while it connects lazily); that wait and barrier() throw
 // rendezvous::TimeoutError after options.timeout. NCCL errors throw CommunicatorError carrying
@@ -108,6 +128,12 @@ class NcclCommunicator : public Communicator {
   std::string begin(const char* what);
   std::string timeout_message(const std::string& what) const;
   [[noreturn]] void fail(const std::string& what, const ddp::Error& e);
+  struct Collective;
+  // Enqueues one collective (numbered), hands it to the watchdog; fail() on an error. Under mutex_.
+  void run(const Collective& c);
+  // "<what> on rank R timed out ... (collective #n); rank 3 never arrived at ...".
+  std::string collective_timeout(const std::string& what, std::uint64_t n) const;
+  void start_watchdog();
   // Frees the NCCL communicator as close() describes; the caller holds mutex_. Never throws.
   void release_locked() noexcept;
 
@@ -117,10 +143,11 @@ class NcclCommunicator : public Communicator {
   NcclCommunicatorOptions options_;
   int device_ = -1;
   std::mutex mutex_;
-  std::unique_ptr<Nccl> nccl_;  // the ncclComm_t and its state; null after close()
-  std::unique_ptr<ArrivalRecords> arrivals_;  // who waited long in which collective (timeouts name the rest)
-  std::uint64_t sequence_ = 0;                // collectives so far (under mutex_)
-  std::string broken_;          // why the communicator is unusable; empty while healthy
+  std::unique_ptr<Nccl> nccl_;                    // the ncclComm_t and its state; null after close()
+  std::unique_ptr<ArrivalRecords> arrivals_;      // who waited long in which collective (timeouts name the rest)
+  std::unique_ptr<CollectiveWatchdog> watchdog_;  // stopped in release_locked(), before nccl_ goes
+  std::uint64_t sequence_ = 0;                    // collectives so far (under mutex_)
+  std::string broken_;                            // why the communicator is unusable; empty while healthy
   std::atomic<bool> closed_{false};
 };
 
