@@ -565,4 +565,33 @@ void NcclCommunicator::barrier() {
                  true});
 }
 
+void NcclCommunicator::overlapped(const std::function<void()>& body) {
+  const c10::cuda::CUDAStream ours = [&] {
+    std::lock_guard lock(mutex_);
+    const std::string what = begin("overlapped work");
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    // Our stream starts after what the caller's stream has queued (the bucket's gradients).
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
+    check_cuda(cudaEventRecord(nccl_->ready.event, current.stream()), what);
+    check_cuda(cudaStreamWaitEvent(nccl_->stream.stream(), nccl_->ready.event, 0), what);
+    overlap_pending_ = true;
+    return nccl_->stream;
+  }();
+  c10::cuda::CUDAStreamGuard on_ours(ours);
+  body();
+}
+
+void NcclCommunicator::join_overlapped() {
+  std::lock_guard lock(mutex_);
+  if (!overlap_pending_) return;
+  overlap_pending_ = false;
+  const std::string what = begin("joining overlapped work");
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
+  Event joined;
+  check_cuda(cudaEventCreateWithFlags(&joined.event, cudaEventDisableTiming), what);
+  check_cuda(cudaEventRecord(joined.event, nccl_->stream.stream()), what);
+  check_cuda(cudaStreamWaitEvent(current.stream(), joined.event, 0), what);
+}
+
 }  // namespace ddp::runtime

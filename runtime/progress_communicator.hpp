@@ -25,6 +25,8 @@ class ProgressCommunicator : public Communicator {
   torch::Tensor allgather(const torch::Tensor& input) override;
   void barrier() override;
   void close() override { inner_->close(); }
+  void overlapped(const std::function<void()>& body) override { inner_->overlapped(body); }
+  void join_overlapped() override { inner_->join_overlapped(); }
 
  private:
   std::shared_ptr<Communicator> inner_;

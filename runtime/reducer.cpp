@@ -191,7 +191,9 @@ void Reducer::run_bucket(std::size_t b) {
   for (std::size_t i : bucket.params) params.push_back(params_[i]);
   GradBucket grad_bucket(b, b + 1 == buckets_.size(), bucket.buffer, std::move(params));
   torch::NoGradGuard no_grad;
-  hook_(*comm_, grad_bucket);
+  // On a GPU the hook's work runs on the communicator's stream: backward's later kernels do not
+  // wait behind the bucket's allreduce (finalize joins the two streams once).
+  comm_->overlapped([&] { hook_(*comm_, grad_bucket); });
 }
 
 void Reducer::comm_loop() {
@@ -217,6 +219,8 @@ void Reducer::comm_loop() {
 
 void Reducer::wait_launched(std::unique_lock<std::mutex>& lock) {
   cv_.wait(lock, [&] { return done_ == launched_; });
+  // The caller's stream reads (or next writes) the buckets only after the overlapped work.
+  comm_->join_overlapped();
 }
 
 void Reducer::reset_step() {

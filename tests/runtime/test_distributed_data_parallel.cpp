@@ -160,6 +160,71 @@ TEST_CASE("the reducer launches a bucket per cap and hooks see every bucket once
   CHECK(calls[1] == calls[0]);
 }
 
+namespace {
+
+// Forwards to a real communicator and records how the reducer uses overlapped() and
+// join_overlapped(), as a GPU communicator would see it.
+class OverlapRecorder : public rt::Communicator {
+ public:
+  explicit OverlapRecorder(std::shared_ptr<rt::Communicator> inner) : inner_(std::move(inner)) {}
+  rt::Backend backend() const override { return inner_->backend(); }
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  void allreduce(const torch::Tensor& t, rt::ReduceOp op) override { inner_->allreduce(t, op); }
+  void broadcast(const torch::Tensor& t, int root) override { inner_->broadcast(t, root); }
+  torch::Tensor allgather(const torch::Tensor& t) override { return inner_->allgather(t); }
+  void barrier() override { inner_->barrier(); }
+  void close() override { inner_->close(); }
+  void overlapped(const std::function<void()>& body) override {
+    ++overlapped_calls;
+    pending = true;
+    inside = true;
+    body();
+    inside = false;
+  }
+  void join_overlapped() override {
+    if (pending) ++joins;
+    pending = false;
+  }
+  bool inside = false;   // body is running
+  bool pending = false;  // overlapped work not joined yet
+  int overlapped_calls = 0;
+  int joins = 0;
+
+ private:
+  std::shared_ptr<rt::Communicator> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("every bucket's hook runs as overlapped work, joined once per step before backward returns") {
+  std::vector<torch::Tensor> grads(2);
+  run_ranks(2, [&](rt::ProcessGroup& group) {
+    auto comm = std::make_shared<OverlapRecorder>(group.communicator());
+    auto model = make_model();
+    int hooks = 0, outside = 0;
+    auto hook = [&](rt::Communicator& c, rt::GradBucket& bucket) {
+      ++hooks;
+      if (!comm->inside) ++outside;
+      c.allreduce(bucket.buffer(), rt::ReduceOp::Average);
+    };
+    rt::DistributedDataParallel ddp(
+        model, rt::DistributedDataParallelOptions().bucket_cap_mb(0.001).first_bucket_cap_mb(0.0005).comm_hook(hook),
+        comm);
+    for (int s = 0; s < 3; ++s) {
+      auto [x, y] = batch(group.rank(), s);
+      torch::mse_loss(ddp(x), y).backward();
+      CHECK_FALSE(comm->pending);  // the gradients were read after the join
+      CHECK(comm->joins == s + 1);
+    }
+    CHECK(hooks == 3 * static_cast<int>(ddp.reducer().buckets().size()));
+    CHECK(comm->overlapped_calls == hooks);
+    CHECK(outside == 0);
+    grads[static_cast<std::size_t>(group.rank())] = flat_params(*model);
+  });
+  CHECK(torch::equal(grads[0], grads[1]));
+}
+
 TEST_CASE("bf16 compression averages within bfloat16 precision") {
   std::vector<torch::Tensor> grads(2), exact(2);
   for (const bool bf16 : {true, false}) {

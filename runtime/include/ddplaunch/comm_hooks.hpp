@@ -36,7 +36,9 @@ class GradBucket {
 };
 
 // Runs once per bucket per synchronised step, in bucket order, on DDP's communication thread
-// (CPU backend) or in the backward pass (NCCL backend, where collectives are stream-ordered).
+// (CPU backend) or in the backward pass with the communicator's own CUDA stream as the current
+// one (NCCL backend: the hook's casts, collectives and copies are ordered on that stream and
+// overlap backward; DDP joins the streams before it reads the buckets).
 // It must run the same collectives on every rank and return with bucket.buffer() reduced. It may
 // throw; DDP rethrows the error from backward().
 using CommHook = std::function<void(Communicator& comm, GradBucket& bucket)>;

@@ -4,6 +4,8 @@
 // implementation throws live here too.
 #pragma once
 
+#include <functional>
+
 #include <string>
 
 #include <torch/types.h>
@@ -65,6 +67,17 @@ class Communicator {
   virtual void barrier() = 0;
   // Releases the connections; peers in a collective fail. Idempotent.
   virtual void close() = 0;
+
+  // Overlap of communication with the caller's GPU work (DistributedDataParallel's buckets during
+  // backward). overlapped(body) runs body, whose collectives and GPU work then do not hold up the
+  // caller's current stream: a GPU communicator runs it with its own stream as the current one,
+  // ordered after what the caller's stream has queued so far; join_overlapped() makes the
+  // caller's current stream wait for everything run so. body's results may be read on the
+  // caller's stream only after join_overlapped(). CPU communicators (whose collectives complete
+  // on return) run body as it is, and join_overlapped() does nothing. Same thread as the
+  // collectives; body's exceptions propagate.
+  virtual void overlapped(const std::function<void()>& body) { body(); }
+  virtual void join_overlapped() {}
 };
 
 }  // namespace ddp::runtime

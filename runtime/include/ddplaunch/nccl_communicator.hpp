@@ -112,6 +112,13 @@ class NcclCommunicator : public Communicator {
   // Returns once every rank has entered barrier() and the work this rank enqueued before it on
   // the current stream of this device has completed.
   void barrier() override;
+  // Runs body with this communicator's stream as the device's current stream, after an event wait
+  // for what the caller's current stream has queued; the collectives body calls then run on that
+  // stream without making the caller's stream wait. join_overlapped() records an event on our
+  // stream and makes the caller's current stream wait for it (nothing when nothing ran since).
+  // Throws CommunicatorError on a CUDA error, on a closed or failed communicator.
+  void overlapped(const std::function<void()>& body) override;
+  void join_overlapped() override;
 
   // Frees the NCCL communicator. Healthy with nothing of ours left on the GPU (the
   // communicator's stream idle): ncclCommFinalize (blocking up to options.timeout), then
@@ -147,6 +154,7 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<ArrivalRecords> arrivals_;      // who waited long in which collective (timeouts name the rest)
   std::unique_ptr<CollectiveWatchdog> watchdog_;  // stopped in release_locked(), before nccl_ goes
   std::uint64_t sequence_ = 0;                    // collectives so far (under mutex_)
+  bool overlap_pending_ = false;                  // overlapped() ran since the last join (under mutex_)
   std::string broken_;                            // why the communicator is unusable; empty while healthy
   std::atomic<bool> closed_{false};
 };

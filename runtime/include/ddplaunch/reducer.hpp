@@ -6,10 +6,13 @@
 //  2. backward: after autograd accumulates a parameter's gradient into .grad, a hook copies it
 //     into its slot of the parameter's bucket. When every slot of a bucket is filled, that bucket
 //     and any filled buckets after it (buckets launch in index order, the same on every rank) go
-//     to the communication hook, on a communication thread, overlapping the rest of backward.
+//     to the communication hook, overlapping the rest of backward: on a communication thread
+//     (CPU), or on the communicator's own CUDA stream (NCCL: Communicator::overlapped), so that
+//     backward's later kernels do not queue behind the bucket's allreduce.
 //  3. end of backward (an autograd final callback): unused parameters are handled (zero
 //     contribution with find_unused_parameters, else an error naming them), the remaining
-//     buckets launch, the reducer waits for every bucket and writes the averaged gradients back
+//     buckets launch, the reducer waits for every bucket (on a GPU: the caller's stream waits for
+//     the communicator's, Communicator::join_overlapped) and writes the averaged gradients back
 //     into .grad. backward() returns with identical gradients on every rank.
 //  Under no_sync the hooks do nothing and gradients accumulate locally in .grad; the next synced
 //  backward reduces the accumulated sums.
@@ -94,6 +97,8 @@ class Reducer {
   void finalize();
   void launch_ready(bool all);
   void run_bucket(std::size_t bucket);
+  // Waits until every launched bucket's hook has run, then joins the overlapped GPU work
+  // (may throw the communicator's CommunicatorError).
   void wait_launched(std::unique_lock<std::mutex>& lock);
   void reset_step();
   torch::Tensor slot(std::size_t index) const;
