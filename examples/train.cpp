@@ -10,6 +10,7 @@
 // θ = 4k + 4r + 0.2ε, where ε is the next standard-normal draw (torch::randn) of a CPU generator
 // seeded with 1234 for the training set and 5678 for the test set; its coordinates are
 // (r sin θ, r cos θ) and its label k. Every rank builds the same tensors.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -34,6 +35,7 @@ struct Args {
   std::string checkpoint_dir;
   int nprocs = 0;
   std::string backend = "auto";
+  double timeout = 600;  // seconds: the store, the communicator and every collective
   std::string comm_hook = "allreduce";
   bool bf16 = false;
   double bucket_cap_mb = 25;
@@ -63,6 +65,8 @@ rt::InitOptions init_options(const Args& args, int argc, char** argv) {
   options.argv(std::vector<std::string>(argv, argv + argc));
   if (args.backend == "cpu") options.backend(rt::Backend::Cpu);
   if (args.backend == "nccl") options.backend(rt::Backend::Nccl);
+  if (args.backend == "nccl-c10d") options.backend(rt::Backend::NcclC10d);
+  options.timeout(std::chrono::milliseconds(static_cast<long long>(args.timeout * 1000)));
   if (!rt::has_launch_env(rt::process_env(), options.argv())) {
     // Started on its own: one rank with a private in-memory store.
     rt::DistEnv alone;
@@ -132,8 +136,12 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", args.checkpoint_dir, "save after every epoch; resume from it if present");
   app.add_option("--nprocs", args.nprocs, "start this many ranks of this program with a private store")
       ->check(CLI::Range(1, 1000000000));
-  app.add_option("--backend", args.backend, "auto (NCCL with GPUs, else CPU), cpu or nccl")
-      ->check(CLI::IsMember({"auto", "cpu", "nccl"}));
+  app.add_option("--backend", args.backend,
+                 "auto (nccl-c10d with GPUs, else cpu), cpu, nccl-c10d (LibTorch's ProcessGroupNCCL) or nccl "
+                 "(ddplaunch's own)")
+      ->check(CLI::IsMember({"auto", "cpu", "nccl-c10d", "nccl"}));
+  app.add_option("--timeout", args.timeout, "seconds for the store, the communicator and each collective (default 600)")
+      ->check(CLI::Range(0.001, 1e7));
   app.add_option("--comm-hook", args.comm_hook, "gradient reduction: allreduce, bf16 or fp16 compression")
       ->check(CLI::IsMember({"allreduce", "bf16", "fp16"}));
   app.add_flag("--bf16", args.bf16, "run forward under bfloat16 autocast");

@@ -23,6 +23,8 @@ const char* to_string(Backend backend) {
       return "cpu";
     case Backend::Nccl:
       return "nccl";
+    case Backend::NcclC10d:
+      return "nccl-c10d";
   }
   return "unknown";
 }

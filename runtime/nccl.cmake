@@ -1,4 +1,5 @@
-# The NCCL communicator (nccl_communicator.cpp), included at the end of runtime/CMakeLists.txt
+# The NCCL communicators (nccl_communicator.cpp, ours; c10d_nccl_communicator.cpp, LibTorch's
+# ProcessGroupNCCL), included at the end of runtime/CMakeLists.txt
 # after find_package(Torch). It is built only when all of these are found:
 #   1. the CUDA toolkit (headers and the CUDA::cudart target),
 #   2. a CUDA build of the venv's torch (the c10_cuda and torch_cuda targets),
@@ -30,10 +31,12 @@ elseif(NOT TARGET c10_cuda OR NOT TARGET torch_cuda)
 elseif(NOT DDP_NCCL_INCLUDE_DIR OR NOT DDP_NCCL_LIBRARY)
   ddp_nccl_off("no NCCL in ${DDP_NCCL_ROOT} (pip install the nvidia-nccl wheel matching torch)")
 else()
-  target_sources(ddp_runtime PRIVATE nccl_communicator.cpp)
+  target_sources(ddp_runtime PRIVATE nccl_communicator.cpp c10d_nccl_communicator.cpp stream_overlap.cpp
+                                     gpu_rank.cpp)
   # Only our .cpp includes nccl.h: the public header hides NCCL behind a pimpl.
   target_include_directories(ddp_runtime PRIVATE "${DDP_NCCL_INCLUDE_DIR}")
-  target_link_libraries(ddp_runtime PUBLIC "${DDP_NCCL_LIBRARY}" CUDA::cudart c10_cuda)
+  # torch_cuda: LibTorch's ProcessGroupNCCL (the nccl-c10d backend; its target carries USE_C10D_NCCL).
+  target_link_libraries(ddp_runtime PUBLIC "${DDP_NCCL_LIBRARY}" CUDA::cudart c10_cuda torch_cuda)
   target_compile_definitions(ddp_runtime PUBLIC DDP_WITH_NCCL=1)
   set(DDP_HAVE_NCCL ON)
   set(DDP_HAVE_NCCL ON CACHE INTERNAL "Whether ddp_runtime has the NCCL communicator")

@@ -25,6 +25,8 @@
 #include "runtime/arrival_records.hpp"
 #include "runtime/collective_watchdog.hpp"
 #include "runtime/nccl_id.hpp"
+#include "runtime/gpu_rank.hpp"
+#include "runtime/stream_overlap.hpp"
 #include "runtime/tensor_checks.hpp"
 
 namespace ddp::runtime {
@@ -177,8 +179,10 @@ struct NcclCommunicator::Nccl {
   // caller's compute stream), and the event for the caller's side of the ordering (reused: a
   // wait takes the event's state when it is called).
   c10::cuda::CUDAStream stream;
-  Event ready;  // on the caller's stream: the inputs are written
-  explicit Nccl(c10::DeviceIndex device) : stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {
+  Event ready;            // on the caller's stream: the inputs are written
+  StreamOverlap overlap;  // DDP's buckets, on `stream` (overlapped())
+  explicit Nccl(c10::DeviceIndex device)
+      : stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)), overlap(stream) {
     check_cuda(cudaEventCreateWithFlags(&ready.event, cudaEventDisableTiming), "creating a CUDA event");
   }
 
@@ -318,15 +322,7 @@ void NcclCommunicator::start_watchdog() {
 NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
                                    NcclCommunicatorOptions options)
     : store_(std::move(store)), rank_(rank), world_size_(world_size), options_(std::move(options)) {
-  if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_)
-    throw CommunicatorError("bad rank " + std::to_string(rank_) + " for world size " + std::to_string(world_size_));
-  const int count = c10::cuda::device_count();
-  device_ = options_.device() < 0 ? (count > 0 ? c10::cuda::current_device() : -1) : options_.device();
-  if (device_ < 0 || device_ >= count)
-    throw CommunicatorError("rank " + std::to_string(rank_) + ": CUDA device " + std::to_string(device_) +
-                            " does not exist (this host has " + std::to_string(count) +
-                            "); set NcclCommunicatorOptions::device to 0.." + std::to_string(count - 1) +
-                            ", usually the local rank, or use the CPU backend");
+  device_ = gpu_rank_device(rank_, world_size_, options_.device(), "NcclCommunicatorOptions");
   const auto deadline = rendezvous::deadline_after(options_.timeout());
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
 
@@ -438,18 +434,7 @@ void NcclCommunicator::release_locked() noexcept {
 }
 
 void NcclCommunicator::check_tensor(const torch::Tensor& t, const char* what) const {
-  if (t.defined() && !t.device().is_cuda())
-    throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() + ", not on CUDA device " +
-                            std::to_string(device_) + "; move it with .to(torch::Device(torch::kCUDA, " +
-                            std::to_string(device_) + "))");
-  if (t.defined() && t.device().index() != device_)
-    throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() +
-                            " but this communicator is bound to cuda:" + std::to_string(device_) +
-                            "; move the tensor or create the communicator with .device(" +
-                            std::to_string(t.device().index()) + ")");
-  check_collective_tensor(t, what,
-                          {torch::kFloat32, torch::kFloat64, torch::kBFloat16, torch::kFloat16, torch::kInt32,
-                           torch::kInt64, torch::kUInt8, torch::kInt8});
+  check_gpu_collective_tensor(t, what, device_);
 }
 
 std::string NcclCommunicator::begin(const char* what) {
@@ -566,32 +551,22 @@ void NcclCommunicator::barrier() {
 }
 
 void NcclCommunicator::overlapped(const std::function<void()>& body) {
-  const c10::cuda::CUDAStream ours = [&] {
+  StreamOverlap* overlap = nullptr;
+  {
     std::lock_guard lock(mutex_);
-    const std::string what = begin("overlapped work");
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    // Our stream starts after what the caller's stream has queued (the bucket's gradients).
-    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
-    check_cuda(cudaEventRecord(nccl_->ready.event, current.stream()), what);
-    check_cuda(cudaStreamWaitEvent(nccl_->stream.stream(), nccl_->ready.event, 0), what);
-    overlap_pending_ = true;
-    return nccl_->stream;
-  }();
-  c10::cuda::CUDAStreamGuard on_ours(ours);
-  body();
+    begin("overlapped work");
+    overlap = &nccl_->overlap;
+  }
+  // Without mutex_: body's collectives take it.
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  overlap->run(body);
 }
 
 void NcclCommunicator::join_overlapped() {
   std::lock_guard lock(mutex_);
-  if (!overlap_pending_) return;
-  overlap_pending_ = false;
-  const std::string what = begin("joining overlapped work");
+  begin("joining overlapped work");
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
-  Event joined;
-  check_cuda(cudaEventCreateWithFlags(&joined.event, cudaEventDisableTiming), what);
-  check_cuda(cudaEventRecord(joined.event, nccl_->stream.stream()), what);
-  check_cuda(cudaStreamWaitEvent(current.stream(), joined.event, 0), what);
+  nccl_->overlap.join();
 }
 
 }  // namespace ddp::runtime

@@ -16,7 +16,12 @@
 #include "runtime/progress_communicator.hpp"
 #include "runtime/socket_fd.hpp"
 #ifdef DDP_WITH_NCCL
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "ddplaunch/c10d_nccl_communicator.hpp"
 #include "ddplaunch/nccl_communicator.hpp"
+#include "runtime/c10d_store.hpp"
 #endif
 
 namespace ddp::runtime {
@@ -27,9 +32,12 @@ Backend choose_backend(const InitOptions& options, const EnvLookup& env) {
   if (const auto forced = env("DDPLAUNCH_BACKEND")) {
     if (*forced == "cpu") return Backend::Cpu;
     if (*forced == "nccl") return Backend::Nccl;
-    throw EnvError("DDPLAUNCH_BACKEND='" + *forced + "' is not a backend; use cpu or nccl, or unset it");
+    if (*forced == "nccl-c10d") return Backend::NcclC10d;
+    throw EnvError("DDPLAUNCH_BACKEND='" + *forced + "' is not a backend; use cpu, nccl-c10d or nccl, or unset it");
   }
-  return torch::cuda::device_count() > 0 ? Backend::Nccl : Backend::Cpu;
+  // LibTorch's ProcessGroupNCCL is the default GPU backend: what PyTorch's DDP runs on, with its
+  // watchdog and flight recorder, tested on GPUs by PyTorch's CI, which ours cannot be here.
+  return torch::cuda::device_count() > 0 ? Backend::NcclC10d : Backend::Cpu;
 }
 
 std::shared_ptr<rendezvous::Store> connect_store(const DistEnv& env, std::chrono::milliseconds timeout) {
@@ -83,6 +91,7 @@ std::shared_ptr<Communicator> make_cpu(const std::shared_ptr<rendezvous::Store>&
                                                .shared_memory(shared_memory));
 }
 
+#ifdef DDP_WITH_NCCL
 // A second connection to the same store and key space, for the NCCL watchdog's blocking wait on
 // the failed key; null when the store is not a TCP client (a caller's in-process store): peers'
 // failures then reach the rank through NCCL's errors or the deadline.
@@ -90,16 +99,19 @@ std::shared_ptr<rendezvous::Store> second_connection(const std::shared_ptr<rende
                                                      const std::string& prefix) {
   const auto* tcp = dynamic_cast<const rendezvous::TcpStoreClient*>(base.get());
   if (tcp == nullptr) return nullptr;
-  return std::make_shared<rendezvous::PrefixStore>(prefix, std::make_shared<rendezvous::TcpStoreClient>(tcp->options()));
+  return std::make_shared<rendezvous::PrefixStore>(prefix,
+                                                   std::make_shared<rendezvous::TcpStoreClient>(tcp->options()));
 }
+#endif
 
-std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>& store,
-                                        const std::shared_ptr<rendezvous::Store>& listener, const DistEnv& env,
-                                        const InitOptions& options, torch::Device& device) {
+// This rank's GPU for a GPU backend: LOCAL_RANK among the visible devices. Throws
+// CommunicatorError when there is none.
+torch::Device gpu_device(Backend backend, const DistEnv& env) {
   const auto count = static_cast<int>(torch::cuda::device_count());
   if (count == 0)
     throw CommunicatorError(
-        "backend nccl was requested but no CUDA device is visible (CUDA_VISIBLE_DEVICES=" +
+        std::string("backend ") + to_string(backend) +
+        " was requested but no CUDA device is visible (CUDA_VISIBLE_DEVICES=" +
         std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "<unset>") +
         "); choose the cpu backend (InitOptions().backend(Backend::Cpu), `train --backend cpu`, or "
         "DDPLAUNCH_BACKEND=cpu when "
@@ -109,19 +121,55 @@ std::shared_ptr<Communicator> make_nccl(const std::shared_ptr<rendezvous::Store>
                             std::to_string(count) +
                             " CUDA device(s) are visible; start at most that many workers per node "
                             "(--nproc_per_node) or widen CUDA_VISIBLE_DEVICES");
-  device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+#ifndef DDP_WITH_NCCL
+  throw CommunicatorError(std::string("backend ") + to_string(backend) +
+                          " was requested but this build of the ddplaunch runtime has no NCCL (it was built "
+                          "without the CUDA toolkit); rebuild with CUDA or use the cpu backend");
+#endif
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+}
+
 #ifdef DDP_WITH_NCCL
-  return std::make_shared<NcclCommunicator>(
-      store, env.rank, env.world_size,
-      NcclCommunicatorOptions().prefix("nccl").timeout(options.timeout()).device(env.local_rank).listener_store(
-          listener));
+// ProcessGroupNCCL's store: a c10d::TCPStore client of the same server when the base store is
+// our TCP client (c10d's background threads open their own connections), else the adapter over
+// the (in-process) store; keys under the process group's prefix either way.
+c10::intrusive_ptr<c10d::Store> c10d_store(const std::shared_ptr<rendezvous::Store>& base,
+                                           const std::shared_ptr<rendezvous::Store>& prefixed,
+                                           const std::string& prefix, std::chrono::milliseconds timeout) {
+  if (const auto* tcp = dynamic_cast<const rendezvous::TcpStoreClient*>(base.get())) {
+    c10d::TCPStoreOptions o;
+    o.port = tcp->options().port;
+    o.isServer = false;
+    o.waitWorkers = false;
+    o.timeout = timeout;
+    return c10::make_intrusive<c10d::PrefixStore>(prefix, c10::make_intrusive<c10d::TCPStore>(tcp->options().host, o));
+  }
+  return c10::make_intrusive<C10dStore>(prefixed, C10dStore::Connect{}, timeout);
+}
+#endif
+
+std::shared_ptr<Communicator> make_gpu(Backend backend, const std::shared_ptr<rendezvous::Store>& base,
+                                       const std::shared_ptr<rendezvous::Store>& store, const std::string& prefix,
+                                       const DistEnv& env, const InitOptions& options, torch::Device& device) {
+  device = gpu_device(backend, env);
+#ifdef DDP_WITH_NCCL
+  if (backend == Backend::NcclC10d) {
+    return std::make_shared<C10dNcclCommunicator>(
+        c10d_store(base, store, prefix, options.timeout()), env.rank, env.world_size,
+        C10dNcclCommunicatorOptions().prefix("nccl-c10d").timeout(options.timeout()).device(env.local_rank));
+  }
+  return std::make_shared<NcclCommunicator>(store, env.rank, env.world_size,
+                                            NcclCommunicatorOptions()
+                                                .prefix("nccl")
+                                                .timeout(options.timeout())
+                                                .device(env.local_rank)
+                                                .listener_store(second_connection(base, prefix)));
 #else
+  (void)base;
   (void)store;
-  (void)listener;
+  (void)prefix;
   (void)options;
-  throw CommunicatorError(
-      "backend nccl was requested but this build of the ddplaunch runtime has no NCCL (it was built "
-      "without the CUDA toolkit); rebuild with CUDA or use the cpu backend");
+  return nullptr;  // gpu_device() threw
 #endif
 }
 
@@ -147,9 +195,8 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   // A restarted job reuses the launcher's store: each round gets fresh keys.
   const std::string prefix = options.prefix() + "/" + env("TORCHELASTIC_RESTART_COUNT").value_or("0");
   store_ = std::make_shared<rendezvous::PrefixStore>(prefix, base);
-  communicator_ = backend == Backend::Cpu
-                      ? make_cpu(store_, env_, options, cpu_shm)
-                      : make_nccl(store_, second_connection(base, prefix), env_, options, device_);
+  communicator_ = backend == Backend::Cpu ? make_cpu(store_, env_, options, cpu_shm)
+                                          : make_gpu(backend, base, store_, prefix, env_, options, device_);
   if (progress) communicator_ = std::make_shared<ProgressCommunicator>(std::move(communicator_), std::move(*progress));
 }
 

@@ -19,4 +19,19 @@ void check_collective_tensor(const torch::Tensor& t, const char* what,
                           " (supported: " + supported + ")");
 }
 
+void check_gpu_collective_tensor(const torch::Tensor& t, const char* what, int device) {
+  if (t.defined() && !t.device().is_cuda())
+    throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() + ", not on CUDA device " +
+                            std::to_string(device) + "; move it with .to(torch::Device(torch::kCUDA, " +
+                            std::to_string(device) + "))");
+  if (t.defined() && t.device().index() != device)
+    throw CommunicatorError(std::string(what) + ": tensor is on " + t.device().str() +
+                            " but this communicator is bound to cuda:" + std::to_string(device) +
+                            "; move the tensor or create the communicator with .device(" +
+                            std::to_string(t.device().index()) + ")");
+  check_collective_tensor(t, what,
+                          {torch::kFloat32, torch::kFloat64, torch::kBFloat16, torch::kFloat16, torch::kInt32,
+                           torch::kInt64, torch::kUInt8, torch::kInt8});
+}
+
 }  // namespace ddp::runtime

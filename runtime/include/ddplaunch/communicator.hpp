@@ -35,7 +35,9 @@ class CommunicatorError : public ddp::Error {
 enum class ReduceOp { Sum, Average, Min, Max };
 const char* to_string(ReduceOp op);
 
-enum class Backend { Cpu, Nccl };
+// Cpu: CpuCommunicator. Nccl: the project's NcclCommunicator. NcclC10d: LibTorch's
+// ProcessGroupNCCL (C10dNcclCommunicator), the default on GPUs.
+enum class Backend { Cpu, Nccl, NcclC10d };
 const char* to_string(Backend backend);
 
 // Collectives over a fixed group of ranks. Every rank must call the same collectives in the same

@@ -154,7 +154,6 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<ArrivalRecords> arrivals_;      // who waited long in which collective (timeouts name the rest)
   std::unique_ptr<CollectiveWatchdog> watchdog_;  // stopped in release_locked(), before nccl_ goes
   std::uint64_t sequence_ = 0;                    // collectives so far (under mutex_)
-  bool overlap_pending_ = false;                  // overlapped() ran since the last join (under mutex_)
   std::string broken_;                            // why the communicator is unusable; empty while healthy
   std::atomic<bool> closed_{false};
 };

@@ -20,8 +20,9 @@
 namespace ddp::runtime {
 
 struct InitOptions {
-  // nullopt: NCCL when CUDA devices are visible, else the CPU communicator. The environment
-  // variable DDPLAUNCH_BACKEND=cpu|nccl overrides this default (not an explicit choice). The CPU
+  // nullopt: nccl-c10d (LibTorch's ProcessGroupNCCL) when CUDA devices are visible, else the CPU
+  // communicator. The environment variable DDPLAUNCH_BACKEND=cpu|nccl|nccl-c10d overrides this
+  // default (not an explicit choice). The CPU
   // communicator allreduces through shared memory between ranks of one host unless
   // DDPLAUNCH_SHM=0 (any other value than 0 or 1 is an EnvError).
   TORCH_ARG(std::optional<Backend>, backend) = std::nullopt;
