@@ -103,7 +103,7 @@ TEST_CASE("a second writer in one process goes on counting", "[progress]") {
   CHECK(table.read(0).kind == CollectiveKind::Allgather);
 }
 
-TEST_CASE("no variable means no progress; a bad one is refused with the fix", "[progress]") {
+TEST_CASE("no variable means no progress, a bad one is refused with the fix", "[progress]") {
   CHECK_FALSE(ProgressWriter::from_env(ddp::map_env({})));
   CHECK_FALSE(ProgressWriter::from_env(progress_env("0")));
   const auto message_of = [](const std::string& value) {

@@ -43,7 +43,7 @@ TEST_CASE("JobCgroup: the hierarchy and our place in it are found", "[cgroup]") 
   CHECK(ddp::own_cgroup2_path().rfind('/', 0) == 0);
 }
 
-TEST_CASE("JobCgroup: a child joins before exec; kill takes every member; remove", "[cgroup]") {
+TEST_CASE("JobCgroup: a child joins before exec, kill takes every member, remove", "[cgroup]") {
   auto cg = make("kill");
   if (!cg) return;
   CHECK(cg->path().find(ddp::cgroup2_mount_point()) == 0);
@@ -98,7 +98,7 @@ TEST_CASE("JobCgroup: a child born in the cgroup holds only stdin, stdout and st
   CHECK(cg->remove());
 }
 
-TEST_CASE("JobCgroup: signal reaches every member; wait_empty times out while one remains", "[cgroup]") {
+TEST_CASE("JobCgroup: signal reaches every member, wait_empty times out while one remains", "[cgroup]") {
   auto cg = make("signal");
   if (!cg) return;
   const pid_t pid = start_in(*cg, "exec sleep 300");

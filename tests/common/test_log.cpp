@@ -50,7 +50,7 @@ TEST_CASE("log: messages below the level are dropped", "[log]") {
   CHECK(c.lines.size() == 3);
 }
 
-TEST_CASE("log: levels parse in any case; bad values name themselves", "[log]") {
+TEST_CASE("log: levels parse in any case, bad values name themselves", "[log]") {
   CHECK(log::parse_level("DEBUG") == log::Level::Debug);
   CHECK(log::parse_level("warn") == log::Level::Warning);
   CHECK(log::parse_level("Error") == log::Level::Error);
@@ -58,7 +58,7 @@ TEST_CASE("log: levels parse in any case; bad values name themselves", "[log]") 
   CHECK_THROWS_WITH(log::parse_level("loud"), Catch::Contains("'loud'") && Catch::Contains("debug, info"));
 }
 
-TEST_CASE("log: DDPLAUNCH_LOG_LEVEL sets the level; a bad one is a usage error naming it", "[log]") {
+TEST_CASE("log: DDPLAUNCH_LOG_LEVEL sets the level, a bad one is a usage error naming it", "[log]") {
   Capture c;
   ::setenv("DDPLAUNCH_LOG_LEVEL", "error", 1);
   log::set_level_from_env();

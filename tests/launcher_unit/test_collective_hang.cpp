@@ -80,7 +80,7 @@ TEST_CASE("many ranks that never entered are listed as ranges", "[collective_han
         std::string::npos);
 }
 
-TEST_CASE("a node's answer reads back as written; a stranger's value as nothing", "[collective_hang]") {
+TEST_CASE("a node's answer reads back as written, a stranger's value as nothing", "[collective_hang]") {
   RankProgress silent = rank(3, 1, 0, 0, 0, 0, 0);
   silent.progress = CollectiveProgress{};
   const std::vector<RankProgress> written{rank(2, 1, 'T', 56, 56, 9, 8), silent};

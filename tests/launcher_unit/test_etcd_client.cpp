@@ -145,7 +145,7 @@ TEST_CASE("etcd: bytes, transactions, prefixes and deletes", "[etcd]") {
   CHECK_FALSE(c.remove("job/a"));
 }
 
-TEST_CASE("etcd: a lease's keys vanish when it is not kept alive; a watch sees it", "[etcd]") {
+TEST_CASE("etcd: a lease's keys vanish when it is not kept alive, a watch sees it", "[etcd]") {
   Cluster etcd(1);
   EtcdClient c = etcd.client();
   const std::int64_t lease = c.grant_lease(2s);

@@ -173,7 +173,7 @@ TEST_CASE("round report: rank ranges", "[summary]") {
   CHECK(ranks_phrase({0, 1, 2, 3, 4, 5, 6, 7}) == "ranks 0-7 (8 ranks)");
 }
 
-TEST_CASE("round report: the earliest failure by its own timestamp is the root cause; identical failures merge",
+TEST_CASE("round report: the earliest failure by its own timestamp is the root cause, identical failures merge",
           "[summary]") {
   std::vector<std::string> files;
   RoundReport report;
@@ -205,7 +205,7 @@ TEST_CASE("round report: the earliest failure by its own timestamp is the root c
   for (const auto& f : files) ::unlink(f.c_str());
 }
 
-TEST_CASE("round report: no failure, no summary; another node's cause comes first, this node's ranks after",
+TEST_CASE("round report: no failure, no summary, another node's cause comes first, this node's ranks after",
           "[summary]") {
   RoundReport report;
   WorkerResult ok = failed_worker();
@@ -224,7 +224,7 @@ TEST_CASE("round report: no failure, no summary; another node's cause comes firs
         "  rank 5: ended by SIGTERM\n");
 }
 
-TEST_CASE("node failures: the record round-trips; anything else is ignored", "[summary]") {
+TEST_CASE("node failures: the record round-trips, anything else is ignored", "[summary]") {
   using ddp::launcher::decode_node_failure;
   using ddp::launcher::encode_node_failure;
   using ddp::launcher::NodeFailure;

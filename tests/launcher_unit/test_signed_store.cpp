@@ -66,7 +66,7 @@ TEST_CASE("a sealed value opens only under its own secret, key and job", "[secre
   CHECK_FALSE(s.open("r0/outcome", ""));
 }
 
-TEST_CASE("set and get round-trip; the stored bytes carry the MAC", "[secret]") {
+TEST_CASE("set and get round-trip, the stored bytes carry the MAC", "[secret]") {
   auto inner = std::make_shared<MemoryStore>();
   SignedStore s(inner, kSecret, "ctx");
   s.set("k", "v");

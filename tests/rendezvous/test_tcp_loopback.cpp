@@ -793,7 +793,7 @@ TEST_CASE("an unresolvable host fails with ConnectionError", "[loopback][connect
 // ---------------------------------------------------------------------------------------------
 // Hostile peers.
 
-TEST_CASE("hostile peers are disconnected with a logged reason; others keep working", "[loopback][hostile]") {
+TEST_CASE("hostile peers are disconnected with a logged reason, others keep working", "[loopback][hostile]") {
   Loopback lb;
   auto before = connect(lb.port());
   check_usable(*before, "before");

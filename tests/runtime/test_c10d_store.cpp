@@ -69,7 +69,7 @@ TEST_CASE("waits end when the key arrives, and at the store's timeout as c10d's 
   }
 }
 
-TEST_CASE("a lost store is c10d's DistNetworkError; clone() opens a new connection", "[c10d_store]") {
+TEST_CASE("a lost store is c10d's DistNetworkError, clone() opens a new connection", "[c10d_store]") {
   ddp::rendezvous::TcpStoreServerOptions so;
   so.host = "127.0.0.1";
   so.port = 0;

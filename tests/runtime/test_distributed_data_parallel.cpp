@@ -391,7 +391,7 @@ TEST_CASE("a rank that goes away during training makes backward fail naming it")
   }
 }
 
-TEST_CASE("DDPLAUNCH_SHM chooses between shared memory and the TCP ring; a bad value names it") {
+TEST_CASE("DDPLAUNCH_SHM chooses between shared memory and the TCP ring, a bad value names it") {
   const auto with_shm = [](std::optional<std::string> shm) -> rt::EnvLookup {
     return [shm](const std::string& name) { return name == "DDPLAUNCH_SHM" ? shm : std::nullopt; };
   };
