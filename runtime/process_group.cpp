@@ -92,15 +92,21 @@ std::shared_ptr<Communicator> make_cpu(const std::shared_ptr<rendezvous::Store>&
 }
 
 #ifdef DDP_WITH_NCCL
+// How to open more connections to `base`'s server: its client options when it is our TCP client,
+// null for a caller's in-process store (which has no server to connect to again).
+const rendezvous::TcpStoreClientOptions* tcp_options(const std::shared_ptr<rendezvous::Store>& base) {
+  const auto* tcp = dynamic_cast<const rendezvous::TcpStoreClient*>(base.get());
+  return tcp == nullptr ? nullptr : &tcp->options();
+}
+
 // A second connection to the same store and key space, for the NCCL watchdog's blocking wait on
-// the failed key; null when the store is not a TCP client (a caller's in-process store): peers'
-// failures then reach the rank through NCCL's errors or the deadline.
+// the failed key; null for an in-process store: peers' failures then reach the rank through
+// NCCL's errors or the deadline.
 std::shared_ptr<rendezvous::Store> second_connection(const std::shared_ptr<rendezvous::Store>& base,
                                                      const std::string& prefix) {
-  const auto* tcp = dynamic_cast<const rendezvous::TcpStoreClient*>(base.get());
+  const rendezvous::TcpStoreClientOptions* tcp = tcp_options(base);
   if (tcp == nullptr) return nullptr;
-  return std::make_shared<rendezvous::PrefixStore>(prefix,
-                                                   std::make_shared<rendezvous::TcpStoreClient>(tcp->options()));
+  return std::make_shared<rendezvous::PrefixStore>(prefix, std::make_shared<rendezvous::TcpStoreClient>(*tcp));
 }
 #endif
 
@@ -136,13 +142,13 @@ torch::Device gpu_device(Backend backend, const DistEnv& env) {
 c10::intrusive_ptr<c10d::Store> c10d_store(const std::shared_ptr<rendezvous::Store>& base,
                                            const std::shared_ptr<rendezvous::Store>& prefixed,
                                            const std::string& prefix, std::chrono::milliseconds timeout) {
-  if (const auto* tcp = dynamic_cast<const rendezvous::TcpStoreClient*>(base.get())) {
+  if (const rendezvous::TcpStoreClientOptions* tcp = tcp_options(base)) {
     c10d::TCPStoreOptions o;
-    o.port = tcp->options().port;
+    o.port = tcp->port;
     o.isServer = false;
     o.waitWorkers = false;
     o.timeout = timeout;
-    return c10::make_intrusive<c10d::PrefixStore>(prefix, c10::make_intrusive<c10d::TCPStore>(tcp->options().host, o));
+    return c10::make_intrusive<c10d::PrefixStore>(prefix, c10::make_intrusive<c10d::TCPStore>(tcp->host, o));
   }
   return c10::make_intrusive<C10dStore>(prefixed, C10dStore::Connect{}, timeout);
 }
