@@ -18,6 +18,8 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "launcher/etcd_config.hpp"
+#include "launcher/etcd_node_lease.hpp"
 #include "launcher/failure_summary.hpp"
 #include "launcher/job_round.hpp"
 #include "launcher/job_store.hpp"
@@ -125,8 +127,15 @@ void Agent::on_joined(const JoinedRound& joined) {
     log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
   }
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
-  WorkerSpecInputs in{c_,        joined.ranks,          group_rank_,  restart_count_, c_.master_addr,
-                      eff_.port, current_environment(), eff_.log_root};
+  const bool published = !joined.master_addr.empty();  // etcd-v3: the round's workers' store
+  WorkerSpecInputs in{c_,
+                      joined.ranks,
+                      group_rank_,
+                      restart_count_,
+                      published ? joined.master_addr : c_.master_addr,
+                      published ? joined.master_port : eff_.port,
+                      current_environment(),
+                      eff_.log_root};
   in.error_files_only = eff_.temporary_log_root;
   in.open_files_limit = eff_.open_files_limit;
   in.python = eff_.python.path;
@@ -169,6 +178,13 @@ void Agent::start_monitor() {
   mo.interval = c_.heartbeat_interval;
   mo.timeout = c_.heartbeat_timeout;
   const int round = round_;
+  if (c_.uses_etcd()) {
+    mo.store_lost = "lost etcd at " + c_.rdzv_endpoint;
+    mo.liveness = [this, round](const JobMonitorOptions& o) {
+      return std::make_unique<EtcdNodeLease>(etcd_client_options(c_, c_.heartbeat_timeout),
+                                             etcd_prefix(c_) + "alive/r" + std::to_string(round) + "/", o);
+    };
+  }
   monitor_ = std::make_unique<JobMonitor>(
       [this] { return connect_job(); }, mo,
       [this, round](const std::string& value) { post_for_round(round, [this, value] { on_outcome(value); }); },
@@ -302,10 +318,14 @@ int Agent::run() {
                          cause ? host_name(cause->origin_node) : "");
   }
   if (exit_code_ == kExitOk) discard_error_files();
+  // With etcd, group rank 0 hosts the workers' store; once every node left, it removes the job's
+  // keys from etcd (etcd_job_lease.hpp).
+  const bool store_host = server_ != nullptr || (c_.uses_etcd() && group_rank_ == 0);
   if (joiner_->job() && exit_code_ == kExitOk && nnodes_ > 1) {
-    leave_job(*joiner_->job(), key(""), nnodes_, server_ != nullptr,
+    leave_job(*joiner_->job(), key(""), nnodes_, store_host,
               std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
   }
+  if (eff_.etcd_lease && exit_code_ == kExitOk && store_host) eff_.etcd_lease->revoke();
   console_.flush();
   return *exit_code_;
 }

@@ -59,12 +59,13 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--rdzv_id,--rdzv-id", c.run_id, "job id shared by all nodes"));
   pet.add(app.add_option("--rdzv_endpoint,--rdzv-endpoint", c.rdzv_endpoint,
-                         "host[:port] of the store (overrides --master_addr/--master_port)"));
+                         "host[:port] of the store (overrides --master_addr/--master_port); with etcd-v3: "
+                         "HOST:2379[,HOST:2379...], the etcd members"));
   pet.add(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend,
-                         "rendezvous backend; static and c10d both use ddplaunch's own store")
-              ->check(CLI::IsMember({"static", "c10d"})));
+                         "static and c10d: ddplaunch's own store on node 0; etcd-v3: meet in etcd (v3 API)"));
   pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf,
-                         "k=v,... (timeout, join_timeout, heartbeat_timeout, last_call_timeout, token_file, bind)"));
+                         "k=v,... (timeout, join_timeout, heartbeat_timeout, last_call_timeout, token_file, bind; "
+                         "etcd-v3: user, password_file)"));
   pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
   pet.add(app.add_option("--max_restarts,--max-restarts", v.max_restarts, "restarts of the whole job after a failure")
               ->type_name("INT"));

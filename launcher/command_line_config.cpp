@@ -10,6 +10,7 @@
 #include "common/mpi_env.hpp"
 #include "common/signals.hpp"
 #include "launcher/flag_parsers.hpp"
+#include "launcher/etcd_config.hpp"
 #include "launcher/job_secret.hpp"
 #include "launcher/mpi.hpp"
 #include "launcher/rdzv_conf.hpp"
@@ -39,7 +40,7 @@ void apply_nodes(const CommandLineValues& v, const EnvLookup& env, LaunchConfig&
   if (v.node_rank) c.node_rank = parse_whole_number("--node_rank", *v.node_rank);
   if (v.master_addr) c.master_addr = *v.master_addr;
   if (v.master_port) c.master_port = parse_whole_number("--master_port", *v.master_port);
-  if (!c.rdzv_endpoint.empty()) {
+  if (!c.rdzv_endpoint.empty() && c.rdzv_backend != "etcd-v3") {  // etcd's members otherwise (etcd_config.hpp)
     const Endpoint endpoint = parse_endpoint(c.rdzv_endpoint);
     c.master_addr = endpoint.host;
     if (endpoint.port) c.master_port = *endpoint.port;
@@ -98,6 +99,7 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);
   c.rdzv_secret = load_job_secret(c.rdzv_conf, env);
+  apply_rdzv_backend(c, env, v.master_port.has_value());
   if (!v.use_env) c.local_rank_arg = LaunchConfig::LocalRankArg::Underscore;
   if (!v.local_rank_arg.empty()) {
     c.local_rank_arg =

@@ -3,6 +3,7 @@
 
 #include <sodium.h>
 
+#include <atomic>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -13,6 +14,7 @@
 
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/store.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -89,11 +91,14 @@ json put_request(const std::string& key, const std::string& value, std::int64_t 
 // Runs one asynchronous operation to its end. Beast's tcp_stream applies its expiry only to
 // asynchronous operations: they end with beast::error::timeout at the deadline, where a
 // synchronous read would wait for ever on a member that accepted but never answers.
+// With `interrupted`, a stop() of `io` by EtcdClient::interrupt() that came before the restart
+// is not lost: the flag, set first, is read after it.
 template <class Start>
-beast::error_code await(boost::asio::io_context& io, Start start) {
+beast::error_code await(boost::asio::io_context& io, Start start, const std::atomic<bool>* interrupted = nullptr) {
   beast::error_code result;
   start([&result](beast::error_code ec, auto&&...) { result = ec; });
   io.restart();
+  if (interrupted != nullptr && interrupted->load()) return boost::asio::error::operation_aborted;
   io.run();
   return result;
 }
@@ -102,13 +107,14 @@ beast::error_code await(boost::asio::io_context& io, Start start) {
 // the deadline. Returns the first error.
 beast::error_code send_post(boost::asio::io_context& io, beast::tcp_stream& stream, const std::string& host,
                             const std::string& port, const std::string& path, const std::string& body,
-                            const std::string& token, Clock::time_point deadline) {
+                            const std::string& token, Clock::time_point deadline,
+                            const std::atomic<bool>* interrupted = nullptr) {
   stream.expires_at(deadline);
   tcp::resolver resolver(io);
   beast::error_code ec;
   const auto addresses = resolver.resolve(host, port, ec);
   if (ec) return ec;
-  ec = await(io, [&](auto handler) { stream.async_connect(addresses, std::move(handler)); });
+  ec = await(io, [&](auto handler) { stream.async_connect(addresses, std::move(handler)); }, interrupted);
   if (ec) return ec;
   http::request<http::string_body> request{http::verb::post, path, 11};
   request.set(http::field::host, host + ":" + port);
@@ -116,7 +122,7 @@ beast::error_code send_post(boost::asio::io_context& io, beast::tcp_stream& stre
   if (!token.empty()) request.set(http::field::authorization, token);
   request.body() = body;
   request.prepare_payload();
-  return await(io, [&](auto handler) { http::async_write(stream, request, std::move(handler)); });
+  return await(io, [&](auto handler) { http::async_write(stream, request, std::move(handler)); }, interrupted);
 }
 
 // A connection-level failure: the next member is tried.
@@ -154,12 +160,18 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
     try {
       boost::asio::io_context io;
       beast::tcp_stream stream(io);
-      beast::error_code ec = send_post(io, stream, ep.host, ep.port, path, body, token_, deadline);
+      // A member that accepts nothing (a cut link) may take only its share of the call's time, so
+      // the others are still tried.
+      const auto share = std::max<std::chrono::milliseconds>(
+          options_.timeout / static_cast<int>(endpoints_.size()), std::chrono::milliseconds(500));
+      beast::error_code ec =
+          send_post(io, stream, ep.host, ep.port, path, body, token_, std::min(deadline, Clock::now() + share));
       if (ec) throw Unreachable{ec.message()};
       beast::flat_buffer buffer;
       http::response<http::string_body> response;
       ec = await(io, [&](auto handler) { http::async_read(stream, buffer, response, std::move(handler)); });
       if (ec) throw Unreachable{ec.message()};
+      local_address_ = stream.socket().local_endpoint(ec).address().to_string();
       stream.socket().shutdown(tcp::socket::shutdown_both, ec);
       if (response.result() == http::status::ok) {
         preferred_ = index;
@@ -177,6 +189,14 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
       }
       // "etcdserver: no leader" and the like: another member may serve the request.
       if (response.result_int() == 503 || message.find("no leader") != std::string::npos) throw Unreachable{message};
+      if (message.find("authentication failed") != std::string::npos) {
+        throw UsageError("etcd at " + where + ": authentication as user=" + options_.user + " failed (" + message +
+                         "); check --rdzv_conf user= and the password (password_file= or DDPLAUNCH_ETCD_PASSWORD)");
+      }
+      if (message.find("user name is empty") != std::string::npos) {
+        throw UsageError("etcd at " + where + " requires authentication (" + message +
+                         "); give --rdzv_conf user=NAME,password_file=PATH");
+      }
       throw EtcdError("etcd " + path + " at " + where + ": " + message);
     } catch (const Unreachable& u) {
       failures += (failures.empty() ? "" : "; ") + where + ": " + u.why;
@@ -205,8 +225,9 @@ std::int64_t EtcdClient::put(const std::string& key, const std::string& value, s
              "revision");
 }
 
-std::optional<EtcdKeyValue> EtcdClient::get(const std::string& key) {
+std::optional<EtcdKeyValue> EtcdClient::get(const std::string& key, std::int64_t* revision) {
   const json answer = parse(call("/v3/kv/range", json{{"key", b64(key)}}.dump()), "get");
+  if (revision != nullptr) *revision = i64(answer.value("header", json::object()), "revision");
   const auto kvs = answer.find("kvs");
   if (kvs == answer.end() || kvs->empty()) return std::nullopt;
   return key_value(kvs->front());
@@ -283,14 +304,31 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
   if (prefix) create["range_end"] = b64(prefix_end(key));
   const std::string body = json{{"create_request", create}}.dump();
   if (!options_.user.empty() && token_.empty()) authenticate();
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = rendezvous::deadline_after(timeout);
   std::string failures;
   for (std::size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
     const std::size_t index = (preferred_ + attempt) % endpoints_.size();
     const Endpoint& ep = endpoints_[index];
     boost::asio::io_context io;
+    // interrupt() stops this io_context; every await below then returns and the flag is checked.
+    struct Watching {
+      EtcdClient& client;
+      Watching(EtcdClient& c, boost::asio::io_context& io) : client(c) {
+        std::lock_guard<std::mutex> lock(client.watching_mutex_);
+        client.watching_ = &io;
+      }
+      ~Watching() {
+        std::lock_guard<std::mutex> lock(client.watching_mutex_);
+        client.watching_ = nullptr;
+      }
+    } watching(*this, io);
+    const auto check_interrupted = [this] {
+      if (interrupted_) throw rendezvous::ConnectionError("etcd watch: interrupted");
+    };
+    check_interrupted();
     beast::tcp_stream stream(io);
-    beast::error_code ec = send_post(io, stream, ep.host, ep.port, "/v3/watch", body, token_, deadline);
+    beast::error_code ec = send_post(io, stream, ep.host, ep.port, "/v3/watch", body, token_, deadline, &interrupted_);
+    check_interrupted();
     if (ec == beast::error::timeout) return {};
     if (ec) {
       failures += (failures.empty() ? "" : "; ") + ep.host + ":" + ep.port + ": " + ec.message();
@@ -302,7 +340,9 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
     parser.body_limit(64 * 1024 * 1024);
     std::size_t consumed = 0;
     for (;;) {
-      ec = await(io, [&](auto handler) { http::async_read_some(stream, buffer, parser, std::move(handler)); });
+      ec = await(
+          io, [&](auto handler) { http::async_read_some(stream, buffer, parser, std::move(handler)); }, &interrupted_);
+      check_interrupted();
       if (ec == beast::error::timeout) return {};  // nothing changed before the timeout
       if (ec && ec != http::error::need_buffer) break;
       const std::string& text = parser.get().body();
@@ -331,6 +371,12 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
   if (Clock::now() >= deadline) return {};
   throw rendezvous::ConnectionError("etcd watch: no member reachable (" + failures +
                                     "); check --rdzv_endpoint and that etcd runs");
+}
+
+void EtcdClient::interrupt() {
+  interrupted_ = true;
+  std::lock_guard<std::mutex> lock(watching_mutex_);
+  if (watching_ != nullptr) watching_->stop();
 }
 
 }  // namespace ddp::launcher

@@ -10,17 +10,25 @@
 // token (/v3/auth/authenticate) and sends it with every call, getting a new one when etcd says it
 // expired. TLS is not supported yet (plain http only).
 // Errors: EtcdError (a ddp::Error) naming the endpoint(s), the call and etcd's own message; an
-// unreachable cluster is rendezvous::ConnectionError, a deadline rendezvous::TimeoutError.
-// Thread-safety: one client per thread (the token and the preferred member are not guarded).
+// unreachable cluster is rendezvous::ConnectionError, a deadline rendezvous::TimeoutError, and
+// wrong or missing credentials UsageError (naming the --rdzv_conf keys to fix).
+// Thread-safety: one client per thread (the token and the preferred member are not guarded),
+// except interrupt(), which any thread may call.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ddplaunch/common/error.hpp"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace ddp::launcher {
 
@@ -57,8 +65,8 @@ class EtcdClient {
   // Each call blocks up to options.timeout and throws as the header says.
   // Writes key = value, attached to `lease` (0: none). Returns the store's revision after it.
   std::int64_t put(const std::string& key, const std::string& value, std::int64_t lease = 0);
-  // The key's current value, nullopt when absent.
-  std::optional<EtcdKeyValue> get(const std::string& key);
+  // The key's current value, nullopt when absent; *revision: the store's revision it was read at.
+  std::optional<EtcdKeyValue> get(const std::string& key, std::int64_t* revision = nullptr);
   // Every key starting with `prefix`, in key order, and the store's revision they were read at.
   std::vector<EtcdKeyValue> get_prefix(const std::string& prefix, std::int64_t* revision = nullptr);
   // A transaction: writes key = value (with `lease`) only if the key does not exist. Returns true
@@ -82,8 +90,17 @@ class EtcdClient {
   // Waits for changes to `key` (or every key under it when `prefix`) at revisions after
   // `after_revision`, up to `timeout`: returns the first batch of events, or an empty vector at
   // the timeout. An event, not a poll: etcd's watch streams them as they happen.
+  // A timeout of milliseconds::max() waits for ever. Throws rendezvous::ConnectionError after
+  // interrupt().
   std::vector<EtcdEvent> watch(const std::string& key, bool prefix, std::int64_t after_revision,
                                std::chrono::milliseconds timeout);
+
+  // Makes a watch blocked in another thread (and every later one) throw ConnectionError at once.
+  // Thread-safe, non-blocking. Other calls are bounded by options.timeout and are not affected.
+  void interrupt();
+  // The local IP address of the last connection to a member ("" before the first call): the
+  // address the other nodes can reach this one at when they reach the same etcd.
+  std::string local_address() const { return local_address_; }
 
  private:
   struct Endpoint {
@@ -98,6 +115,10 @@ class EtcdClient {
   std::vector<Endpoint> endpoints_;
   std::size_t preferred_ = 0;
   std::string token_;
+  std::string local_address_;
+  std::atomic<bool> interrupted_{false};
+  std::mutex watching_mutex_;
+  boost::asio::io_context* watching_ = nullptr;  // the I/O of the watch in progress (guarded)
 };
 
 }  // namespace ddp::launcher

@@ -2,15 +2,17 @@
 //   - the outcome watcher parks a WAIT on the round's "outcome" key (an encoded Outcome, see
 //     outcome.hpp: set by the first failure anywhere, or by the last node to succeed) and reports
 //     its raw value once, undecoded;
-//   - the heartbeat thread sets this node's heartbeat (a sequence number) every interval and
-//     reports a node whose heartbeat stood still for longer than the timeout (or the store itself
-//     failing).
+//   - the liveness thread reports a node of the round that is gone (or the store itself failing).
+//     By default it sets this node's heartbeat (a sequence number) every interval and reports a
+//     node whose heartbeat stood still for longer than the timeout; the etcd rendezvous uses a
+//     lease per node instead (etcd_node_lease.hpp), through JobMonitorOptions::liveness.
 // Callbacks run on the monitor's threads; the agent posts them to its loop.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -22,6 +24,28 @@ namespace ddp::launcher {
 // thread gets its own, so a parked WAIT does not hold up the others.
 using StoreConnector = std::function<std::shared_ptr<rendezvous::Store>()>;
 
+// A node of the round found gone; `store_lost` when it took the job's store with it.
+struct NodeLoss {
+  std::string message;  // e.g. "lost node 1: no heartbeat for 10 s"
+  bool store_lost = false;
+};
+
+// How the nodes of a round learn that one of them is gone.
+class NodeLiveness {
+ public:
+  virtual ~NodeLiveness() = default;
+  // Blocks: shows this node alive and watches the others until a node is lost (returned) or
+  // interrupt() (nullopt). Throws ddp::Error when the store fails.
+  virtual std::optional<NodeLoss> run() = 0;
+  // Makes run() return promptly, also when called before it. Thread-safe, non-blocking.
+  virtual void interrupt() = 0;
+};
+
+struct JobMonitorOptions;
+// Makes the liveness of one round; called on the monitor's thread (it may block, and throw
+// ddp::Error).
+using LivenessFactory = std::function<std::unique_ptr<NodeLiveness>(const JobMonitorOptions&)>;
+
 struct JobMonitorOptions {
   std::string outcome_key;       // e.g. "r0/outcome"
   std::string heartbeat_prefix;  // e.g. "r0/hb/"
@@ -29,6 +53,10 @@ struct JobMonitorOptions {
   int nnodes = 1;                // heartbeats run only when > 1
   std::chrono::milliseconds interval{1000};
   std::chrono::milliseconds timeout{10000};
+  // Empty: heartbeat values in the job's store, on a connection of their own.
+  LivenessFactory liveness;
+  // What the watcher names when its store fails, e.g. "lost the store on node 0".
+  std::string store_lost = "lost the store on node 0";
 };
 
 class JobMonitor {
@@ -54,7 +82,7 @@ class JobMonitor {
   struct Shared;
   std::shared_ptr<Shared> shared_;
   std::thread watcher_;
-  std::thread heartbeat_;
+  std::thread liveness_;
 };
 
 }  // namespace ddp::launcher

@@ -23,22 +23,27 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   o.round = round;
   o.run_id = c.run_id;
   o.timeout = c.rdzv_timeout;
-  o.endpoint = rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(eff.port));
+  o.endpoint = c.uses_etcd() ? "etcd " + c.rdzv_endpoint
+                             : rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(eff.port));
   o.status = status;
   o.with_secret = !c.rdzv_secret.empty();
   o.cancelled = cancelled;
-  if (c.min_nodes == c.max_nodes) return JoinedRound{join_round(root, job, self, o), c.node_rank, round, 0};
+  if (c.min_nodes == c.max_nodes && !c.uses_etcd()) {
+    return JoinedRound{join_round(root, job, self, o), c.node_rank, round, 0, "", 0};
+  }
+  // With etcd there is no store host: ranks follow the order of arrival (--node_rank is not
+  // needed), and every node may close a round (its compare-set makes that happen once).
   ElasticOptions e;
   e.base = o;
   e.min_nodes = c.min_nodes;
-  e.is_host = c.node_rank == 0;
+  e.is_host = c.node_rank == 0 || c.uses_etcd();
   if (const auto it = c.rdzv_conf.find("last_call_timeout"); it != c.rdzv_conf.end()) {
     e.last_call = std::chrono::milliseconds(static_cast<long long>(std::stod(it->second) * 1000));
   }
   for (int late = 0;; ++late) {
     try {
       ElasticRound r = join_elastic_round(root, job, self, e);
-      return JoinedRound{std::move(r.ranks), r.group_rank, e.base.round, late};
+      return JoinedRound{std::move(r.ranks), r.group_rank, e.base.round, late, "", 0};
     } catch (const LateArrival& arrival) {
       status(arrival.what());
       ++e.base.round;

@@ -17,6 +17,10 @@ struct JoinedRound {
   int group_rank = 0;   // this node's rank in the round (= --node_rank unless elastic)
   int round = 0;        // the round joined: later than asked when this node arrived late
   int late_rounds = 0;  // rounds that closed without this node (each counts as a restart)
+  // Where the workers' store is, when the round says (etcd-v3: its group rank 0 hosts it); ""
+  // and 0: --master_addr and the launcher's store port.
+  std::string master_addr;
+  int master_port = 0;
 };
 
 // Blocks until this node is a member of round `round` or a later one. Throws as join_round and

@@ -16,15 +16,11 @@
 #include "ddplaunch/common/error.hpp"
 
 namespace ddp::launcher {
-namespace {
-
-std::string read_secret_file(const std::string& path) {
+std::string read_secret_file(const std::string& flag, const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw UsageError(
-        fmt::format("--rdzv_conf token_file={} cannot be read ({}); give a readable file holding the "
-                    "job secret",
-                    path, std::strerror(errno)));
+        fmt::format("{}={} cannot be read ({}); give a readable file holding {}", flag, path, std::strerror(errno), what));
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -33,13 +29,10 @@ std::string read_secret_file(const std::string& path) {
   if (!secret.empty() && secret.back() == '\r') secret.pop_back();
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    log::warning("the job secret file {} is readable by other users (mode {:o}); chmod 600 it", path,
-                 st.st_mode & 0777);
+    log::warning("{} file {} is readable by other users (mode {:o}); chmod 600 it", what, path, st.st_mode & 0777);
   }
   return secret;
 }
-
-}  // namespace
 
 std::string load_job_secret(const std::map<std::string, std::string>& conf, const EnvLookup& env) {
   const auto file = conf.find("token_file");
@@ -51,7 +44,7 @@ std::string load_job_secret(const std::map<std::string, std::string>& conf, cons
   std::string secret;
   std::string source;
   if (file != conf.end()) {
-    secret = read_secret_file(file->second);
+    secret = read_secret_file("--rdzv_conf token_file", file->second, "the job secret");
     source = "--rdzv_conf token_file=" + file->second;
   } else if (from_env) {
     secret = *from_env;

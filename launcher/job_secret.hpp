@@ -25,6 +25,11 @@ inline constexpr std::size_t kMinSecretBytes = 16;
 // readable by other users.
 std::string load_job_secret(const std::map<std::string, std::string>& rdzv_conf, const EnvLookup& env);
 
+// The contents of a file holding a secret (one trailing newline removed), named by `flag` (e.g.
+// "--rdzv_conf token_file") in errors: throws UsageError saying `what` it should hold when it
+// cannot be read; warns (log) when other users may read it.
+std::string read_secret_file(const std::string& flag, const std::string& path, const std::string& what);
+
 // HMAC-SHA256 of `data` under `key`: 32 raw bytes.
 std::string hmac_sha256(std::string_view key, std::string_view data);
 

@@ -39,6 +39,13 @@ struct LaunchConfig {
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   std::map<std::string, std::string> rdzv_conf;
+  // --rdzv_backend etcd-v3 (etcd_config.hpp): the members from --rdzv_endpoint ("host:port", in
+  // order), and the user and password from --rdzv_conf user=, password_file= (or
+  // DDPLAUNCH_ETCD_PASSWORD); never printed, never passed to workers.
+  std::vector<std::string> etcd_endpoints;
+  std::string etcd_user;
+  std::string etcd_password;
+  bool uses_etcd() const { return rdzv_backend == "etcd-v3"; }
   // The job secret (job_secret.hpp): from DDPLAUNCH_RDZV_TOKEN or --rdzv_conf token_file; "" = none.
   // Never printed, never passed to workers.
   std::string rdzv_secret;

@@ -59,7 +59,7 @@ class LateArrival : public ddp::Error {
 struct ElasticOptions {
   RendezvousOptions base;  // base.nnodes is MAX
   int min_nodes = 1;
-  bool is_host = false;  // this node hosts the store (--node_rank 0) and closes rounds
+  bool is_host = false;  // this node closes rounds: the store's host (--node_rank 0); with etcd, every node
   std::chrono::milliseconds last_call{std::chrono::seconds(3)};
 };
 

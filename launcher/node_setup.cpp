@@ -19,6 +19,8 @@
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include "launcher/etcd_config.hpp"
+#include "launcher/etcd_store.hpp"
 #include "launcher/flag_parsers.hpp"
 #include "launcher/worker_spec.hpp"
 
@@ -56,8 +58,11 @@ bool resolves_to_loopback_only(const std::string& host) {
 // the address --master_addr resolves to here, except a host name that resolves only to loopback
 // here (Debian maps its own name to 127.0.1.1), which the other nodes resolve to another
 // address: every interface then, as torchrun.
+// With etcd-v3, every interface unless bind says otherwise: the workers dial the address the
+// host published, which is the one it reaches etcd from.
 std::string store_bind_host(const LaunchConfig& c) {
   if (const auto it = c.rdzv_conf.find("bind"); it != c.rdzv_conf.end()) return it->second == "*" ? "" : it->second;
+  if (c.uses_etcd()) return "";
   if (c.max_nodes == 1) return c.master_addr;
   boost::system::error_code ec;
   const std::string bare = rendezvous::unbracket_host(c.master_addr);
@@ -98,6 +103,14 @@ std::string log_root_for(const LaunchConfig& c, bool& temporary) {
   return tmpl;
 }
 
+// Each etcd call's bound: a member that does not answer within it is as lost as a store.
+std::chrono::milliseconds etcd_call_timeout(const LaunchConfig& c) {
+  return std::max<std::chrono::milliseconds>(c.heartbeat_timeout, std::chrono::seconds(1));
+}
+
+// The job's keys in etcd outlive its last launcher by this much at least (etcd_job_lease.hpp).
+constexpr std::chrono::milliseconds kJobLeaseTtl{std::chrono::seconds(10)};
+
 }  // namespace
 
 NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
@@ -111,31 +124,52 @@ NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
     check_resolvable(c.master_addr, "--master_addr");
     if (!c.local_addr.empty()) check_resolvable(c.local_addr, "--local_addr");
   }
-  if (o.host_store && c.node_rank == 0) {
-    // Every worker of the job (all nodes) holds a connection to this store.
-    s.effective.open_files_limit = raise_open_file_limit();
-    rendezvous::TcpStoreServerOptions so;
-    so.port = static_cast<std::uint16_t>(c.master_port);
-    so.host = store_bind_host(c);
-    so.log = [](std::string_view line) { log::info("store: {}", line); };
-    try {
-      s.server = std::make_unique<rendezvous::TcpStoreServer>(so);
-    } catch (const rendezvous::BindError& e) {
-      if (c.max_nodes == 1 || c.rdzv_conf.count("bind")) throw UsageError(e.what());
-      throw UsageError(std::string(e.what()) +
-                       "; node 0 runs on the host --master_addr names, or choose the address with --rdzv_conf "
-                       "bind=ADDR (bind=* for every interface)");
-    }
+  // Every worker of the job (all nodes) holds a connection to the store's host; with etcd, any
+  // node may become it.
+  if (o.host_store && (c.node_rank == 0 || c.uses_etcd())) s.effective.open_files_limit = raise_open_file_limit();
+  if (o.host_store && c.node_rank == 0 && !c.uses_etcd()) {
+    s.server = host_job_store(c);
     s.effective.port = s.server->port();
-    s.server->start();
+  }
+  if (c.uses_etcd()) {
+    s.effective.etcd_lease = std::make_shared<EtcdJobLease>(
+        etcd_client_options(c, etcd_call_timeout(c)), etcd_prefix(c),
+        std::chrono::duration_cast<std::chrono::seconds>(std::max<std::chrono::milliseconds>(c.heartbeat_timeout, kJobLeaseTtl)));
   }
   // Last: nothing after it can fail and leave the directory behind.
   s.effective.log_root = log_root_for(c, s.effective.temporary_log_root);
   return s;
 }
 
+std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c) {
+  rendezvous::TcpStoreServerOptions so;
+  so.port = static_cast<std::uint16_t>(c.master_port);
+  so.host = store_bind_host(c);
+  so.log = [](std::string_view line) { log::info("store: {}", line); };
+  std::unique_ptr<rendezvous::TcpStoreServer> server;
+  try {
+    server = std::make_unique<rendezvous::TcpStoreServer>(so);
+  } catch (const rendezvous::BindError& e) {
+    if (c.max_nodes == 1 || c.rdzv_conf.count("bind") || c.uses_etcd()) throw UsageError(e.what());
+    throw UsageError(std::string(e.what()) +
+                     "; node 0 runs on the host --master_addr names, or choose the address with --rdzv_conf "
+                     "bind=ADDR (bind=* for every interface)");
+  }
+  server->start();
+  return server;
+}
+
 StoreConnector store_connector(const LaunchConfig& c, const EffectiveConfig& eff,
                                std::optional<std::chrono::milliseconds> connect_timeout) {
+  if (c.uses_etcd()) {
+    EtcdStoreOptions o;
+    o.client = etcd_client_options(c, etcd_call_timeout(c));
+    o.prefix = etcd_prefix(c);
+    return [o, lease = eff.etcd_lease]() mutable {
+      o.lease = lease->id();
+      return std::make_shared<EtcdStore>(o);
+    };
+  }
   rendezvous::TcpStoreClientOptions o;
   o.host = c.master_addr;
   o.port = static_cast<std::uint16_t>(eff.port);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "launcher/etcd_job_lease.hpp"
 #include "launcher/job_monitor.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/python_interpreter.hpp"
@@ -22,12 +23,20 @@ struct EffectiveConfig {
   bool temporary_log_root = false;  // it holds only the error files: removed after a success
   long long open_files_limit = -1;  // before hosting the store raised it; workers get it back
   PythonInterpreter python;         // runs a .py program or -m module (python_interpreter.hpp)
+  // --rdzv_backend etcd-v3: the job's lease in etcd, shared by this launcher's connections (made
+  // at the first connect); nullptr otherwise.
+  std::shared_ptr<EtcdJobLease> etcd_lease;
 };
 
 struct NodeSetupOptions {
   bool preflight = true;   // check the program and addresses (off for fake processes)
   bool host_store = true;  // node 0 hosts a TcpStoreServer at --master_addr:--master_port
 };
+
+// A store server for this job's workers (and, without etcd, the launchers), already serving, at
+// --master_port (0: a free one) on the address store_bind_host chooses. Throws UsageError when
+// the port is taken.
+std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& config);
 
 struct NodeSetup {
   EffectiveConfig effective;
@@ -39,7 +48,9 @@ struct NodeSetup {
 // an address that does not resolve, a port already in use, or a log directory that cannot be made.
 NodeSetup set_up_node(const LaunchConfig& config, const NodeSetupOptions& options);
 
-// New connections to the store root (un-prefixed) at --master_addr and the effective port, as
+// New connections to the store root (un-prefixed): with etcd-v3, EtcdStores in the job's
+// namespace with the job's lease, each call bounded by the heartbeat timeout (at least 1 s);
+// otherwise at --master_addr and the effective port, as
 // TcpStoreClients that retry until --rdzv_timeout and time replies out after the heartbeat
 // timeout (at least 1 s), so a cut link cannot stall the teardown for longer.
 // `connect_timeout` replaces --rdzv_timeout as the connect bound: the monitor of a running round

@@ -43,6 +43,13 @@ constexpr RdzvConfKey kKeys[] = {
     // ddplaunch's own: the job secret's file (job_secret.hpp) and the store's bind address.
     {"token_file", ValueKind::Text, nullptr},
     {"bind", ValueKind::Text, nullptr},
+    // etcd-v3 (etcd_config.hpp): authentication, and torchrun's etcd TLS keys (refused there).
+    {"user", ValueKind::Text, nullptr},
+    {"password_file", ValueKind::Text, nullptr},
+    {"protocol", ValueKind::Text, nullptr},
+    {"cacert", ValueKind::Text, nullptr},
+    {"cert", ValueKind::Text, nullptr},
+    {"key", ValueKind::Text, nullptr},
 };
 
 const RdzvConfKey& find_key(const std::string& name) {
@@ -71,6 +78,11 @@ void apply_rdzv_conf(const std::string& text, LaunchConfig& c) {
       throw UsageError(
           "--rdzv_conf token=... would show the job secret to every user of this machine (ps); put it in a file "
           "(--rdzv_conf token_file=PATH, mode 600) or in DDPLAUNCH_RDZV_TOKEN");
+    }
+    if (key == "password") {
+      throw UsageError(
+          "--rdzv_conf password=... would show the etcd password to every user of this machine (ps); put it in a "
+          "file (--rdzv_conf password_file=PATH, mode 600) or in DDPLAUNCH_ETCD_PASSWORD");
     }
     const RdzvConfKey& known = find_key(key);
     const auto seconds = parse_seconds(value);

@@ -7,6 +7,8 @@
 
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/flag_parsers.hpp"
 #include "launcher/job_store.hpp"
 #include "launcher/node_rendezvous.hpp"
 
@@ -32,6 +34,7 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
       }
       joined = join_job_round(*root_, *job_, config_, effective_, round, &cancelled_,
                               [](const std::string& s) { log::info("{}", s); });
+      if (config_.uses_etcd()) meet_workers_store(*joined);
     } catch (const rendezvous::ConnectionError& e) {
       // Node 0 never sees a node whose job secret differs: it times out and ends, and this node
       // loses (or never reaches) the store, whichever comes first.
@@ -50,6 +53,29 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
       on_joined(*joined);
     });
   });
+}
+
+void RoundJoiner::meet_workers_store(JoinedRound& joined) {
+  const std::string key = "r" + std::to_string(joined.round) + "/workers_store";
+  if (joined.group_rank == 0) {
+    if (!workers_store_) workers_store_ = host_job_store(config_);
+    std::string address = config_.local_addr;
+    if (address.empty()) address = root_->local_address();
+    if (address.empty()) address = effective_.host;
+    joined.master_addr = address;
+    joined.master_port = workers_store_->port();
+    job_->set(key, rendezvous::format_endpoint(address, workers_store_->port()));
+    if (config_.min_nodes == config_.max_nodes) {
+      // Only the round's nodes (and this host) may open new connections to it.
+      workers_store_->allow_only(joined.ranks.ip_addresses());
+    }
+    return;
+  }
+  const std::string published = job_->get(key, config_.rdzv_timeout);
+  const Endpoint where = parse_endpoint(published);
+  if (!where.port) throw Error("etcd: the workers' store address '" + published + "' has no port");
+  joined.master_addr = where.host;
+  joined.master_port = *where.port;
 }
 
 }  // namespace ddp::launcher

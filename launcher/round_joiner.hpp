@@ -1,6 +1,9 @@
 // Joining a round off the agent's event loop: the rendezvous blocks (for up to --rdzv_timeout),
 // so it runs on a helper thread, and its result is posted back to the loop. The first join also
 // opens the agent's connections to the store (root and the job's prefixed view).
+// With etcd-v3 the workers still need a TCPStore: the round's group rank 0 hosts one (started at
+// its first such round, kept until the joiner ends) and publishes "r<r>/workers_store" =
+// "address:port" (--local_addr, else the address it reaches etcd from); the other nodes read it.
 #pragma once
 
 #include <atomic>
@@ -11,6 +14,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/job_round.hpp"
 
 namespace ddp::launcher {
@@ -42,6 +46,9 @@ class RoundJoiner {
   rendezvous::Store* job() const { return job_.get(); }
 
  private:
+  // etcd-v3: hosts or finds the round's workers' store (see above) and fills it in. Join thread.
+  void meet_workers_store(JoinedRound& joined);
+
   boost::asio::io_context& io_;
   StoreConnector connect_root_;
   const LaunchConfig& config_;
@@ -50,6 +57,7 @@ class RoundJoiner {
   std::shared_ptr<rendezvous::Store> job_;
   std::atomic<bool> cancelled_{false};
   std::thread thread_;
+  std::unique_ptr<rendezvous::TcpStoreServer> workers_store_;  // etcd-v3, on a group rank 0
 };
 
 }  // namespace ddp::launcher

@@ -41,6 +41,9 @@ void check_nodes(const LaunchConfig& c) {
                     "(or gpu, cpu, auto)",
                     c.nproc_per_node, kMaxProcPerNode));
   }
+  if (c.standalone && c.uses_etcd()) {
+    throw UsageError("--standalone runs its own store; drop --rdzv_backend etcd-v3 or --standalone");
+  }
   if (c.standalone && (c.max_nodes > 1 || c.node_rank != 0)) {
     throw UsageError(
         fmt::format("--standalone runs a single node, not --nnodes={} --node_rank={}; drop "
@@ -57,7 +60,8 @@ void check_nodes(const LaunchConfig& c) {
 
 void check_store(const LaunchConfig& c) {
   if (c.master_addr.empty()) throw UsageError("--master_addr is empty; give node 0's address (default 127.0.0.1)");
-  if (c.master_port < 0 || c.master_port > 65535 || (c.master_port == 0 && c.max_nodes > 1)) {
+  // With etcd-v3, port 0 is the default for any job: group rank 0 publishes the one it got.
+  if (c.master_port < 0 || c.master_port > 65535 || (c.master_port == 0 && c.max_nodes > 1 && !c.uses_etcd())) {
     throw UsageError(
         fmt::format("--master_port={} is not a usable port; pick one in 1..65535 (0 = any free port, single node only)",
                     c.master_port));
@@ -145,6 +149,9 @@ void validate(const LaunchConfig& c) {
   if (c.dump_stacks) {
     if (!c.program.empty())
       throw UsageError("--dump_stacks takes no program ('" + c.program + "' given); it asks the running job");
+    if (c.uses_etcd()) {
+      throw UsageError("--dump_stacks does not reach a job that meets in etcd yet; use py-spy dump --pid on its nodes");
+    }
     return check_store(c);
   }
   check_program(c);

@@ -14,6 +14,7 @@
 #include "common/find_executable.hpp"
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/etcd_config.hpp"
 #include "launcher/job_secret.hpp"
 
 namespace ddp::launcher {
@@ -160,6 +161,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     }
     w.env = in.base_env;
     w.env.erase(kSecretEnv);  // the job secret is the launchers' alone (job_secret.hpp)
+    w.env.erase(kEtcdPasswordEnv);
     worker_env::apply(w.env, we);
     if (c.virtual_local_rank) w.env["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
     w.open_files_limit = in.open_files_limit;
