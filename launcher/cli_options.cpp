@@ -25,6 +25,10 @@ Examples:
   One device per worker: CUDA_VISIBLE_DEVICES=2,3 ddplaunch --nproc_per_node=2 --virtual_local_rank ./train
   Slurm, one launcher per node:
     srun --nodes=2 --ntasks-per-node=1 ddplaunch --nproc_per_node=4 ./train
+  MPI, one launcher per node:
+    mpirun -np 2 --map-by ppr:1:node ddplaunch --nproc_per_node=4 ./train
+  Meeting in etcd (v3 API), the same command on every node, in any order:
+    ddplaunch --nnodes=2 --nproc_per_node=8 --rdzv_backend=etcd-v3 --rdzv_endpoint=10.0.0.5:2379 --rdzv_id=job42 ./train
   See what would run: ddplaunch --dry-run --nproc_per_node=2 ./train
 Exit codes: 0 success; the failing worker's code; 128+N if it died of signal N;
   2 bad usage; 130 interrupted; 1 launcher error (see README).)";
