@@ -180,9 +180,12 @@ void Agent::start_monitor() {
   const int round = round_;
   if (c_.uses_etcd()) {
     mo.store_lost = "lost etcd at " + c_.rdzv_endpoint;
-    mo.liveness = [this, round](const JobMonitorOptions& o) {
-      return std::make_unique<EtcdNodeLease>(etcd_client_options(c_, c_.heartbeat_timeout),
-                                             etcd_prefix(c_) + "alive/r" + std::to_string(round) + "/", o);
+    // The records are not under the job's lease (each has its node's own), so their prefix names
+    // the job's lease: a rerun with the same run id never watches this run's records run out.
+    const std::string records =
+        fmt::format("{}alive/{:x}/r{}/", etcd_prefix(c_), eff_.etcd_lease->id(), round);
+    mo.liveness = [this, records](const JobMonitorOptions& o) {
+      return std::make_unique<EtcdNodeLease>(etcd_client_options(c_, c_.heartbeat_timeout), records, o);
     };
   }
   monitor_ = std::make_unique<JobMonitor>(

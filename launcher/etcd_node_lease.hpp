@@ -18,8 +18,8 @@ namespace ddp::launcher {
 
 class EtcdNodeLease : public NodeLiveness {
  public:
-  // `prefix` is the round's record prefix in etcd, e.g. "/ddplaunch/<run_id>/alive/r0/". Does
-  // not connect.
+  // `prefix` is the round's record prefix in etcd, e.g. "/ddplaunch/<run_id>/alive/<job lease>/r0/".
+  // Does not connect.
   EtcdNodeLease(const EtcdClientOptions& client, std::string prefix, const JobMonitorOptions& options);
 
   // Throws ddp::Error naming etcd when it cannot be reached, or when this node's own lease ran

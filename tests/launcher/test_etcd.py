@@ -137,7 +137,7 @@ def wait_line(p, pattern, timeout=30):
 
 def test_two_nodes_meet_in_a_three_member_cluster(lx, etcd3):
     prog = lx.script("dump.sh", ENV_DUMP)
-    args = etcd_args(etcd3, "meet", extra=["--nproc_per_node", "2", "--no_python", prog])
+    args = etcd_args(etcd3, "meet", extra=["--nproc_per_node", "2", "--heartbeat_timeout", "2", "--no_python", prog])
     # Either node may come first: the second here starts before the first.
     late = lx.start(args)
     wait_line(late, r"waiting for nodes: 1/2")
@@ -155,6 +155,14 @@ def test_two_nodes_meet_in_a_three_member_cluster(lx, etcd3):
     assert "DDPLAUNCH_ETCD_PASSWORD" not in envs[0]
     # A successful job removes its keys (only the nodes' liveness records wait for their leases).
     assert [k for k in etcd3.keys("/ddplaunch/meet/") if "/alive/" not in k] == []
+    # So the same run id runs again at once, and the first run's liveness records running out
+    # (2 s) while this run goes on are not mistaken for this run's nodes.
+    slow = lx.script("slow.sh", "#!/bin/sh\nsleep 4\n")
+    again = [lx.start(args[:-1] + [slow]) for _ in range(2)]
+    for p in again:
+        out, err = lx.communicate(p)
+        assert p.returncode == 0, err
+        assert "lost" not in err, err
 
 
 def test_a_pytorch_gloo_script_under_two_launchers(lx, etcd1):
