@@ -86,14 +86,17 @@ class EtcdCluster:
     def kill(self, i):
         self.procs.kill(self.members[i])
 
-    def wait_key(self, key, timeout=30):
-        """Blocks until `key` has been written (an etcd watch from revision 1, so a write that
-        came first counts too)."""
-        cmd = [ETCDCTL, "--endpoints", self.endpoints, "watch", "--rev=1", key]
+    def wait_key(self, key, prefix=False, count=1):
+        """Blocks until `count` writes to `key` (or to keys under it) happened: an etcd watch from
+        revision 1, so writes that came first count too. (Bounded by the test's timeout.)"""
+        cmd = [ETCDCTL, "--endpoints", self.endpoints, "watch", "--rev=1"] + (["--prefix"] if prefix else []) + [key]
         p = self.procs.start(cmd, env=dict(os.environ, ETCDCTL_API="3"), stdout=subprocess.PIPE, text=True)
         try:
-            line = p.stdout.readline()  # "PUT" of the first event
-            assert line.strip() == "PUT", f"etcdctl watch {key}: {line!r}"
+            seen = 0
+            while seen < count:
+                line = p.stdout.readline()  # events come as three lines: PUT, key, value
+                assert line, f"etcdctl watch {key} ended"
+                seen += line.strip() == "PUT"
         finally:
             self.procs.kill(p)
 
@@ -203,6 +206,7 @@ def test_a_killed_launcher_is_noticed_through_its_lease(lx, etcd1):
                                              "--shutdown_timeout", "2", "--no_python", prog])
     p0, p1 = lx.start(args), lx.start(args)
     lx.wait_pids(2)
+    etcd1.wait_key("/ddplaunch/killed/alive/", prefix=True, count=2)  # both hold their leases
     os.kill(p1.pid, signal.SIGKILL)
     t0 = time.time()
     out, err = lx.communicate(p0)
