@@ -6,7 +6,7 @@
 # latency (bench_store.py, plot store_throughput.png), CPU allreduce against Gloo
 # (bench_allreduce.py, plot allreduce.png), launcher footprint (bench_footprint.py), log
 # forwarding (bench_logs.py), rendezvous at scale (bench_rendezvous.py, plot
-# rendezvous_scaling.png), DDP step time (bench_ddp.py) and the GPU section (bench_gpu.py: skipped with
+# rendezvous_scaling.png), meeting in etcd against torchrun's etcd backend (bench_etcd.py), DDP step time (bench_ddp.py) and the GPU section (bench_gpu.py: skipped with
 # a note without a CUDA device).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="
 cmake --build "$BUILD" --target ddplaunch ddplaunch-store spawn_floor store_load rendezvous_scale log_spam allreduce_bench ddp_bench ddp_step_worker progress_cost gpu_bench >/dev/null
 # The scaling plots need matplotlib in the venv.
 .venv/bin/python -c "import matplotlib" 2>/dev/null || .venv/bin/pip install -q matplotlib >/dev/null
+# torchrun's etcd rendezvous backend, the peer of bench_etcd.py, needs python-etcd.
+.venv/bin/python -c "import etcd" 2>/dev/null || .venv/bin/pip install -q python-etcd >/dev/null
 # A failed section leaves the last complete RESULTS.md in place, and no partial file behind.
 trap 'rm -f bench/RESULTS.md.tmp' EXIT
 {
@@ -25,7 +27,7 @@ trap 'rm -f bench/RESULTS.md.tmp' EXIT
   echo "date $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')."
   echo "Medians of repeated runs, min–max in brackets; ratios from the same run."
   echo
-  for section in launcher recovery store rendezvous allreduce ddp footprint logs gpu; do
+  for section in launcher recovery store rendezvous etcd allreduce ddp footprint logs gpu; do
     .venv/bin/python "bench/bench_$section.py" "$BUILD/bin" "$@"
     echo
   done
