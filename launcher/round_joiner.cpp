@@ -38,7 +38,7 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
     } catch (const rendezvous::ConnectionError& e) {
       // Node 0 never sees a node whose job secret differs: it times out and ends, and this node
       // loses (or never reaches) the store, whichever comes first.
-      error = config_.rdzv_secret.empty()
+      error = config_.rdzv_secret.empty() || config_.uses_etcd()  // etcd: no node 0 to time out
                   ? std::current_exception()
                   : std::make_exception_ptr(rendezvous::ConnectionError(
                         std::string(e.what()) + "; if node 0 timed out waiting for this node, check that " +
