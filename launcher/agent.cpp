@@ -328,7 +328,18 @@ int Agent::run() {
     leave_job(*joiner_->job(), key(""), nnodes_, store_host,
               std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
   }
-  if (eff_.etcd_lease && exit_code_ == kExitOk && store_host) eff_.etcd_lease->revoke();
+  // With etcd, a late node waits for the next round in keys that its own keep-alives keep: tell it
+  // (and any node that comes later) that the job is over, once that is so for every node.
+  const bool over = exit_code_ == kExitOk || (status_.cause() && restart_count_ >= c_.max_restarts);
+  if (eff_.etcd_lease && joiner_->job() && over) {
+    const bool waiting = turn_away_late_nodes(
+        *joiner_->job(), round_ + 1,
+        fmt::format("job '{}' ended (exit code {}) before this node could join it; start a new job (another "
+                    "--rdzv_id)",
+                    c_.run_id, *exit_code_));
+    // Its keys go once every node left, unless a late node must still read that.
+    if (exit_code_ == kExitOk && store_host && !waiting) eff_.etcd_lease->revoke();
+  }
   console_.flush();
   return *exit_code_;
 }

@@ -25,13 +25,26 @@ std::int64_t counter_value(const std::string& key, const std::string& text) {
   }
   throw Error(fmt::format("etcd key '{}' holds '{}', not a counter", key, text.substr(0, 40)));
 }
+// A write under the job's lease after the lease ended says so in etcd's words ("requested lease
+// not found"); this says what it means.
+template <class Write>
+auto under_lease(Write write) {
+  try {
+    return write();
+  } catch (const EtcdError& e) {
+    if (std::string(e.what()).find("lease not found") == std::string::npos) throw;
+    throw EtcdError(std::string("the job's keys are gone from etcd (its lease ended: the job is over, or no launcher of "
+                                "it reached etcd for the lease's TTL): ") +
+                    e.what());
+  }
+}
 }  // namespace
 
 EtcdStore::EtcdStore(EtcdStoreOptions options) : options_(std::move(options)), client_(options_.client) {}
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mutex_);
-  client_.put(full(key), value, options_.lease);
+  under_lease([&] { return client_.put(full(key), value, options_.lease); });
 }
 
 std::string EtcdStore::get_locked(const std::string& key, Duration timeout) {
@@ -60,7 +73,9 @@ std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
     const auto kv = client_.get(full(key));
     const std::int64_t value = kv ? counter_value(key, kv->value) + delta : delta;
     if (delta == 0) return value;
-    if (client_.compare_and_swap(full(key), kv ? kv->mod_revision : 0, std::to_string(value), options_.lease))
+    if (under_lease([&] {
+          return client_.compare_and_swap(full(key), kv ? kv->mod_revision : 0, std::to_string(value), options_.lease);
+        }))
       return value;
   }
 }
@@ -73,7 +88,8 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
     // is empty; otherwise the answer is `expected`.
     if (!kv && !expected.empty()) return expected;
     if (kv && kv->value != expected) return kv->value;
-    if (client_.compare_and_swap(full(key), kv ? kv->mod_revision : 0, desired, options_.lease)) return desired;
+    if (under_lease([&] { return client_.compare_and_swap(full(key), kv ? kv->mod_revision : 0, desired, options_.lease); }))
+      return desired;
   }
 }
 

@@ -32,11 +32,14 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
     return JoinedRound{join_round(root, job, self, o), c.node_rank, round, 0, "", 0};
   }
   // With etcd there is no store host: ranks follow the order of arrival (--node_rank is not
-  // needed), and every node may close a round (its compare-set makes that happen once).
+  // needed), and every node that comes to a round with the job (its start or a restart) may close
+  // it; the compare-set makes that happen once. A node that arrived late waits for them: closing
+  // the next round alone would start a second job beside the running one.
   ElasticOptions e;
   e.base = o;
   e.min_nodes = c.min_nodes;
   e.is_host = c.node_rank == 0 || c.uses_etcd();
+  e.by_arrival = c.uses_etcd();
   if (const auto it = c.rdzv_conf.find("last_call_timeout"); it != c.rdzv_conf.end()) {
     e.last_call = std::chrono::milliseconds(static_cast<long long>(std::stod(it->second) * 1000));
   }
@@ -47,6 +50,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
     } catch (const LateArrival& arrival) {
       status(arrival.what());
       ++e.base.round;
+      if (c.uses_etcd()) e.is_host = false;
     }
   }
 }
@@ -64,6 +68,17 @@ bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node,
     }
   }
   return true;
+}
+
+bool turn_away_late_nodes(rendezvous::Store& job, int next_round, const std::string& why) {
+  const std::string round = "r" + std::to_string(next_round) + "/";
+  try {
+    job.compare_set(round + "closed", "", "error: " + why);
+    return job.add(round + "joined", 0) > 0;
+  } catch (const Error& e) {
+    log::warning("could not tell nodes waiting for round {} that the job ended: {}", next_round, e.what());
+    return false;
+  }
 }
 
 void leave_job(rendezvous::Store& job, const std::string& round_prefix, int nnodes, bool is_host,

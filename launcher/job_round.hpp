@@ -37,6 +37,11 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
 // forge one (a counter could be bumped by anyone). Throws what the store throws.
 bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes);
 
+// Closes round `next_round` of an elastic job that ended for good, with `why` as the error that a
+// node waiting there (it arrived late) or arriving later exits with, instead of waiting until
+// --rdzv_timeout. Returns whether a node waits there. Never throws (a failure is logged).
+bool turn_away_late_nodes(rendezvous::Store& job, int next_round, const std::string& why);
+
 // The exit barrier of a successful multi-node job: every node counts itself out under
 // `round_prefix` ("r<round>/"); the store's host (`is_host`) then waits up to `wait` for all
 // `nnodes`, so no node mistakes a finished job for a lost store. Never throws: a node gone after

@@ -135,8 +135,10 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
   job.set(round + "arrived/" + std::to_string(index), "1");
 
   const auto joined_line = [&] {
-    return "waiting for nodes: " + std::to_string(job.add(round + "joined", 0)) + "/" + std::to_string(e.min_nodes) +
-           ".." + std::to_string(o.nnodes) + " joined (node_rank " + std::to_string(self.node_rank) + ")";
+    const std::string wanted =
+        e.min_nodes == o.nnodes ? std::to_string(o.nnodes) : std::to_string(e.min_nodes) + ".." + std::to_string(o.nnodes);
+    return "waiting for nodes: " + std::to_string(job.add(round + "joined", 0)) + "/" + wanted + " joined" +
+           (e.by_arrival ? "" : " (node_rank " + std::to_string(self.node_rank) + ")");
   };
   const auto too_few = [&] {
     throw TimeoutError(fmt::format(
@@ -168,8 +170,10 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
   for (int i = 1; i <= members; ++i) {
     nodes.emplace_back(NodeInfo::parse(job.get(round + "member/" + std::to_string(i), o.timeout)), i);
   }
-  std::stable_sort(nodes.begin(), nodes.end(),
-                   [](const auto& a, const auto& b) { return (a.first.node_rank == 0) > (b.first.node_rank == 0); });
+  if (!e.by_arrival) {
+    std::stable_sort(nodes.begin(), nodes.end(),
+                     [](const auto& a, const auto& b) { return (a.first.node_rank == 0) > (b.first.node_rank == 0); });
+  }
   std::vector<NodeInfo> ranked;
   int mine = -1;
   for (std::size_t g = 0; g < nodes.size(); ++g) {

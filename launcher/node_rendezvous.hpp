@@ -61,6 +61,7 @@ struct ElasticOptions {
   int min_nodes = 1;
   bool is_host = false;  // this node closes rounds: the store's host (--node_rank 0); with etcd, every node
   std::chrono::milliseconds last_call{std::chrono::seconds(3)};
+  bool by_arrival = false;  // group ranks in arrival order only; --node_rank plays no part (etcd)
 };
 
 struct ElasticRound {
@@ -73,7 +74,8 @@ struct ElasticRound {
 //   2. The host waits until MIN nodes arrived, then up to `last_call` more for MAX, and closes
 //      the round: "closed" = the number of members N (compare-set, so it happens once).
 //   3. Nodes with i <= N are members: the host is group rank 0, the others follow in arrival
-//      order; ranks are prefix sums as in rank_map.hpp. A node with i > N throws LateArrival.
+//      order (by_arrival: all in arrival order); ranks are prefix sums as in rank_map.hpp. A node
+//      with i > N throws LateArrival.
 // Blocks until the round closes or options.base.timeout passes (TimeoutError); cancellation and
 // configuration conflicts as in join_round.
 ElasticRound join_elastic_round(rendezvous::Store& root, rendezvous::Store& job, const NodeInfo& self,

@@ -9,7 +9,7 @@ directories, started by each test and killed at its end.
   * a launcher killed with SIGKILL is noticed through its lease within the heartbeat timeout:
     the other stops (fixed size), or carries on alone in a new round that elects a new store host
     (elastic);
-  * a late node joins the next round;
+  * a late node joins the next round, and one waiting for a job that ends is told so;
   * etcd with authentication: the right password works, a wrong one fails naming it;
   * bad invocations (torchrun's etcd/etcd-v2 names, no endpoint, a password on the command line,
     TLS keys) exit 2 with one line naming the fix; an etcd that is not there fails within the
@@ -263,6 +263,24 @@ def test_a_late_node_joins_the_next_round(lx, etcd1):
     round1 = [lx.read_env(f"env.1.{r}") for r in range(2)]
     assert {e["WORLD_SIZE"] for e in round1} == {"2"}
     assert {e["TORCHELASTIC_RESTART_COUNT"] for e in round1} == {"1"}
+
+
+def test_a_node_waiting_for_a_job_that_ends_is_told_so(lx, etcd1):
+    # A runs alone (MIN 1); B arrives late and waits for the next round, which never comes: A's
+    # job ends, and B exits at once saying so rather than waiting out --rdzv_timeout.
+    prog = lx.script("w.sh", '#!/bin/sh\nwhile [ ! -e "$PIDDIR/end" ]; do sleep 0.1; done\n')
+    args = etcd_args(etcd1, "ended", nnodes="1:2",
+                     extra=["--nproc_per_node", "1", "--rdzv_conf", "last_call_timeout=0.5", "--no_python", prog])
+    a = lx.start(args)
+    wait_line(a, r"rank map: 1 node")
+    b = lx.start(args)
+    wait_line(b, r"it joins at the next restart")
+    open(os.path.join(lx.dir, "end"), "w").close()
+    out, err = lx.communicate(a)
+    assert a.returncode == 0, err
+    out, err = lx.communicate(b, timeout=20)
+    assert b.returncode == 2, err
+    assert "job 'ended' ended (exit code 0) before this node could join it" in err, err
 
 
 def enable_auth(etcd, password):
