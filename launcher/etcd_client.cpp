@@ -130,6 +130,31 @@ struct Unreachable {
   std::string why;
 };
 
+// What each member said last, for the message when none answered: one entry per member, however
+// often each was tried.
+class Failures {
+ public:
+  void add(const std::string& member, const std::string& why) {
+    ++tries_;
+    for (auto& [m, w] : last_) {
+      if (m == member) {
+        w = why;
+        return;
+      }
+    }
+    last_.emplace_back(member, why);
+  }
+  std::string text() const {
+    std::string out;
+    for (const auto& [m, w] : last_) out += (out.empty() ? "" : "; ") + m + ": " + w;
+    return out + (tries_ > static_cast<int>(last_.size()) ? ", " + std::to_string(tries_) + " tries" : "");
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> last_;
+  int tries_ = 0;
+};
+
 }  // namespace
 
 EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options)) {
@@ -146,7 +171,7 @@ EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options))
 
 std::string EtcdClient::call(const std::string& path, const std::string& body) {
   const auto deadline = Clock::now() + options_.timeout;
-  std::string failures;
+  Failures failures;
   bool retried_auth = false;
   for (std::size_t attempt = 0;; ++attempt) {
     if (!options_.user.empty() && token_.empty() && path != "/v3/auth/authenticate") authenticate();
@@ -155,7 +180,7 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
     const std::string where = ep.host + ":" + ep.port;
     if (Clock::now() >= deadline)
       throw rendezvous::TimeoutError("etcd " + path + ": no member answered within " +
-                                     std::to_string(options_.timeout.count()) + " ms (" + failures +
+                                     std::to_string(options_.timeout.count()) + " ms (" + failures.text() +
                                      "); check --rdzv_endpoint and that etcd runs");
     try {
       boost::asio::io_context io;
@@ -199,14 +224,14 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
       }
       throw EtcdError("etcd " + path + " at " + where + ": " + message);
     } catch (const Unreachable& u) {
-      failures += (failures.empty() ? "" : "; ") + where + ": " + u.why;
+      failures.add(where, u.why);
       if ((attempt + 1) % endpoints_.size() == 0) {
         // Every member failed in this round: pause before the next (a member may be starting;
         // nothing signals that it is up); the deadline bounds the whole call.
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       if (Clock::now() >= deadline)
-        throw rendezvous::ConnectionError("etcd " + path + ": no member reachable (" + failures +
+        throw rendezvous::ConnectionError("etcd " + path + ": no member reachable (" + failures.text() +
                                           "); check --rdzv_endpoint and that etcd runs");
     }
   }
@@ -305,7 +330,7 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
   const std::string body = json{{"create_request", create}}.dump();
   if (!options_.user.empty() && token_.empty()) authenticate();
   const auto deadline = rendezvous::deadline_after(timeout);
-  std::string failures;
+  Failures failures;
   for (std::size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
     const std::size_t index = (preferred_ + attempt) % endpoints_.size();
     const Endpoint& ep = endpoints_[index];
@@ -331,7 +356,7 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
     check_interrupted();
     if (ec == beast::error::timeout) return {};
     if (ec) {
-      failures += (failures.empty() ? "" : "; ") + ep.host + ":" + ep.port + ": " + ec.message();
+      failures.add(ep.host + ":" + ep.port, ec.message());
       continue;
     }
     // The answer is a stream of JSON messages, one per line: "created", then event batches.
@@ -366,10 +391,10 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
       }
       if (parser.is_done()) break;
     }
-    failures += (failures.empty() ? "" : "; ") + ep.host + ":" + ep.port + ": watch ended: " + ec.message();
+    failures.add(ep.host + ":" + ep.port, "watch ended: " + ec.message());
   }
   if (Clock::now() >= deadline) return {};
-  throw rendezvous::ConnectionError("etcd watch: no member reachable (" + failures +
+  throw rendezvous::ConnectionError("etcd watch: no member reachable (" + failures.text() +
                                     "); check --rdzv_endpoint and that etcd runs");
 }
 
