@@ -185,7 +185,8 @@ void Agent::start_monitor() {
     const std::string records =
         fmt::format("{}alive/{:x}/r{}/", etcd_prefix(c_), eff_.etcd_lease->id(), round);
     mo.liveness = [this, records](const JobMonitorOptions& o) {
-      return std::make_unique<EtcdNodeLease>(etcd_client_options(c_, c_.heartbeat_timeout), records, o);
+      return std::make_unique<EtcdNodeLease>(etcd_client_options(c_, eff_.etcd_endpoints, c_.heartbeat_timeout),
+                                             records, o);
     };
   }
   monitor_ = std::make_unique<JobMonitor>(

@@ -28,17 +28,23 @@ std::vector<std::string> etcd_endpoints(const std::string& text) {
 }
 
 void apply_etcd_auth(LaunchConfig& c, const EnvLookup& env) {
-  for (const char* tls : {"cacert", "cert", "key"}) {
-    if (c.rdzv_conf.count(tls)) {
-      throw UsageError(fmt::format(
-          "--rdzv_conf {}=...: ddplaunch does not speak TLS to etcd yet; reach etcd over http (protocol=http) on a "
-          "trusted network, with user= and password_file= if etcd has authentication enabled",
-          tls));
-    }
+  const auto conf = [&](const char* key) {
+    const auto it = c.rdzv_conf.find(key);
+    return it == c.rdzv_conf.end() ? std::string() : it->second;
+  };
+  const std::string protocol = conf("protocol");
+  if (!protocol.empty() && protocol != "http" && protocol != "https") {
+    throw UsageError(fmt::format("--rdzv_conf protocol={} is not http or https", protocol));
   }
-  if (const auto it = c.rdzv_conf.find("protocol"); it != c.rdzv_conf.end() && it->second != "http") {
-    throw UsageError(fmt::format("--rdzv_conf protocol={}: ddplaunch reaches etcd over http only (protocol=http)",
-                                 it->second));
+  c.etcd_ca_file = conf("cacert");
+  c.etcd_cert_file = conf("cert");
+  c.etcd_key_file = conf("key");
+  c.etcd_tls = protocol == "https" || !c.etcd_ca_file.empty() || !c.etcd_cert_file.empty();
+  if (c.etcd_cert_file.empty() != c.etcd_key_file.empty()) {
+    throw UsageError("--rdzv_conf cert= and key= go together (the client certificate and its private key); give both");
+  }
+  if (c.etcd_tls && protocol == "http") {
+    throw UsageError("--rdzv_conf protocol=http with TLS keys (cacert, cert, key); drop protocol or use https");
   }
   const auto user = c.rdzv_conf.find("user");
   const auto file = c.rdzv_conf.find("password_file");
@@ -92,9 +98,10 @@ void apply_rdzv_backend(LaunchConfig& c, const EnvLookup& env, bool master_port_
   if (!master_port_given) c.master_port = 0;  // the workers' store: a free port on group rank 0
 }
 
-EtcdClientOptions etcd_client_options(const LaunchConfig& c, std::chrono::milliseconds timeout) {
+EtcdClientOptions etcd_client_options(const LaunchConfig& c, const std::vector<std::string>& endpoints,
+                                      std::chrono::milliseconds timeout) {
   EtcdClientOptions o;
-  o.endpoints = c.etcd_endpoints;
+  o.endpoints = endpoints;
   o.timeout = timeout;
   o.user = c.etcd_user;
   o.password = c.etcd_password;

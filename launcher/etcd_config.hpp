@@ -20,11 +20,13 @@ inline constexpr const char* kEtcdPasswordEnv = "DDPLAUNCH_ETCD_PASSWORD";
 // etcd-v3 the workers' store listens on --master_port when given, else on a free port.
 // Throws UsageError naming the value and the fix: torchrun's etcd and etcd-v2 (etcd's v2 API,
 // gone in etcd 3.6) point to etcd-v3; an unknown backend; etcd-v3 without endpoints; a user
-// without a password or the reverse; TLS keys (not supported yet); etcd keys with another backend.
+// without a password or the reverse; cert without key; etcd keys with another backend.
 void apply_rdzv_backend(LaunchConfig& c, const EnvLookup& env, bool master_port_given);
 
-// The client options for this job's etcd, each call bounded by `timeout`.
-EtcdClientOptions etcd_client_options(const LaunchConfig& c, std::chrono::milliseconds timeout);
+// The client options for this job's etcd at `endpoints` (the members, or with TLS the proxy's
+// loopback ports: EffectiveConfig::etcd_endpoints), each call bounded by `timeout`.
+EtcdClientOptions etcd_client_options(const LaunchConfig& c, const std::vector<std::string>& endpoints,
+                                      std::chrono::milliseconds timeout);
 
 // The job's namespace in etcd: "/ddplaunch/<run_id>/" (every key of the job is under it).
 std::string etcd_prefix(const LaunchConfig& c);

@@ -45,6 +45,11 @@ struct LaunchConfig {
   std::vector<std::string> etcd_endpoints;
   std::string etcd_user;
   std::string etcd_password;
+  // TLS to etcd (--rdzv_conf cacert=, cert=, key=, protocol=https): through ddplaunch-etcd-tls.
+  bool etcd_tls = false;
+  std::string etcd_ca_file;  // "": the system's trusted certificates
+  std::string etcd_cert_file;
+  std::string etcd_key_file;
   bool uses_etcd() const { return rdzv_backend == "etcd-v3"; }
   // The job secret (job_secret.hpp): from DDPLAUNCH_RDZV_TOKEN or --rdzv_conf token_file; "" = none.
   // Never printed, never passed to workers.

@@ -21,6 +21,7 @@
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "launcher/etcd_config.hpp"
 #include "launcher/etcd_store.hpp"
+#include "launcher/etcd_tls_process.hpp"
 #include "launcher/flag_parsers.hpp"
 #include "launcher/worker_spec.hpp"
 
@@ -132,8 +133,9 @@ NodeSetup set_up_node(const LaunchConfig& c, const NodeSetupOptions& o) {
     s.effective.port = s.server->port();
   }
   if (c.uses_etcd()) {
+    s.effective.etcd_endpoints = c.etcd_tls ? start_etcd_tls_proxy(c) : c.etcd_endpoints;
     s.effective.etcd_lease = std::make_shared<EtcdJobLease>(
-        etcd_client_options(c, etcd_call_timeout(c)), etcd_prefix(c),
+        etcd_client_options(c, s.effective.etcd_endpoints, etcd_call_timeout(c)), etcd_prefix(c),
         std::chrono::duration_cast<std::chrono::seconds>(std::max<std::chrono::milliseconds>(c.heartbeat_timeout, kJobLeaseTtl)));
   }
   // Last: nothing after it can fail and leave the directory behind.
@@ -163,7 +165,7 @@ StoreConnector store_connector(const LaunchConfig& c, const EffectiveConfig& eff
                                std::optional<std::chrono::milliseconds> connect_timeout) {
   if (c.uses_etcd()) {
     EtcdStoreOptions o;
-    o.client = etcd_client_options(c, etcd_call_timeout(c));
+    o.client = etcd_client_options(c, eff.etcd_endpoints, etcd_call_timeout(c));
     o.prefix = etcd_prefix(c);
     return [o, lease = eff.etcd_lease]() mutable {
       o.lease = lease->id();

@@ -26,6 +26,8 @@ struct EffectiveConfig {
   // --rdzv_backend etcd-v3: the job's lease in etcd, shared by this launcher's connections (made
   // at the first connect); nullptr otherwise.
   std::shared_ptr<EtcdJobLease> etcd_lease;
+  // etcd-v3: where the etcd client connects: the members, or with TLS the proxy's loopback ports.
+  std::vector<std::string> etcd_endpoints;
 };
 
 struct NodeSetupOptions {

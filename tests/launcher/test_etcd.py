@@ -11,8 +11,10 @@ directories, started by each test and killed at its end.
     (elastic);
   * a late node joins the next round, and one waiting for a job that ends is told so;
   * etcd with authentication: the right password works, a wrong one fails naming it;
+  * etcd over TLS with client certificates (through ddplaunch-etcd-tls): a 2-node job; a wrong CA,
+    a missing client certificate and a missing file each fail naming the cause;
   * bad invocations (torchrun's etcd/etcd-v2 names, no endpoint, a password on the command line,
-    TLS keys) exit 2 with one line naming the fix; an etcd that is not there fails within the
+    a certificate without its key) exit 2 with one line naming the fix; an etcd that is not there fails within the
     heartbeat timeout.
 
     python -m pytest test_etcd.py --ddplaunch /path/to/ddplaunch
@@ -314,6 +316,74 @@ def test_etcd_with_authentication(lx, etcd1):
     assert "user" in err, err
 
 
+def make_certs(directory):
+    """A CA, a server certificate for 127.0.0.1 signed by it, a client certificate signed by it,
+    and a second CA that signed nothing (openssl's command line)."""
+    d = str(directory)
+
+    def ssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=60)
+
+    for ca in ("ca", "other"):
+        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days",
+            "2", "-subj", f"/CN={ca}")
+    with open(os.path.join(d, "san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    for name in ("server", "client"):
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj",
+            f"/CN={name}")
+        ssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+            f"{name}.pem", "-days", "2", *(["-extfile", "san.ext"] if name == "server" else []))
+    return {n: os.path.join(d, n) for n in ("ca.pem", "other.pem", "client.pem", "client.key", "server.pem",
+                                            "server.key")}
+
+
+def test_etcd_over_tls_with_client_certificates(lx, procs, tmp_path):
+    # etcd serving https only, requiring a client certificate signed by the CA.
+    certs = make_certs(tmp_path)
+    client, peer = free_port(), free_port()
+    url = f"https://127.0.0.1:{client}"
+    procs.start([ETCD, "--name", "t", "--data-dir", str(tmp_path / "etcd"), "--listen-client-urls", url,
+                 "--advertise-client-urls", url, "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-cluster", f"t=http://127.0.0.1:{peer}", "--cert-file", certs["server.pem"],
+                 "--key-file", certs["server.key"], "--trusted-ca-file", certs["ca.pem"], "--client-cert-auth",
+                 "--log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"127.0.0.1:{client}"
+    prog = lx.script("dump.sh", ENV_DUMP)
+    good = f"cacert={certs['ca.pem']},cert={certs['client.pem']},key={certs['client.key']}"
+
+    def launch(run_id, conf, nnodes="2"):
+        return ["--nnodes", nnodes, "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", endpoint, "--rdzv_id", run_id,
+                "--heartbeat_timeout", "3", "--rdzv_conf", conf, "--no_python", prog]
+
+    # etcdctl waits (up to its dial timeout) for the member: it is up when this answers.
+    subprocess.run([ETCDCTL, "--endpoints", f"https://{endpoint}", "--cacert", certs["ca.pem"], "--cert",
+                    certs["client.pem"], "--key", certs["client.key"], "--dial-timeout", "20s", "put", "/up", "1"],
+                   env=dict(os.environ, ETCDCTL_API="3"), check=True, stdout=subprocess.DEVNULL, timeout=60)
+    ps = [lx.start(launch("tls", good)) for _ in range(2)]
+    for p in ps:
+        out, err = lx.communicate(p)
+        assert p.returncode == 0, err
+    assert {lx.read_env(f"env.{r}")["WORLD_SIZE"] for r in range(2)} == {"2"}
+    # A CA that did not sign the member's certificate: the proxy says so, the launcher fails.
+    rc, out, err = lx.run(launch("tls2", f"cacert={certs['other.pem']},cert={certs['client.pem']},"
+                                         f"key={certs['client.key']}", nnodes="1"))
+    assert rc == 1, err
+    assert f"etcd member {endpoint}: TLS handshake failed: certificate verify failed" in err, err
+    # No client certificate: the member refuses it.
+    rc, out, err = lx.run(launch("tls3", f"cacert={certs['ca.pem']}", nnodes="1"))
+    assert rc == 1, err
+    assert f"etcd member {endpoint}: TLS failed" in err, err
+    # A file that is not there: exit 2 naming it.
+    rc, out, err = lx.run(launch("tls4", "cacert=/nonexistent.pem", nnodes="1"))
+    assert rc == 2, err
+    assert "cacert=/nonexistent.pem cannot be read" in err, err
+    # Nothing of the proxies is left.
+    assert subprocess.run(["pgrep", "-f", f"ddplaunch-etcd-tls.*{endpoint}"], stdout=subprocess.PIPE).stdout == b""
+
+
 @pytest.mark.parametrize("args, says", [
     (["--rdzv_backend", "etcd", "--rdzv_endpoint", "127.0.0.1:2379"], "use --rdzv_backend etcd-v3"),
     (["--rdzv_backend", "etcd-v2", "--rdzv_endpoint", "127.0.0.1:2379"], "use --rdzv_backend etcd-v3"),
@@ -321,7 +391,8 @@ def test_etcd_with_authentication(lx, etcd1):
     (["--rdzv_backend", "etcd-v3"], "needs the etcd members"),
     (["--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "bad host!"], "is not host[:port]"),
     (["--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h:2379", "--rdzv_conf", "password=x"], "password_file"),
-    (["--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h:2379", "--rdzv_conf", "cacert=/ca.pem"], "TLS"),
+    (["--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h:2379", "--rdzv_conf", "cert=/c.pem"], "go together"),
+    (["--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h:2379", "--rdzv_conf", "protocol=ftp"], "http or https"),
     (["--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h:2379", "--rdzv_conf", "user=root"], "needs a password"),
     (["--rdzv_conf", "user=root"], "etcd-v3 only"),
     (["--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h:2379", "--standalone"], "--standalone"),

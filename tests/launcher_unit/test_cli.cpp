@@ -556,6 +556,13 @@ TEST_CASE("etcd-v3 takes its members from --rdzv_endpoint and its password never
   CHECK_THAT(usage_error({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "--rdzv_conf", "user=u", "prog"}),
              Catch::Matchers::Contains("needs a password"));
   CHECK_THAT(usage_error({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "--rdzv_conf", "cert=/c.pem", "prog"}),
-             Catch::Matchers::Contains("TLS"));
+             Catch::Matchers::Contains("go together"));
+  const auto tls = parse({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "--rdzv_conf",
+                          "cacert=/ca.pem,cert=/c.pem,key=/c.key", "prog"});
+  CHECK(tls.etcd_tls);
+  CHECK(tls.etcd_ca_file == "/ca.pem");
+  CHECK(tls.etcd_key_file == "/c.key");
+  CHECK(parse({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "--rdzv_conf", "protocol=https", "prog"}).etcd_tls);
+  CHECK_FALSE(parse({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "prog"}).etcd_tls);
   CHECK_THAT(usage_error({"--rdzv_conf", "user=u", "prog"}), Catch::Matchers::Contains("etcd-v3 only"));
 }
