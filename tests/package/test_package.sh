@@ -34,7 +34,7 @@ step() {
 
 step install "$cmake" --install "$build" --prefix "$prefix" \
   || fail "cmake --install $build failed; build ddp_runtime, ddplaunch and ddplaunch-store first"
-for f in bin/ddplaunch bin/ddplaunch-store include/ddplaunch/process_group.hpp \
+for f in bin/ddplaunch bin/ddplaunch-store bin/ddplaunch-etcd-tls include/ddplaunch/process_group.hpp \
          include/ddplaunch/distributed_data_parallel.hpp include/ddplaunch/rendezvous/store.hpp \
          include/ddplaunch/rendezvous/memory_store.hpp include/ddplaunch/common/error.hpp; do
   [[ -f $prefix/$f ]] || fail "the install has no $f"

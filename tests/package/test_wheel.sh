@@ -32,13 +32,16 @@ echo "$wheel"
 "$py" -m zipfile -l "$wheel" | tee "$work/contents"
 grep -q "data/scripts/ddplaunch " "$work/contents" || fail "the wheel has no scripts/ddplaunch"
 grep -q "data/scripts/ddplaunch-store " "$work/contents" || fail "the wheel has no scripts/ddplaunch-store"
+grep -q "data/scripts/ddplaunch-etcd-tls " "$work/contents" || fail "the wheel has no scripts/ddplaunch-etcd-tls"
 grep -q "ddplaunch/__main__.py" "$work/contents" || fail "the wheel has no python -m entry"
 if grep -qi "torch\|\.so" "$work/contents"; then fail "the wheel carries a shared library or LibTorch"; fi
 
 echo "== pip install the wheel into $venv_bin/.."
 "$py" -m pip install -q --no-deps --force-reinstall "$wheel"
-[[ -x $venv_bin/ddplaunch && -x $venv_bin/ddplaunch-store ]] || fail "executables not in $venv_bin"
+[[ -x $venv_bin/ddplaunch && -x $venv_bin/ddplaunch-store && -x $venv_bin/ddplaunch-etcd-tls ]] ||
+  fail "executables not in $venv_bin"
 if ldd "$venv_bin/ddplaunch" | grep -qi "torch\|c10"; then fail "ddplaunch links LibTorch"; fi
+if ldd "$venv_bin/ddplaunch" | grep -qi "libssl\|libcrypto"; then fail "ddplaunch links OpenSSL (only ddplaunch-etcd-tls may)"; fi
 
 cat >"$work/script.py" <<'PY'
 import os, sys
