@@ -91,35 +91,27 @@ class Relay : public std::enable_shared_from_this<Relay> {
         self->server_.set_verify_callback(ssl::host_name_verification(self->member_.host));
         self->server_.async_handshake(ssl::stream_base::client, [self](error_code ec) {
           if (ec) return self->fail("TLS handshake", ec);
-          self->client_to_server();
-          self->server_to_client();
+          self->relay(self->client_, self->server_, self->up_);
+          self->relay(self->server_, self->client_, self->down_);
         });
       });
     });
   }
 
  private:
-  void client_to_server() {
+  // Relays `from` to `to` through `buffer` until either side ends. A TLS error on the way is
+  // reported: a member that refuses the client certificate (TLS 1.3) says so after the handshake.
+  template <class From, class To>
+  void relay(From& from, To& to, std::array<char, 16384>& buffer) {
     auto self = shared_from_this();
-    client_.async_read_some(asio::buffer(up_), [self](error_code ec, std::size_t n) {
-      if (ec) return self->close();
-      asio::async_write(self->server_, asio::buffer(self->up_, n), [self](error_code ec, std::size_t) {
-        if (ec) return self->close();
-        self->client_to_server();
-      });
-    });
-  }
-  void server_to_client() {
-    auto self = shared_from_this();
-    server_.async_read_some(asio::buffer(down_), [self](error_code ec, std::size_t n) {
-      // A member that refuses the client certificate (TLS 1.3) says so after the handshake.
+    from.async_read_some(asio::buffer(buffer), [self, &from, &to, &buffer](error_code ec, std::size_t n) {
       if (ec && ec.category() == asio::error::get_ssl_category() && ec != ssl::error::stream_truncated) {
         return self->fail("TLS", ec);
       }
       if (ec) return self->close();
-      asio::async_write(self->client_, asio::buffer(self->down_, n), [self](error_code ec, std::size_t) {
+      asio::async_write(to, asio::buffer(buffer, n), [self, &from, &to, &buffer](error_code ec, std::size_t) {
         if (ec) return self->close();
-        self->server_to_client();
+        self->relay(from, to, buffer);
       });
     });
   }
