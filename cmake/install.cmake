@@ -6,7 +6,7 @@
 # Included at the end of the root CMakeLists.txt, once every target exists.
 #
 # Installed tree:
-#   bin/ddplaunch, bin/ddplaunch-store, bin/ddplaunch-etcd-tls (TLS to etcd, launcher/etcd_tls_proxy.hpp)
+#   bin/ddplaunch, bin/ddplaunch-store, bin/ddplaunch-etcd-tls (TLS to etcd, launcher/etcd/etcd_tls_proxy.hpp)
 #   include/ddplaunch/*.hpp            the runtime's public headers
 #   include/ddplaunch/rendezvous/*.hpp the store's public headers (store, clients, server, errors)
 #   include/ddplaunch/common/*.hpp     the common layer's public headers (errors, environment)
@@ -22,7 +22,7 @@ include(CMakePackageConfigHelpers)
 if(SKBUILD)
   # `pip install .` (pyproject.toml, scikit-build-core): the two executables go to the Python
   # environment's bin/ (the wheel's scripts), beside the interpreter ddplaunch then picks for
-  # Python workers (launcher/python_interpreter.hpp). Nothing else is installed.
+  # Python workers (launcher/config/python_interpreter.hpp). Nothing else is installed.
   install(TARGETS ddplaunch ddplaunch-store ddplaunch-etcd-tls RUNTIME DESTINATION "${SKBUILD_SCRIPTS_DIR}")
   return()
 endif()

@@ -5,7 +5,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/host_name.hpp"
-#include "launcher/agent.hpp"
+#include "launcher/agent/agent.hpp"
 
 namespace ddp::launcher {
 

@@ -7,11 +7,11 @@
 #include "common/child_process.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
-#include "launcher/agent.hpp"
-#include "launcher/cli.hpp"
-#include "launcher/job_lifetime.hpp"
-#include "launcher/process_context.hpp"
-#include "launcher/stacks_request.hpp"
+#include "launcher/agent/agent.hpp"
+#include "launcher/cli/cli.hpp"
+#include "launcher/workers/job_lifetime.hpp"
+#include "launcher/workers/process_context.hpp"
+#include "launcher/dump_stacks.hpp"
 
 int main(int argc, char** argv) {
   using namespace ddp::launcher;

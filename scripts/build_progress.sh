@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reads a Ninja build's output on stdin, keeps all of it in the log file $1, and shows one line of
-# progress: on a terminal a single line rewritten in place ("[37/162] launcher/agent.cpp"),
+# progress: on a terminal a single line rewritten in place ("[37/162] launcher/agent/agent.cpp"),
 # elsewhere (a CI log) a line at every tenth of the build. Exits with 0; the caller checks the
 # build's own status (set -o pipefail).
 set -uo pipefail

@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "launcher/rank_map.hpp"
-#include "launcher/slurm.hpp"
-#include "launcher/worker_spec.hpp"
+#include "launcher/rdzv/rank_map.hpp"
+#include "launcher/cli/slurm.hpp"
+#include "launcher/workers/worker_spec.hpp"
 
 namespace {
 

@@ -69,7 +69,7 @@ def stranger(port):
 
 
 def namespace(secret=None):
-    """Where the launchers keep the job's keys (launcher/job_secret.cpp, store_namespace)."""
+    """Where the launchers keep the job's keys (launcher/rdzv/job_secret.cpp, store_namespace)."""
     if not secret:
         return "ddplaunch"
     tag = hmac.new(secret.encode(), b"ddplaunch store namespace v1", hashlib.sha256).hexdigest()[:32]

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/etcd_client.hpp"
+#include "launcher/etcd/etcd_client.hpp"
 #include "tests/support/child_process.hpp"
 
 namespace ddp::testing {

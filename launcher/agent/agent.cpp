@@ -1,0 +1,353 @@
+// The agent's event loop and per-round state machine; the protocol is in agent.hpp, the signal
+// handling in agent_signals.cpp, the failures (workers, hangs, other nodes) in agent_failures.cpp.
+#include "launcher/agent/agent.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "common/signals.hpp"
+#include "launcher/etcd/etcd_config.hpp"
+#include "launcher/etcd/etcd_node_lease.hpp"
+#include "launcher/report/failure_summary.hpp"
+#include "launcher/rdzv/job_round.hpp"
+#include "launcher/rdzv/job_store.hpp"
+#include "launcher/agent/node_setup.hpp"
+#include "launcher/rdzv/outcome.hpp"
+#include "launcher/rdzv/round_joiner.hpp"
+
+namespace ddp::launcher {
+
+namespace asio = boost::asio;
+using rendezvous::Store;
+
+Agent::Agent(const LaunchConfig& c, AgentDeps deps) : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_) {
+  // Every launcher line goes through the console writer, in order with the workers' lines.
+  log::set_sink([this](log::Level, std::string line) { console_.write(2, std::move(line)); });
+}
+
+Agent::~Agent() {
+  console_.flush();
+  log::set_sink(nullptr);
+}
+
+std::shared_ptr<Store> Agent::connect_job() {
+  return job_stores(connect_running_(), c_.run_id, c_.rdzv_secret).job;
+}
+
+void Agent::post_for_round(int round, std::function<void()> event) {
+  asio::post(io_, [this, round, event = std::move(event)] {
+    if (round == round_ && procs_ && status_.live()) event();
+  });
+}
+
+bool Agent::prepare() {
+  try {
+    NodeSetup setup = set_up_node(c_, NodeSetupOptions{deps_.preflight, deps_.host_store});
+    eff_ = std::move(setup.effective);
+    server_ = std::move(setup.server);
+    RunRecorderOptions ro{c_.event_log, {}, c_.run_id, eff_.host};
+    if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
+    if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
+    recorder_ = std::make_unique<RunRecorder>(std::move(ro));
+    WorkerWatchOptions wo;
+    wo.run_dir = eff_.log_root;
+    wo.temporary_run_dir = eff_.temporary_log_root;
+    wo.python = eff_.python.path;
+    wo.host = eff_.host;
+    wo.hang_timeout = c_.hang_timeout;
+    wo.local_workers = c_.nproc_per_node;
+    wo.real_processes = deps_.preflight;
+    wo.connect_job = [this] { return connect_job(); };
+    watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) { on_hang(r); });
+  } catch (const UsageError& e) {
+    log::error("{}", e.what());
+    exit_code_ = kExitUsage;
+    return false;
+  } catch (const Error& e) {
+    log::error("{}", e.what());
+    exit_code_ = kExitFailure;
+    return false;
+  }
+  if (!deps_.processes) deps_.processes = make_posix_process_context;
+  if (!deps_.connect_root) {
+    deps_.connect_root = store_connector(c_, eff_);
+    connect_running_ =
+        store_connector(c_, eff_, std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
+  } else {
+    connect_running_ = deps_.connect_root;
+  }
+  joiner_ = std::make_unique<RoundJoiner>(io_, deps_.connect_root, c_, eff_);
+  return true;
+}
+
+void Agent::start_round() {
+  status_.join();
+  joiner_->start(
+      round_, [this](const JoinedRound& joined) { on_joined(joined); },
+      [this](std::exception_ptr error) {
+        if (exit_code_) return;  // interrupted meanwhile
+        try {
+          std::rethrow_exception(error);
+        } catch (const UsageError& e) {
+          log::error("{}", e.what());
+          finish(kExitUsage);
+        } catch (const std::exception& e) {
+          log::error("{}", e.what());
+          finish(kExitFailure);
+        }
+      });
+}
+
+void Agent::on_joined(const JoinedRound& joined) {
+  if (exit_code_) return;  // interrupted meanwhile
+  round_ = joined.round;
+  hang_.reset();
+  restart_count_ += joined.late_rounds;  // the job's restart count, as the members see it
+  group_rank_ = joined.group_rank;
+  nnodes_ = joined.ranks.num_nodes();
+  hosts_.clear();
+  for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
+  if (group_rank_ == 0) log::info("{}", joined.ranks.describe());
+  if (server_ && round_ == 0 && c_.min_nodes == c_.max_nodes && nnodes_ > 1) {
+    // The round formed: only its nodes (and this host) may open new connections from now on.
+    const std::vector<std::string> addresses = joined.ranks.ip_addresses();
+    server_->allow_only(addresses);
+    log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
+  }
+  if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
+  const bool published = !joined.master_addr.empty();  // etcd-v3: the round's workers' store
+  WorkerSpecInputs in{c_,
+                      joined.ranks,
+                      group_rank_,
+                      restart_count_,
+                      published ? joined.master_addr : c_.master_addr,
+                      published ? joined.master_port : eff_.port,
+                      current_environment(),
+                      eff_.log_root};
+  in.error_files_only = eff_.temporary_log_root;
+  in.open_files_limit = eff_.open_files_limit;
+  in.python = eff_.python.path;
+  if (const std::string timers = watch_->timer_file(); !timers.empty()) in.base_env["TORCHELASTIC_TIMER_FILE"] = timers;
+  in.progress_fd = watch_->progress_fd();
+  if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
+    log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
+  }
+  procs_ = deps_.processes(io_, OutputPolicy{&console_, &log_tally_});
+  report_.clear();
+  recorder_->round_joined(round_, group_rank_, nnodes_, joined.ranks.world_size());
+  try {
+    const std::vector<WorkerSpec> specs = build_worker_specs(in);
+    const std::vector<int> pids = procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); });
+    recorder_->workers_started(round_, specs, pids);
+    std::map<int, WatchedWorker> workers;
+    for (std::size_t i = 0; i < pids.size(); ++i) workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
+    watch_->started(round_, group_rank_, nnodes_, std::move(workers));
+  } catch (const UsageError& e) {
+    log::error("{}", e.what());
+    Outcome cause = Outcome::failure(
+        kExitUsage, fmt::format("node {} could not start its workers: {}", group_rank_, e.what()), group_rank_);
+    publish(cause);
+    cause.summary.clear();  // logged just above; the other nodes print it
+    return stop_round(std::move(cause), false, false);
+  }
+  status_.run();
+  // A static single-node job needs no watcher: every outcome is this agent's own (it publishes
+  // failures and success itself) and the store lives in this process. Skipping it saves a thread
+  // and a store connection per launch.
+  if (c_.max_nodes > 1) start_monitor();
+}
+
+void Agent::start_monitor() {
+  JobMonitorOptions mo;
+  mo.outcome_key = key("outcome");
+  mo.heartbeat_prefix = key("hb/");
+  mo.node = group_rank_;
+  mo.nnodes = nnodes_;
+  mo.interval = c_.heartbeat_interval;
+  mo.timeout = c_.heartbeat_timeout;
+  const int round = round_;
+  if (c_.uses_etcd()) {
+    mo.store_lost = "lost etcd at " + c_.rdzv_endpoint;
+    // The records are not under the job's lease (each has its node's own), so their prefix names
+    // the job's lease: a rerun with the same run id never watches this run's records run out.
+    const std::string records =
+        fmt::format("{}alive/{:x}/r{}/", etcd_prefix(c_), eff_.etcd_lease->id(), round);
+    mo.liveness = [this, records](const JobMonitorOptions& o) {
+      return std::make_unique<EtcdNodeLease>(etcd_client_options(c_, eff_.etcd_endpoints, c_.heartbeat_timeout),
+                                             records, o);
+    };
+  }
+  monitor_ = std::make_unique<JobMonitor>(
+      [this] { return connect_job(); }, mo,
+      [this, round](const std::string& value) { post_for_round(round, [this, value] { on_outcome(value); }); },
+      [this, round](const std::string& message, bool store_lost) {
+        post_for_round(round, [this, message, store_lost] { on_lost(message, store_lost); });
+      });
+}
+
+std::string Agent::publish(const Outcome& outcome, bool quiet) {
+  if (!joiner_->job()) return "";
+  try {
+    return joiner_->job()->compare_set(key("outcome"), "", outcome.encode());
+  } catch (const Error& e) {
+    // The store may be gone with node 0; the local teardown goes on regardless.
+    if (!quiet) log::warning("could not tell the other nodes: {}", e.what());
+    return "";
+  }
+}
+
+void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
+  if (!status_.stoppable()) return check_round_end();
+  if (publish_it) publish(cause);
+  watch_->stopping(!status_.interrupted_by() && cause.code != kExitOk);
+  signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
+  recorder_->teardown(round_, cause, signal_sent_);
+  status_.stop(std::move(cause), restartable);
+  procs_->signal(signal_sent_);
+  procs_->signal(SIGCONT);  // a stopped worker (SIGSTOP, Ctrl-Z) acts on it now, not at SIGKILL
+  kill_timer_.expires_after(c_.shutdown_timeout);
+  kill_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !procs_ || procs_->running() == 0) return;
+    log::info("{} worker(s) still running {:g} s after {}; sending SIGKILL", procs_->running(),
+              c_.shutdown_timeout.count() / 1000.0, signal_name(signal_sent_));
+    signal_sent_ = SIGKILL;
+    procs_->signal(SIGKILL);
+  });
+  check_round_end();
+}
+
+void Agent::on_lost(const std::string& message, bool store_lost) {
+  // Elastic jobs carry on without a lost node (other than the store's host) if enough remain.
+  const bool recover =
+      !store_lost && c_.min_nodes < c_.max_nodes && nnodes_ - 1 >= c_.min_nodes && restart_count_ < c_.max_restarts;
+  if (!status_.stoppable()) return;
+  log::warning("{}{}", message, recover ? "; continuing with the remaining nodes in a new round" : "");
+  Outcome cause =
+      Outcome::failure(kExitFailure, "ddplaunch: " + message + "; stopped the workers on this node", group_rank_);
+  if (!store_lost) publish(Outcome::failure(kExitFailure, message, group_rank_));
+  stop_round(std::move(cause), recover, false);
+}
+
+void Agent::check_round_end() {
+  if (!procs_ || procs_->running() > 0) return;
+  if (status_.stopping()) return end_round();
+  if (status_.state() != RoundState::Running) return;
+  // Every local worker succeeded: count this node; the last node declares success. When that is
+  // us, act on it now rather than after the outcome watcher has read it back.
+  status_.succeed();
+  try {
+    const Outcome success = Outcome::success(group_rank_);
+    if (count_in(*joiner_->job(), key(""), group_rank_, nnodes_) && publish(success) == success.encode())
+      return finish(kExitOk);
+  } catch (const Error& e) {
+    on_lost("the store became unreachable: " + std::string(e.what()), true);
+  }
+}
+
+void Agent::end_round() {
+  status_.end();
+  kill_timer_.cancel();
+  watch_->ended();
+  // Wake our own watcher if no node published an outcome, then stop the monitor. (Quietly: the
+  // store's host may have ended its part of the job already, and then there is nothing to wake.)
+  if (monitor_) publish(Outcome::failure(kExitFailure, "stopped", group_rank_), true);
+  monitor_.reset();
+  retired_.push_back(std::move(procs_));
+  if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));
+  if (status_.restartable() && restart_count_ < c_.max_restarts) {
+    ++restart_count_;
+    ++round_;
+    log::info("restarting the job (restart {} of {})", restart_count_, c_.max_restarts);
+    recorder_->restart(restart_count_, c_.max_restarts);
+    return start_round();
+  }
+  const Outcome& cause = *status_.cause();  // set by every way into Stopping
+  console_.flush();
+  if (const std::string summary = final_summary(cause); !summary.empty()) console_.write(2, summary + "\n");
+  finish(cause.code);
+}
+
+void Agent::discard_error_files() {
+  if (!eff_.temporary_log_root) return;
+  // Usually empty (workers write an error file only when they fail): one rmdir.
+  if (::rmdir(eff_.log_root.c_str()) == 0) return;
+  std::error_code ignored;  // a leftover directory in /tmp is no reason to fail the job
+  std::filesystem::remove_all(eff_.log_root, ignored);
+}
+
+void Agent::finish(int code) {
+  if (exit_code_) return;
+  exit_code_ = code;
+  io_.stop();
+}
+
+int Agent::run() {
+  for (int s : c_.signals_to_handle) signals_.add(s);
+  wait_signals();
+  if (!prepare()) return *exit_code_;
+  start_round();
+  io_.run();
+  if (!procs_ && !exit_code_) exit_code_ = kExitFailure;
+  watch_.reset();  // the timer pipe goes before the run's directory may
+  if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);
+  monitor_.reset();
+  if (joiner_->busy() || joiner_->cancelled()) {
+    // Interrupted during the rendezvous: its thread may be blocked in a connect for minutes and
+    // no worker exists yet, so end the process now rather than wait for it.
+    discard_error_files();
+    console_.flush();
+    std::cout.flush();
+    std::_Exit(*exit_code_);
+  }
+  if (log_tally_.lines_lost > 0) {
+    // The exit code stays the workers' own; the message says what the files miss.
+    log::error("log files incomplete: {} line(s) not written to {} ({})", log_tally_.lines_lost, eff_.log_root,
+               log_tally_.first_error);
+  }
+  if (recorder_) {
+    const std::optional<Outcome>& cause = status_.cause();
+    recorder_->job_ended(*exit_code_, group_rank_, restart_count_, report_, cause,
+                         cause ? host_name(cause->origin_node) : "");
+  }
+  if (exit_code_ == kExitOk) discard_error_files();
+  // With etcd, group rank 0 hosts the workers' store; once every node left, it removes the job's
+  // keys from etcd (etcd_job_lease.hpp).
+  const bool store_host = server_ != nullptr || (c_.uses_etcd() && group_rank_ == 0);
+  if (joiner_->job() && exit_code_ == kExitOk && nnodes_ > 1) {
+    leave_job(*joiner_->job(), key(""), nnodes_, store_host,
+              std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
+  }
+  // With etcd, a late node waits for the next round in keys that its own keep-alives keep: tell it
+  // (and any node that comes later) that the job is over, once that is so for every node.
+  const bool over = exit_code_ == kExitOk || (status_.cause() && restart_count_ >= c_.max_restarts);
+  if (eff_.etcd_lease && joiner_->job() && over) {
+    const bool waiting = turn_away_late_nodes(
+        *joiner_->job(), round_ + 1,
+        fmt::format("job '{}' ended (exit code {}) before this node could join it; start a new job (another "
+                    "--rdzv_id)",
+                    c_.run_id, *exit_code_));
+    // Its keys go once every node left, unless a late node must still read that.
+    if (exit_code_ == kExitOk && store_host && !waiting) eff_.etcd_lease->revoke();
+  }
+  console_.flush();
+  return *exit_code_;
+}
+
+int run_agent(const LaunchConfig& config, AgentDeps deps) {
+  Agent agent(config, std::move(deps));
+  return agent.run();
+}
+
+}  // namespace ddp::launcher

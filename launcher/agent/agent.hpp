@@ -1,0 +1,158 @@
+// The per-node agent: rendezvous → start workers → monitor → tear down / restart → exit code.
+//
+// Threads: the calling thread runs one Asio event loop that owns the worker group (through a
+// ProcessContext), forwarded signals and the shutdown timer. Blocking store calls run elsewhere:
+// the rendezvous on a helper thread, the outcome watcher and the heartbeats in a JobMonitor,
+// each posting events to the loop. Node 0 also hosts the TcpStoreServer on its own thread.
+//
+// Per round r (restarts and elastic membership changes start a new round):
+//   1. join the round (node_rendezvous.hpp) and get the rank map;
+//   2. start the workers and the JobMonitor;
+//   3. the first local failure compare-sets "r<r>/outcome" to a failure Outcome (outcome.hpp:
+//      code, summary, origin node) and stops the local workers (SIGTERM, --shutdown_timeout,
+//      SIGKILL); every other node sees the outcome and stops its workers too;
+//   4. a node whose workers all exited 0 sets "r<r>/done/<g>"; one that then sees every node's
+//      record sets a success Outcome (job_round.hpp, count_in). A node exits 0 only on a success while its own workers
+//      all exited 0; a malformed outcome, or a success while its workers run, stops it with exit 1;
+//   5. after a failure, with restarts left, every node goes to round r+1; otherwise it exits.
+// Where a round stands on this node (joining, running, succeeded, stopping, over) and why it
+// stops are kept by a RoundStatus (round_status.hpp), which checks every transition.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "ddplaunch/rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "launcher/workers/console_writer.hpp"
+#include "launcher/rdzv/job_monitor.hpp"
+#include "launcher/config/launch_config.hpp"
+#include "launcher/agent/node_setup.hpp"
+#include "launcher/report/oom_check.hpp"
+#include "launcher/rdzv/outcome.hpp"
+#include "launcher/workers/process_context.hpp"
+#include "launcher/report/node_failures.hpp"
+#include "launcher/rdzv/round_joiner.hpp"
+#include "launcher/report/round_report.hpp"
+#include "launcher/agent/round_status.hpp"
+#include "launcher/report/run_recorder.hpp"
+#include "launcher/watch/worker_watch.hpp"
+
+namespace ddp::launcher {
+
+// What the agent talks to; defaults are the real ones. Tests pass an in-memory store and a
+// fake process context.
+struct AgentDeps {
+  std::function<std::unique_ptr<ProcessContext>(boost::asio::io_context&, OutputPolicy)> processes;
+  // New connection to the store root (un-prefixed); default: a TcpStoreClient to the master.
+  StoreConnector connect_root;
+  // Whether node 0 hosts a TcpStoreServer at --master_addr:--master_port (off in tests).
+  bool host_store = true;
+  // Whether to check the program and addresses before starting (off for fake processes).
+  bool preflight = true;
+};
+
+// The agent of one node: one Asio event loop (the calling thread of run()) that owns the round
+// state, the worker group, forwarded signals and the shutdown timer; helper threads (the
+// RoundJoiner, the JobMonitor, the hosted store) only post events to it. Not thread-safe: one
+// run() per object. run_agent() is the way to use it.
+class Agent {
+ public:
+  // Sets the log sink to this agent's console writer (until destruction). Does not block.
+  Agent(const LaunchConfig& config, AgentDeps deps);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+  // Runs the job on this node; see run_agent().
+  int run();
+
+ private:
+  std::string key(const std::string& name) const { return "r" + std::to_string(round_) + "/" + name; }
+  // A connection for the monitor of a running round, bounded by the heartbeat timeout.
+  std::shared_ptr<rendezvous::Store> connect_job();
+  // The host name of group rank `node` in this round (escaped), "" when unknown.
+  std::string host_name(int node) const;
+  // " (host)", or "" when unknown.
+  std::string host_of(int node) const;
+  // Posts an event from a helper thread; it is dropped if the round it belongs to is over.
+  void post_for_round(int round, std::function<void()> event);
+
+  bool prepare();
+  void wait_signals();
+  void on_signal(int signo);
+  void start_round();
+  void on_joined(const JoinedRound& joined);
+  void start_monitor();
+  void on_worker_exit(const WorkerResult& w);
+  // Whether a worker that ended after the round began to stop was stopped by us (our signals, or
+  // the forwarded stopping signal) rather than failing on its own.
+  bool stopped_by_us(const WorkerResult& w) const;
+  // The failure context of this node's workers.
+  FailureContext failure_context() const;
+  // The summary printed when the round ends: the local report when the root cause is ours, else
+  // the other node's report followed by what happened here.
+  std::string final_summary(const Outcome& cause) const;
+  void on_outcome(const std::string& value);
+  void on_lost(const std::string& message, bool store_lost);
+  // --hang_timeout's report: logged when suspected; a collective hang fails the job (kExitHang).
+  void on_hang(const HangReport& report);
+  // Stops the round for `cause` (the first one wins): tells the other nodes when `publish`,
+  // signals the local workers, and SIGKILLs them after --shutdown_timeout.
+  void stop_round(Outcome cause, bool restartable, bool publish);
+  void check_round_end();
+  void end_round();
+  // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
+  std::string publish(const Outcome& outcome, bool quiet = false);
+  void finish(int code);
+  // Removes this run's directory when it holds only error files (no --log_dir, no redirects).
+  void discard_error_files();
+
+  const LaunchConfig& c_;
+  AgentDeps deps_;
+  ConsoleWriter console_;
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer kill_timer_;
+  EffectiveConfig eff_;  // resolved once by prepare()
+  std::unique_ptr<rendezvous::TcpStoreServer> server_;
+  std::unique_ptr<RoundJoiner> joiner_;  // made by prepare(); owns the store connections
+
+  int round_ = 0;
+  int restart_count_ = 0;
+  int group_rank_ = 0;
+  int nnodes_ = 1;
+  std::vector<std::string> hosts_;         // host name of each node of the round, by group rank
+  LogFileTally log_tally_;                 // lines that missed their log files (reported at the end)
+  OomWitness oom_;                         // tells an out-of-memory kill from another SIGKILL
+  StoreConnector connect_running_;         // the monitor's connections (see connect_job)
+  RoundReport report_;                     // every local worker's end in this round
+  std::unique_ptr<RunRecorder> recorder_;  // --event_log, --summary_json (made by prepare())
+  int signal_sent_ = 0;                    // what stop_round sent the workers last
+  std::unique_ptr<WorkerWatch> watch_;     // timers, hangs, stacks (made by prepare())
+  RoundStatus status_;                     // the round's state, its root cause and a stopping signal received
+  std::unique_ptr<ProcessContext> procs_;
+  std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
+  std::unique_ptr<JobMonitor> monitor_;
+  std::optional<int> exit_code_;
+  std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure
+};
+
+// Runs the job described by `config` (validated) on this node and returns the exit code:
+// 0 success; the root-cause worker's code, or 128+N if it died of signal N; 130 after SIGINT
+// (128+N for another stopping signal); 2 for bad usage or conflicting nodes; 1 when a peer
+// launcher or the store was lost. Prints the failure summary on stderr. Blocks until done.
+int run_agent(const LaunchConfig& config, AgentDeps deps = {});
+
+// --dry-run: the rank map (this node's view, every node with this nproc), each worker's command
+// and the environment ddplaunch sets, on stdout. Returns 0.
+int print_dry_run(const LaunchConfig& config);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,126 @@
+// The agent's failure handling: a worker that failed, a hang found by --hang_timeout, another
+// node's outcome, and the summary printed when the round ends. Part of the Agent (agent.hpp), on
+// its event loop.
+#include <algorithm>
+#include <optional>
+
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "launcher/agent/agent.hpp"
+#include "launcher/report/node_failures.hpp"
+
+namespace ddp::launcher {
+
+FailureContext Agent::failure_context() const {
+  FailureContext context;
+  context.program = c_.program;
+  context.host = eff_.host;
+  context.node_rank = group_rank_;
+  if (runs_with_python(c_)) context.python = eff_.python;
+  return context;
+}
+
+bool Agent::stopped_by_us(const WorkerResult& w) const {
+  if (!status_.stopping() || signal_sent_ == 0) return false;
+  if (status_.interrupted_by()) return true;  // the user stopped the whole job
+  for (int sig : {signal_sent_, SIGTERM, SIGKILL}) {
+    if (w.term_signal == sig || w.exit_code == 128 + sig) return true;
+  }
+  return false;
+}
+
+void Agent::on_worker_exit(const WorkerResult& w) {
+  const bool failed_first = w.exit_code != 0 && status_.state() == RoundState::Running;
+  RankState state = w.exit_code == 0 ? RankState::Succeeded : RankState::Failed;
+  if (!failed_first && state == RankState::Failed && stopped_by_us(w)) state = RankState::Stopped;
+  std::string note = watch_->exited(w.pid);
+  if (note.empty() && w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
+  report_.add(w, state, std::move(note));
+  recorder_->worker_exited(round_, report_.ranks().back());
+  if (failed_first) {
+    // What the other nodes print at once; this node prints the whole report when the round ends.
+    const std::string summary = report_.summary(failure_context());
+    if (nnodes_ > 1 && joiner_->job()) {
+      try {
+        publish_node_failure(*joiner_->job(), key(""),
+                             NodeFailure{group_rank_, report_.root_cause()->failed_at(), summary});
+      } catch (const Error& e) {
+        log::warning("could not record this node's failure for the others: {}", e.what());
+      }
+    }
+    return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, group_rank_), true, true);
+  }
+  check_round_end();
+}
+
+void Agent::on_hang(const HangReport& report) {
+  recorder_->hang(round_, report.stacks_file, report.collective);
+  if (!report.collective) return log::error("{}", report.text);
+  if (!status_.stoppable()) return;
+  // A failure of this node's, found at this time: the other nodes print it as such. The stacks of
+  // many ranks can be long: what goes through the store stays far below its value limit, and the
+  // file keeps the whole report.
+  constexpr std::size_t kMaxSummary = 512 * 1024;
+  std::string summary = "ddplaunch: " + report.text;
+  if (summary.size() > kMaxSummary) {
+    summary.resize(kMaxSummary);
+    summary += fmt::format("\n... (cut at {} KiB; the whole report is in {} on node {})", kMaxSummary / 1024,
+                           report.stacks_file.empty() ? "no file" : report.stacks_file, group_rank_);
+  }
+  hang_ = NodeFailure{group_rank_, std::chrono::system_clock::now(), summary};
+  if (nnodes_ > 1 && joiner_->job()) {
+    try {
+      publish_node_failure(*joiner_->job(), key(""), *hang_);
+    } catch (const Error& e) {
+      log::warning("could not record this node's failure for the others: {}", e.what());
+    }
+  }
+  stop_round(Outcome::failure(kExitHang, summary, group_rank_), true, true);
+}
+
+std::string Agent::final_summary(const Outcome& cause) const {
+  std::optional<NodeFailure> other;
+  if (nnodes_ > 1 && joiner_->job()) other = earliest_other_failure(*joiner_->job(), key(""), group_rank_, nnodes_);
+  if (hang_ && (!other || hang_->time <= other->time)) other = hang_;  // this node's own, first
+  const std::string other_label = other ? fmt::format("node {}{}", other->node, host_of(other->node)) : "";
+  return report_.final_summary(cause, failure_context(), fmt::format("node {} on {}", group_rank_, eff_.host), other,
+                               other_label);
+}
+
+void Agent::on_outcome(const std::string& value) {
+  Outcome outcome;
+  try {
+    outcome = Outcome::decode(value);
+  } catch (const OutcomeError& e) {
+    // Not ours: never an exit 0, never a restart on its word.
+    return stop_round(Outcome::failure(kExitFailure, std::string("ddplaunch: stopping: ") + e.what(), -1), false,
+                      false);
+  }
+  if (outcome.succeeded()) {
+    if (status_.state() == RoundState::Succeeded) return finish(kExitOk);
+    // A success while this node's workers still run was not written by the last node to succeed.
+    return stop_round(Outcome::failure(kExitFailure,
+                                       "ddplaunch: stopping: the store says the job succeeded while workers on this "
+                                       "node still run; another program is writing ddplaunch's keys",
+                                       -1),
+                      false, false);
+  }
+  // Another node's words: shown as its report, never as raw bytes on this terminal.
+  const std::string where = outcome.origin_node < 0 ? ""
+                                                    : fmt::format(" reported by node {}{}", outcome.origin_node,
+                                                                  host_of(outcome.origin_node));
+  outcome.summary = fmt::format("ddplaunch: stopping: a failure{}:\n{}", where, printable(outcome.summary));
+  stop_round(std::move(outcome), true, false);
+}
+
+std::string Agent::host_name(int node) const {
+  if (node < 0 || node >= static_cast<int>(hosts_.size())) return "";
+  return printable(hosts_[static_cast<std::size_t>(node)]);
+}
+
+std::string Agent::host_of(int node) const {
+  const std::string name = host_name(node);
+  return name.empty() ? "" : " (" + name + ")";
+}
+
+}  // namespace ddp::launcher

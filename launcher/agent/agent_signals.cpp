@@ -1,0 +1,51 @@
+// The agent's signal handling: forwarding to the workers, stopping the round, the second Ctrl-C
+// during the shutdown grace. Part of the Agent (agent.hpp), on its event loop.
+#include <csignal>
+
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "common/signals.hpp"
+#include "launcher/agent/agent.hpp"
+
+namespace ddp::launcher {
+
+void Agent::wait_signals() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int s) {
+    if (ec) return;
+    on_signal(s);
+    wait_signals();
+  });
+}
+
+void Agent::on_signal(int signo) {
+  const bool stopping_signal = signo == SIGINT || signo == SIGTERM || signo == SIGHUP || signo == SIGQUIT;
+  if (!procs_ && !stopping_signal) {
+    log::info("received {} while waiting for nodes; no worker to forward it to", signal_name(signo));
+    return;
+  }
+  if (!procs_) {
+    // Still in rendezvous (or between rounds): no worker to stop, so stop right away.
+    log::info("interrupted by {} while waiting for nodes", signal_name(signo));
+    joiner_->cancel();
+    return finish(exit_code_for_signal(signo));
+  }
+  if (!stopping_signal) {
+    log::info("received {}, forwarding it to the workers", signal_name(signo));
+    return procs_->notify(signo);  // e.g. SIGUSR1 for a checkpoint
+  }
+  if (!status_.stoppable()) {
+    // Already in the shutdown grace: a second Ctrl-C (or SIGTERM) means now.
+    log::info("received {} during the shutdown grace; sending SIGKILL to the workers", signal_name(signo));
+    status_.interrupt(signo);
+    return procs_->signal(SIGKILL);
+  }
+  log::info("received {}, forwarding it to the workers", signal_name(signo));
+  status_.interrupt(signo);
+  stop_round(Outcome::failure(
+                 exit_code_for_signal(signo),
+                 fmt::format("the launcher on node {} ({}) received {}", group_rank_, eff_.host, signal_name(signo)),
+                 group_rank_),
+             false, true);
+}
+
+}  // namespace ddp::launcher

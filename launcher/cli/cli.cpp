@@ -1,0 +1,54 @@
+// Command-line parsing, in four steps: CLI11 reads the flags (cli_options.cpp), PET_* variables
+// fill in the ones not given (pet_defaults.cpp), the text becomes a LaunchConfig
+// (command_line_config.cpp), and validate() checks it (validate.cpp).
+#include "launcher/cli/cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "launcher/cli/cli_options.hpp"
+#include "launcher/cli/command_line_config.hpp"
+#include "launcher/cli/pet_defaults.hpp"
+#include "launcher/cli/validate.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+// What CLI11 left unparsed is the program and its arguments, after an optional "--".
+void take_program(std::vector<std::string> rest, LaunchConfig& c) {
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty()) return;  // validate() names the missing program
+  if (rest.front().size() > 1 && rest.front()[0] == '-') {
+    throw UsageError("unknown option " + rest.front() + "; see ddplaunch --help (options go before the program)");
+  }
+  c.program = rest.front();
+  c.program_args.assign(rest.begin() + 1, rest.end());
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env) {
+  ParsedCommandLine out;
+  CLI::App app{"ddplaunch: start distributed data-parallel workers on this node (a drop-in for torchrun)"};
+  app.prefix_command();  // everything from the first positional argument on belongs to the program
+  CommandLineValues values;
+  PetDefaults pet;
+  declare_options(app, values, pet);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out.early_exit_text = app.help();
+    return out;
+  } catch (const CLI::CallForVersion& version) {
+    out.early_exit_text = std::string(version.what()) + "\n";
+    return out;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(std::string(e.what()) + "; see ddplaunch --help");
+  }
+  pet.apply(env);
+  take_program(app.remaining(), values.config);
+  out.config = to_launch_config(std::move(values), env);
+  validate(out.config);
+  return out;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,143 @@
+// ddplaunch's flags as CLI11 options; see cli_options.hpp. torchrun's spelling comes first in
+// each name (it names the PET_* variable), then the dashed one.
+#include "launcher/cli/cli_options.hpp"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "launcher/config/flag_parsers.hpp"
+#include "launcher/cli/pet_defaults.hpp"
+#include "launcher/config/version.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+const char* const kExamples = R"(
+Examples:
+  Single node, 8 workers:
+    ddplaunch --nproc_per_node=8 ./train --lr 0.1
+  A PyTorch script, unchanged (runs as python3 -u train.py):
+    ddplaunch --nproc_per_node=4 train.py --epochs 3
+  Two nodes, the same command on both (node 0 hosts the store at --master_addr):
+    node0$ ddplaunch --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 --nproc_per_node=8 ./train
+    node1$ ddplaunch --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --master_port=29500 --nproc_per_node=8 ./train
+  Picking GPUs: CUDA_VISIBLE_DEVICES=0,3 ddplaunch --nproc_per_node=gpu ./train
+  One device per worker: CUDA_VISIBLE_DEVICES=2,3 ddplaunch --nproc_per_node=2 --virtual_local_rank ./train
+  Slurm, one launcher per node:
+    srun --nodes=2 --ntasks-per-node=1 ddplaunch --nproc_per_node=4 ./train
+  MPI, one launcher per node:
+    mpirun -np 2 --map-by ppr:1:node ddplaunch --nproc_per_node=4 ./train
+  Meeting in etcd (v3 API), the same command on every node, in any order:
+    ddplaunch --nnodes=2 --nproc_per_node=8 --rdzv_backend=etcd-v3 --rdzv_endpoint=10.0.0.5:2379 --rdzv_id=job42 ./train
+  See what would run: ddplaunch --dry-run --nproc_per_node=2 ./train
+Exit codes: 0 success; the failing worker's code; 128+N if it died of signal N;
+  2 bad usage; 130 interrupted; 1 launcher error (see README).)";
+
+// A duration flag: its text must be a number of seconds (CLI11 reports "--flag: <message>").
+CLI::Option* add_seconds(CLI::App& app, const std::string& names, std::string& value, const std::string& help) {
+  const CLI::Validator seconds(
+      [](std::string& text) {
+        return parse_seconds(text) ? std::string() : fmt::format("{} is not {}", text, kSecondsExpected);
+      },
+      "", "seconds");
+  return app.add_option(names, value, help)->check(seconds)->type_name("SECONDS");
+}
+
+// Which nodes take part and where node 0's store is.
+void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+  LaunchConfig& c = v.config;
+  pet.add(app.add_option("--nnodes", v.nnodes, "N or MIN:MAX (elastic)"));
+  pet.add(app.add_option("--nproc_per_node,--nproc-per-node", v.nproc_per_node,
+                         "workers on this node: N, gpu, cpu or auto"));
+  pet.add(app.add_option("--node_rank,--node-rank", v.node_rank, "rank of this node, 0..nnodes-1")->type_name("INT"));
+  pet.add(app.add_option("--master_addr,--master-addr", v.master_addr,
+                         "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)"));
+  pet.add(app.add_option("--master_port,--master-port", v.master_port, "store port on node 0 (default 29500)")
+              ->type_name("INT"));
+  pet.add(app.add_option("--local_addr,--local-addr", c.local_addr, "address this node advertises"));
+  pet.add(app.add_flag("--standalone", c.standalone, "single node on a free port with a random run id"));
+}
+
+// The rendezvous, failure detection and restarts.
+void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+  LaunchConfig& c = v.config;
+  pet.add(app.add_option("--rdzv_id,--rdzv-id", c.run_id, "job id shared by all nodes"));
+  pet.add(app.add_option("--rdzv_endpoint,--rdzv-endpoint", c.rdzv_endpoint,
+                         "host[:port] of the store (overrides --master_addr/--master_port); with etcd-v3: "
+                         "HOST:2379[,HOST:2379...], the etcd members"));
+  pet.add(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend,
+                         "static and c10d: ddplaunch's own store on node 0; etcd-v3: meet in etcd (v3 API)"));
+  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf,
+                         "k=v,... (timeout, join_timeout, heartbeat_timeout, last_call_timeout, token_file, bind; "
+                         "etcd-v3: user, password_file)"));
+  pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
+  pet.add(app.add_option("--max_restarts,--max-restarts", v.max_restarts, "restarts of the whole job after a failure")
+              ->type_name("INT"));
+  pet.add(add_seconds(app, "--monitor_interval,--monitor-interval", v.monitor_interval,
+                      "accepted for torchrun; ddplaunch waits on events (default 0.1)"));
+  pet.add(add_seconds(app, "--heartbeat_timeout,--heartbeat-timeout", v.heartbeat_timeout,
+                      "without a heartbeat, a node counts as lost (default 10)"));
+}
+
+// How each worker is started and stopped.
+void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+  LaunchConfig& c = v.config;
+  pet.add(app.add_option("--role", c.role, "role name (ROLE_NAME)"));
+  pet.add(app.add_flag("--no_python,--no-python", c.no_python, "execute the program directly"));
+  pet.add(app.add_flag("-m,--module", c.module, "run the program as python -m MODULE"));
+  pet.add(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank,
+                       "each worker sees exactly its own GPU as device 0"));
+  pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
+                      "between SIGTERM and SIGKILL (default 30)"));
+  add_seconds(app, "--hang_timeout,--hang-timeout", v.hang_timeout,
+              "fail the job (exit 124) when ranks wait this long in a collective (ddplaunch runtime), saying "
+              "which rank never entered it, with stacks; for other workers, report a suspected hang when "
+              "they use almost no CPU this long (default 0: off; 300 suits most training)");
+  pet.add(app.add_option("--signals_to_handle,--signals-to-handle", v.signals_to_handle,
+                         "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2)"));
+  app.add_flag("--use_env,--use-env", v.use_env,
+               "legacy launcher flag (the default); --use_env=false appends --local_rank=i to worker args");
+  app.add_flag("--local_rank_arg{underscore},--local-rank-arg{underscore}", v.local_rank_arg,
+               "append the local rank to each worker's arguments: underscore (the default) gives "
+               "--local_rank=i (torch 1.x torch.distributed.launch), dash gives --local-rank=i (torch 2.x)")
+      ->check(CLI::IsMember({"underscore", "dash"}));
+}
+
+// Where output goes, and what ddplaunch itself prints.
+void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+  LaunchConfig& c = v.config;
+  pet.add(app.add_option("--log_dir,--log-dir", c.log_dir,
+                         "write <dir>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log"));
+  pet.add(app.add_option("-r,--redirects", v.redirects,
+                         "streams to files only: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:3"));
+  pet.add(app.add_option("-t,--tee", v.tee, "streams to files and the console (same syntax)"));
+  pet.add(app.add_option("--local_ranks_filter,--local-ranks-filter", v.local_ranks_filter,
+                         "local ranks shown on the console, e.g. 0,3"));
+  app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template,
+                 "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
+  app.add_option("--summary_json,--summary-json", c.summary_json,
+                 "write every local rank's outcome and the root cause as JSON when the job ends")
+      ->type_name("FILE");
+  app.add_option("--event_log,--event-log", c.event_log,
+                 "append JSON lines as the job goes: rounds, worker starts and exits, teardown, restarts")
+      ->type_name("FILE");
+  app.add_flag("--dump_stacks,--dump-stacks", c.dump_stacks,
+               "print every rank's stack on every node of the running job at --master_addr:--master_port "
+               "(--rdzv_id), without stopping it; no program");
+  app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
+  app.add_option("--log_level,--log-level", c.log_level,
+                 "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)");
+}
+
+}  // namespace
+
+void declare_options(CLI::App& app, CommandLineValues& values, PetDefaults& pet) {
+  app.footer(kExamples);
+  app.set_version_flag("--version", std::string("ddplaunch ") + kVersion);
+  declare_node_options(app, values, pet);
+  declare_rendezvous_options(app, values, pet);
+  declare_worker_options(app, values, pet);
+  declare_output_options(app, values, pet);
+}
+
+}  // namespace ddp::launcher

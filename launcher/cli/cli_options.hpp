@@ -1,0 +1,55 @@
+// The flags of ddplaunch's command line as CLI11 options, and the values they fill in. Declaring
+// is all this does: command_line_config.hpp turns the values into a LaunchConfig, validate.hpp
+// checks it. CLI11 validators here check only the form of a flag's text (a number of seconds, a
+// backend name); rules about the values live in validate(), which also sees what PET_* variables
+// and Slurm filled in.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "launcher/config/launch_config.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace ddp::launcher {
+
+class PetDefaults;
+
+// What the command line (and PET_* defaults) gave, before conversion. Flags that need no
+// conversion are bound straight into `config`; the others are kept as text. An empty optional
+// means the flag was given neither on the command line nor through PET_* (Slurm's defaults and
+// the TORCHELASTIC_SIGNALS_TO_HANDLE fallback apply only then).
+struct CommandLineValues {
+  LaunchConfig config;
+  // Numbers stay text until parse_whole_number() reads them in decimal (CLI11 would read "010" as
+  // octal 8).
+  std::optional<std::string> nnodes;
+  std::optional<std::string> node_rank;
+  std::optional<std::string> master_addr;
+  std::optional<std::string> master_port;
+  std::optional<std::string> signals_to_handle;
+  std::string max_restarts = "0";
+  std::string nproc_per_node = "1";
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  std::string rdzv_conf;
+  // Numbers of seconds, already checked by the flags' validator (see parse_seconds).
+  std::string monitor_interval = "0.1";
+  std::string shutdown_timeout = "30";
+  std::string hang_timeout = "0";
+  std::string rdzv_timeout = "900";
+  std::string heartbeat_timeout = "10";
+  bool use_env = true;         // --use_env=false asks for --local_rank=i in the workers' arguments
+  std::string local_rank_arg;  // --local_rank_arg[=underscore|dash]; "" when not given
+};
+
+// Adds every flag, the help footer and --version to `app`, binding the flags to `values` (which
+// must outlive `app`); flags that torchrun reads from PET_* are registered with `pet`. Does not
+// parse; never throws.
+void declare_options(CLI::App& app, CommandLineValues& values, PetDefaults& pet);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,125 @@
+// CommandLineValues → LaunchConfig; see command_line_config.hpp.
+#include "launcher/cli/command_line_config.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "common/hostlist.hpp"
+#include "common/mpi_env.hpp"
+#include "common/signals.hpp"
+#include "launcher/config/flag_parsers.hpp"
+#include "launcher/etcd/etcd_config.hpp"
+#include "launcher/rdzv/job_secret.hpp"
+#include "launcher/cli/mpi.hpp"
+#include "launcher/config/rdzv_conf.hpp"
+#include "launcher/cli/slurm.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+// The duration flags' validator (cli_options.cpp) has already refused any other text.
+std::chrono::milliseconds checked_seconds(const std::string& text) {
+  const auto ms = parse_seconds(text);
+  DDP_ASSERT(ms, "a duration flag's text was not validated: '" + text + "'");
+  return *ms;
+}
+
+std::string random_run_id() {
+  std::random_device rd;
+  return fmt::format("{:x}{:x}", rd(), rd());
+}
+
+// Nodes, workers per node, and where node 0's store is.
+void apply_nodes(const CommandLineValues& v, const EnvLookup& env, LaunchConfig& c) {
+  const NodeRange nodes = parse_nnodes(v.nnodes.value_or("1"));
+  c.min_nodes = nodes.min;
+  c.max_nodes = nodes.max;
+  c.nproc_per_node = parse_nproc(v.nproc_per_node, env);
+  if (v.node_rank) c.node_rank = parse_whole_number("--node_rank", *v.node_rank);
+  if (v.master_addr) c.master_addr = *v.master_addr;
+  if (v.master_port) c.master_port = parse_whole_number("--master_port", *v.master_port);
+  if (!c.rdzv_endpoint.empty() && c.rdzv_backend != "etcd-v3") {  // etcd's members otherwise (etcd_config.hpp)
+    const Endpoint endpoint = parse_endpoint(c.rdzv_endpoint);
+    c.master_addr = endpoint.host;
+    if (endpoint.port) c.master_port = *endpoint.port;
+  }
+}
+
+// The timeouts: flags first, then --rdzv_conf keys, which override them.
+void apply_durations(const CommandLineValues& v, LaunchConfig& c) {
+  c.monitor_interval = checked_seconds(v.monitor_interval);
+  c.shutdown_timeout = checked_seconds(v.shutdown_timeout);
+  c.hang_timeout = checked_seconds(v.hang_timeout);
+  c.rdzv_timeout = checked_seconds(v.rdzv_timeout);
+  c.heartbeat_timeout = checked_seconds(v.heartbeat_timeout);
+  apply_rdzv_conf(v.rdzv_conf, c);
+  // Five beats per timeout, so one late beat never counts as a lost node.
+  c.heartbeat_interval = std::max(std::chrono::milliseconds(50), c.heartbeat_timeout / 5);
+}
+
+void apply_output(const CommandLineValues& v, LaunchConfig& c) {
+  c.redirects = parse_streams("--redirects", v.redirects);
+  c.tee = parse_streams("--tee", v.tee);
+  for (const std::string& rank : split_list(v.local_ranks_filter)) {
+    c.local_ranks_filter.push_back(parse_whole_number("--local_ranks_filter", rank));
+  }
+}
+
+std::vector<int> parse_signals(const std::optional<std::string>& flag, const EnvLookup& env) {
+  if (flag && flag->empty()) {
+    throw UsageError("--signals_to_handle is empty; list signals such as SIGTERM,SIGINT,SIGUSR1");
+  }
+  const std::string names = flag ? *flag : env("TORCHELASTIC_SIGNALS_TO_HANDLE").value_or(kDefaultSignalsToHandle);
+  std::vector<int> signals;
+  for (const std::string& name : split_list(names)) signals.push_back(parse_signal(name));
+  return signals;
+}
+
+// torchrun 2.15's rule for a single node (not elastic) with no port given anywhere: a free port
+// and, unless --rdzv_id named one, a random run id, so two single-node jobs on one machine never
+// collide on 29500. MASTER_PORT, when set, is the port instead.
+void apply_single_node_port(const EnvLookup& env, LaunchConfig& c) {
+  if (const auto port = master_port_override(env)) {
+    c.master_port = *port;
+    return;
+  }
+  c.master_port = 0;
+  if (c.run_id == "none") c.run_id = random_run_id();
+}
+
+}  // namespace
+
+LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
+  LaunchConfig c = std::move(v.config);
+  apply_nodes(v, env, c);
+  apply_durations(v, c);
+  apply_output(v, c);
+  c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
+  c.signals_to_handle = parse_signals(v.signals_to_handle, env);
+  c.rdzv_secret = load_job_secret(c.rdzv_conf, env);
+  apply_rdzv_backend(c, env, v.master_port.has_value());
+  if (!v.use_env) c.local_rank_arg = LaunchConfig::LocalRankArg::Underscore;
+  if (!v.local_rank_arg.empty()) {
+    c.local_rank_arg =
+        v.local_rank_arg == "dash" ? LaunchConfig::LocalRankArg::Dash : LaunchConfig::LocalRankArg::Underscore;
+  }
+  if (c.standalone) {
+    // A single node is for validate() to insist on: here only what standalone chooses itself.
+    c.master_addr = "127.0.0.1";
+    c.master_port = 0;
+    c.run_id = random_run_id();
+  } else if (!v.nnodes && !v.node_rank && !v.master_addr && env("SLURM_JOB_ID")) {
+    // Slurm fills in what the command line left open (see slurm.hpp).
+    apply_slurm_environment(env, v.master_port.has_value() || !c.rdzv_endpoint.empty(), c);
+  } else if (!v.nnodes && !v.node_rank && under_mpi(env)) {
+    // One launcher per node under mpirun/mpiexec (see mpi.hpp).
+    apply_mpi_environment(env, v.master_addr.has_value(), v.master_port.has_value() || !c.rdzv_endpoint.empty(), c);
+  } else if (c.max_nodes == 1 && !v.master_port && c.rdzv_endpoint.empty()) {
+    apply_single_node_port(env, c);
+  }
+  return c;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,18 @@
+// The values the command line gave (cli_options.hpp) turned into a LaunchConfig: the text of
+// each flag parsed (flag_parsers.hpp, rdzv_conf.hpp), signal names resolved, --standalone and
+// the Slurm defaults applied. The result is not yet validated (validate.hpp).
+#pragma once
+
+#include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/cli/cli_options.hpp"
+#include "launcher/config/launch_config.hpp"
+
+namespace ddp::launcher {
+
+// Builds the configuration from `values`; `env` supplies the GPU count for --nproc_per_node=gpu,
+// TORCHELASTIC_SIGNALS_TO_HANDLE and the SLURM_* variables. Without an explicit --nnodes,
+// --node_rank or --master_addr, SLURM_JOB_ID turns on the Slurm defaults (slurm.hpp). Throws
+// UsageError (one line naming the flag, the value and the fix) for text that does not parse.
+LaunchConfig to_launch_config(CommandLineValues values, const EnvLookup& env);
+
+}  // namespace ddp::launcher

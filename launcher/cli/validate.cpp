@@ -1,0 +1,165 @@
+// The rules on a finished LaunchConfig; see validate.hpp.
+#include "launcher/cli/validate.hpp"
+
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "common/signals.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+// A duration in seconds, for "{:g}" in messages: 100 s prints "100", 2500 ms "2.5".
+double seconds(std::chrono::milliseconds d) {
+  return static_cast<double>(d.count()) / 1000.0;
+}
+
+// "2" for a fixed size, "1:4" for an elastic range: --nnodes as it was given.
+std::string nnodes_text(const LaunchConfig& c) {
+  return c.min_nodes == c.max_nodes ? fmt::format("{}", c.max_nodes) : fmt::format("{}:{}", c.min_nodes, c.max_nodes);
+}
+
+void check_program(const LaunchConfig& c) {
+  if (c.program.empty()) {
+    throw UsageError("no program given; usage: ddplaunch [options] PROGRAM [ARGS...] (see --help)");
+  }
+  if (c.no_python && c.module) {
+    throw UsageError("--no_python and -m/--module exclude each other; drop one of them");
+  }
+}
+
+void check_nodes(const LaunchConfig& c) {
+  if (c.min_nodes < 1 || c.max_nodes < c.min_nodes || c.max_nodes > kMaxNodes) {
+    throw UsageError(fmt::format("--nnodes={} is not a valid range; use N or MIN:MAX with 1 <= MIN <= MAX <= {}",
+                                 nnodes_text(c), kMaxNodes));
+  }
+  if (c.nproc_per_node < 1 || c.nproc_per_node > kMaxProcPerNode) {
+    throw UsageError(
+        fmt::format("--nproc_per_node={} is not 1..{} workers on one node; give a number in that range "
+                    "(or gpu, cpu, auto)",
+                    c.nproc_per_node, kMaxProcPerNode));
+  }
+  if (c.standalone && c.uses_etcd()) {
+    throw UsageError("--standalone runs its own store; drop --rdzv_backend etcd-v3 or --standalone");
+  }
+  if (c.standalone && (c.max_nodes > 1 || c.node_rank != 0)) {
+    throw UsageError(
+        fmt::format("--standalone runs a single node, not --nnodes={} --node_rank={}; drop "
+                    "--nnodes/--node_rank or --standalone",
+                    nnodes_text(c), c.node_rank));
+  }
+  if (c.node_rank < 0 || c.node_rank >= c.max_nodes) {
+    throw UsageError(
+        fmt::format("--node_rank={} is outside 0..{} for --nnodes={}; give each node a distinct rank "
+                    "below nnodes",
+                    c.node_rank, c.max_nodes - 1, c.max_nodes));
+  }
+}
+
+void check_store(const LaunchConfig& c) {
+  if (c.master_addr.empty()) throw UsageError("--master_addr is empty; give node 0's address (default 127.0.0.1)");
+  // With etcd-v3, port 0 is the default for any job: group rank 0 publishes the one it got.
+  if (c.master_port < 0 || c.master_port > 65535 || (c.master_port == 0 && c.max_nodes > 1 && !c.uses_etcd())) {
+    throw UsageError(
+        fmt::format("--master_port={} is not a usable port; pick one in 1..65535 (0 = any free port, single node only)",
+                    c.master_port));
+  }
+  if (c.run_id.empty()) throw UsageError("--rdzv_id is empty; give a job id shared by all nodes (default none)");
+}
+
+void check_restarts_and_durations(const LaunchConfig& c) {
+  if (c.max_restarts < 0 || c.max_restarts > kMaxRestarts) {
+    throw UsageError(
+        fmt::format("--max_restarts={} is outside 0..{}; pick a number in that range (a job that fails "
+                    "more often needs fixing, not restarting)",
+                    c.max_restarts, kMaxRestarts));
+  }
+  if (c.shutdown_timeout.count() < 0) {
+    throw UsageError(
+        fmt::format("--shutdown_timeout={:g} s is negative; use 0 or more (default 30)", seconds(c.shutdown_timeout)));
+  }
+  if (c.hang_timeout.count() < 0) {
+    throw UsageError(fmt::format("--hang_timeout={:g} s is negative; use 0 (off) or a number of seconds such as 300",
+                                 seconds(c.hang_timeout)));
+  }
+  if (c.monitor_interval.count() <= 0) {
+    throw UsageError(
+        fmt::format("--monitor_interval={:g} s must be more than 0 s (default 0.1)", seconds(c.monitor_interval)));
+  }
+  if (c.rdzv_timeout.count() <= 0) {
+    throw UsageError(fmt::format("--rdzv_timeout={:g} s must be more than 0 s (default 900)", seconds(c.rdzv_timeout)));
+  }
+  if (c.heartbeat_timeout.count() < kMinHeartbeatMs) {
+    throw UsageError(fmt::format("--heartbeat_timeout={:g} s is too short; use at least {:g} s (default 10)",
+                                 seconds(c.heartbeat_timeout), kMinHeartbeatMs / 1000.0));
+  }
+  if (c.heartbeat_interval.count() <= 0 || c.heartbeat_interval >= c.heartbeat_timeout) {
+    throw UsageError(
+        fmt::format("heartbeat interval {:g} s must be more than 0 and less than --heartbeat_timeout={:g} s; the "
+                    "command line makes it heartbeat_timeout / 5",
+                    seconds(c.heartbeat_interval), seconds(c.heartbeat_timeout)));
+  }
+}
+
+void check_workers(const LaunchConfig& c) {
+  if (c.role.empty()) throw UsageError("--role is empty; give a role name (default 'default')");
+  for (int r : c.local_ranks_filter) {
+    if (r < 0 || r >= c.nproc_per_node) {
+      throw UsageError(
+          fmt::format("--local_ranks_filter names local rank {}, but --nproc_per_node={} has only 0..{}; "
+                      "drop it from the list",
+                      r, c.nproc_per_node, c.nproc_per_node - 1));
+    }
+  }
+  for (int s : c.signals_to_handle) {
+    if (s < 1 || s >= NSIG || s == SIGKILL || s == SIGSTOP) {
+      throw UsageError(
+          fmt::format("--signals_to_handle names {}, which cannot be caught; list others such as "
+                      "SIGTERM,SIGINT,SIGUSR1",
+                      signal_name(s)));
+    }
+  }
+}
+
+void check_output(const LaunchConfig& c) {
+  std::string rest = c.line_prefix_template;
+  for (const std::string_view v : {"${rank}", "${local_rank}", "${role_name}"}) {
+    for (auto p = rest.find(v); p != std::string::npos; p = rest.find(v)) rest.erase(p, v.size());
+  }
+  if (rest.find("${") != std::string::npos) {
+    throw UsageError(
+        fmt::format("--log_line_prefix_template='{}' uses an unknown variable; use ${{rank}}, "
+                    "${{local_rank}} and ${{role_name}}",
+                    c.line_prefix_template));
+  }
+  if (!c.log_level.empty()) {
+    try {
+      log::parse_level(c.log_level);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("--log_level={}: {}", c.log_level, e.what()));
+    }
+  }
+}
+
+}  // namespace
+
+void validate(const LaunchConfig& c) {
+  if (c.dump_stacks) {
+    if (!c.program.empty())
+      throw UsageError("--dump_stacks takes no program ('" + c.program + "' given); it asks the running job");
+    if (c.uses_etcd()) {
+      throw UsageError("--dump_stacks does not reach a job that meets in etcd yet; use py-spy dump --pid on its nodes");
+    }
+    return check_store(c);
+  }
+  check_program(c);
+  check_nodes(c);
+  check_store(c);
+  check_restarts_and_durations(c);
+  check_workers(c);
+  check_output(c);
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,153 @@
+// One flag's text → a value; see flag_parsers.hpp.
+#include "launcher/config/flag_parsers.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace ddp::launcher {
+namespace {
+
+// Whether `s` is min_digits..max_digits decimal digits and nothing else.
+bool is_digits(std::string_view s, std::size_t min_digits, std::size_t max_digits) {
+  return s.size() >= min_digits && s.size() <= max_digits &&
+         std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+// "0".."3", the stream bits of --redirects/--tee.
+bool is_stream_bits(std::string_view s) {
+  return s.size() == 1 && s[0] >= '0' && s[0] <= '3';
+}
+
+int count_gpus(const EnvLookup& env) {
+  if (auto cvd = env("CUDA_VISIBLE_DEVICES")) {
+    if (cvd->empty() || *cvd == "-1") return 0;
+    return static_cast<int>(std::count(cvd->begin(), cvd->end(), ',')) + 1;
+  }
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("nvidia", 0) == 0 && is_digits(std::string_view(name).substr(6), 1, name.size())) ++n;
+  }
+  return n;
+}
+
+// Splits "[v6]" or a name/IPv4 of [A-Za-z0-9_.-], then optionally ":PORT" (1-5 digits).
+bool split_endpoint(std::string_view v, std::string_view& name, std::string_view& port_text) {
+  const auto all_of = [](std::string_view text, auto pred) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [&](char ch) { return pred(ch); });
+  };
+  std::size_t name_end = 0;
+  if (!v.empty() && v.front() == '[') {
+    const auto close = v.find(']');
+    if (close == std::string_view::npos) return false;
+    name = v.substr(1, close - 1);
+    name_end = close + 1;
+    if (!all_of(name, [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) || ch == ':' || ch == '.'; }))
+      return false;
+  } else {
+    name_end = std::min(v.find(':'), v.size());
+    name = v.substr(0, name_end);
+    if (!all_of(name, [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == '-';
+        }))
+      return false;
+  }
+  const std::string_view rest = v.substr(name_end);
+  port_text = rest.empty() ? rest : rest.substr(1);
+  return rest.empty() || (rest.front() == ':' && is_digits(port_text, 1, 5));
+}
+
+}  // namespace
+
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text) {
+  double seconds = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, seconds);
+  if (ec != std::errc() || stop != end || !(seconds >= 0 && seconds <= 1e7)) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
+}
+
+int parse_whole_number(std::string_view flag, const std::string& text) {
+  if (!is_digits(std::string_view(text).substr(!text.empty() && text[0] == '-' ? 1 : 0), 1, 9)) {
+    throw UsageError(fmt::format("{}={} is not a whole number", flag, text));
+  }
+  return std::stoi(text);
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) items.push_back(item);
+  return items;
+}
+
+NodeRange parse_nnodes(const std::string& text) {
+  const auto colon = text.find(':');
+  const std::string min_text = text.substr(0, colon);
+  const std::string max_text = colon == std::string::npos ? min_text : text.substr(colon + 1);
+  if (!is_digits(min_text, 1, 9) || !is_digits(max_text, 1, 9)) {
+    throw UsageError(fmt::format("--nnodes={} is not N or MIN:MAX (e.g. --nnodes=2 or --nnodes=1:4)", text));
+  }
+  return {std::stoi(min_text), std::stoi(max_text)};
+}
+
+int parse_nproc(const std::string& text, const EnvLookup& env) {
+  const int cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  if (text == "cpu") return cpus;
+  if (text == "gpu") {
+    const int gpus = count_gpus(env);
+    if (gpus == 0) {
+      throw UsageError(
+          "--nproc_per_node=gpu but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*); "
+          "give a number or use cpu/auto");
+    }
+    return gpus;
+  }
+  if (text == "auto") {
+    const int gpus = count_gpus(env);
+    return gpus > 0 ? gpus : cpus;
+  }
+  if (is_digits(text, 1, 9)) return std::stoi(text);
+  throw UsageError(fmt::format("--nproc_per_node={} is not a number, gpu, cpu or auto", text));
+}
+
+StreamSelection parse_streams(std::string_view flag, const std::string& text) {
+  StreamSelection s;
+  if (is_stream_bits(text)) {
+    s.all = text[0] - '0';
+    return s;
+  }
+  // A map "RANK:BITS,RANK:BITS,...": not split_list(), which would let "" and a trailing comma pass.
+  for (std::size_t start = 0;;) {
+    const auto comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = std::string_view(text).substr(start, comma - start);
+    const auto colon = item.find(':');
+    if (colon == std::string_view::npos || !is_digits(item.substr(0, colon), 1, 9) ||
+        !is_stream_bits(item.substr(colon + 1))) {
+      throw UsageError(fmt::format("{}={} is not 0-3 or a map like 0:1,1:3 (1 stdout, 2 stderr, 3 both)", flag, text));
+    }
+    s.per_rank[std::stoi(std::string(item.substr(0, colon)))] = item[colon + 1] - '0';
+    if (comma == text.size()) return s;
+    start = comma + 1;
+  }
+}
+
+Endpoint parse_endpoint(std::string_view text) {
+  std::string_view name, port_text;
+  if (!split_endpoint(text, name, port_text)) {
+    throw UsageError(fmt::format("--rdzv_endpoint={} is not host[:port] (IPv6 in brackets: [::1]:29500)", text));
+  }
+  Endpoint e{std::string(name), std::nullopt};
+  if (!port_text.empty()) e.port = std::stoi(std::string(port_text));
+  return e;
+}
+
+}  // namespace ddp::launcher

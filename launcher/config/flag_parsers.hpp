@@ -1,0 +1,59 @@
+// The text of one flag turned into a value: whole numbers, seconds, node ranges, worker counts,
+// stream selections, endpoints and comma lists. These check the *form* of the text only; whether
+// the value makes sense for the job (a port in range, a rank below nnodes) is validate()'s
+// business (validate.hpp), so that rule holds however the LaunchConfig was filled in.
+//
+// Hand-written matchers instead of std::regex: compiling a std::regex costs tens of
+// microseconds, and parsing the command line sits on every launch's critical path.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/config/launch_config.hpp"
+
+namespace ddp::launcher {
+
+// What a number of seconds looks like, for messages.
+inline constexpr std::string_view kSecondsExpected = "a number of seconds in 0..1e7 (e.g. 30 or 2.5)";
+
+// "30", "2.5", "1e3" → milliseconds (truncated). nullopt unless the whole text is a finite number
+// in 0..1e7 (about 115 days, so the milliseconds cannot overflow). Pure; never throws.
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text);
+
+// "42", "-3" → the number (at most 9 digits). Throws UsageError "FLAG=TEXT is not a whole number".
+int parse_whole_number(std::string_view flag, const std::string& text);
+
+// "a,b,c" → {"a", "b", "c"}; "" → {}; a trailing comma adds no item. Never throws.
+std::vector<std::string> split_list(const std::string& text);
+
+// --nnodes: "N" or "MIN:MAX". Throws UsageError for any other shape; whether the range is
+// usable (1 <= MIN <= MAX) is checked by validate().
+struct NodeRange {
+  int min = 1;
+  int max = 1;
+};
+NodeRange parse_nnodes(const std::string& text);
+
+// --nproc_per_node: a number, or gpu (the visible GPUs), cpu (the online CPUs) or auto (GPUs if
+// any, else CPUs). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else from /dev/nvidiaN.
+// Throws UsageError for other text, and for gpu when no GPU is visible.
+int parse_nproc(const std::string& text, const EnvLookup& env);
+
+// --redirects / --tee: "0".."3" for every local rank (1 stdout, 2 stderr, 3 both), or a map
+// "RANK:BITS,RANK:BITS". Throws UsageError naming `flag` and the text.
+StreamSelection parse_streams(std::string_view flag, const std::string& text);
+
+// --rdzv_endpoint: "host", "host:port", "[v6]" or "[v6]:port" (names of [A-Za-z0-9_.-]). The port
+// is empty when the text has none. Throws UsageError naming the text.
+struct Endpoint {
+  std::string host;
+  std::optional<int> port;
+};
+Endpoint parse_endpoint(std::string_view text);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,72 @@
+// See hosted_store.hpp.
+#include "launcher/rdzv/hosted_store.hpp"
+
+#include <algorithm>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "common/log.hpp"
+#include "ddplaunch/common/error.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+// Whether `host` (a name) resolves only to loopback addresses on this machine.
+bool resolves_to_loopback_only(const std::string& host) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::resolver resolver(io);
+  boost::system::error_code ec;
+  const auto results = resolver.resolve(host, "", ec);
+  if (ec || results.empty()) return false;
+  return std::all_of(results.begin(), results.end(),
+                     [](const auto& r) { return r.endpoint().address().is_loopback(); });
+}
+
+}  // namespace
+
+// Where node 0's store listens: --rdzv_conf bind=ADDR ("*": every interface); for one node,
+// --master_addr (loopback by default), since all the workers dial it on this host; for several,
+// the address --master_addr resolves to here, except a host name that resolves only to loopback
+// here (Debian maps its own name to 127.0.1.1), which the other nodes resolve to another
+// address: every interface then, as torchrun.
+// With etcd-v3, every interface unless bind says otherwise: the workers dial the address the
+// host published, which is the one it reaches etcd from.
+std::string store_bind_host(const LaunchConfig& c) {
+  if (const auto it = c.rdzv_conf.find("bind"); it != c.rdzv_conf.end()) return it->second == "*" ? "" : it->second;
+  if (c.uses_etcd()) return "";
+  if (c.max_nodes == 1) return c.master_addr;
+  boost::system::error_code ec;
+  const std::string bare = rendezvous::unbracket_host(c.master_addr);
+  boost::asio::ip::make_address(bare, ec);
+  if (ec && bare != "localhost" && resolves_to_loopback_only(bare)) {
+    log::info(
+        "--master_addr={} resolves to loopback on this host; the store listens on every interface (choose one "
+        "with --rdzv_conf bind=ADDR)",
+        c.master_addr);
+    return "";
+  }
+  return c.master_addr;
+}
+
+std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c) {
+  rendezvous::TcpStoreServerOptions so;
+  so.port = static_cast<std::uint16_t>(c.master_port);
+  so.host = store_bind_host(c);
+  so.log = [](std::string_view line) { log::info("store: {}", line); };
+  std::unique_ptr<rendezvous::TcpStoreServer> server;
+  try {
+    server = std::make_unique<rendezvous::TcpStoreServer>(so);
+  } catch (const rendezvous::BindError& e) {
+    if (c.max_nodes == 1 || c.rdzv_conf.count("bind") || c.uses_etcd()) throw UsageError(e.what());
+    throw UsageError(std::string(e.what()) +
+                     "; node 0 runs on the host --master_addr names, or choose the address with --rdzv_conf "
+                     "bind=ADDR (bind=* for every interface)");
+  }
+  server->start();
+  return server;
+}
+
+}  // namespace ddp::launcher

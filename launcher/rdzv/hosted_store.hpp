@@ -1,0 +1,22 @@
+// The store a node hosts for its job: node 0's TcpStoreServer (the launchers' rendezvous and the
+// workers' TCPStore), or with etcd-v3 the workers' store on a round's group rank 0. Where it
+// listens follows torchrun's rules, written out at store_bind_host().
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "launcher/config/launch_config.hpp"
+
+namespace ddp::launcher {
+
+// A store server for this job's workers (and, without etcd, the launchers), already serving, at
+// --master_port (0: a free one) on the address store_bind_host chooses. Throws UsageError when
+// the port is taken.
+std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& config);
+
+// The address the hosted store binds: "" for every interface. Blocks only for a name lookup.
+std::string store_bind_host(const LaunchConfig& config);
+
+}  // namespace ddp::launcher

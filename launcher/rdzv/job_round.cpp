@@ -1,0 +1,94 @@
+// See job_round.hpp.
+#include "launcher/rdzv/job_round.hpp"
+
+#include <unistd.h>
+
+#include "common/log.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
+
+namespace ddp::launcher {
+
+JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& c,
+                           const EffectiveConfig& eff, int round, const std::atomic<bool>* cancelled,
+                           const std::function<void(const std::string&)>& status) {
+  const NodeInfo self{c.node_rank,
+                      c.nproc_per_node,
+                      c.local_addr.empty() ? eff.host : c.local_addr,
+                      eff.host,
+                      static_cast<int>(::getpid()),
+                      root.local_address()};
+  RendezvousOptions o;
+  o.nnodes = c.max_nodes;
+  o.round = round;
+  o.run_id = c.run_id;
+  o.timeout = c.rdzv_timeout;
+  o.endpoint = c.uses_etcd() ? "etcd " + c.rdzv_endpoint
+                             : rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(eff.port));
+  o.status = status;
+  o.with_secret = !c.rdzv_secret.empty();
+  o.cancelled = cancelled;
+  if (c.min_nodes == c.max_nodes && !c.uses_etcd()) {
+    return JoinedRound{join_round(root, job, self, o), c.node_rank, round, 0, "", 0};
+  }
+  // With etcd there is no store host: ranks follow the order of arrival (--node_rank is not
+  // needed), and every node that comes to a round with the job (its start or a restart) may close
+  // it; the compare-set makes that happen once. A node that arrived late waits for them: closing
+  // the next round alone would start a second job beside the running one.
+  ElasticOptions e;
+  e.base = o;
+  e.min_nodes = c.min_nodes;
+  e.is_host = c.node_rank == 0 || c.uses_etcd();
+  e.by_arrival = c.uses_etcd();
+  if (const auto it = c.rdzv_conf.find("last_call_timeout"); it != c.rdzv_conf.end()) {
+    e.last_call = std::chrono::milliseconds(static_cast<long long>(std::stod(it->second) * 1000));
+  }
+  for (int late = 0;; ++late) {
+    try {
+      ElasticRound r = join_elastic_round(root, job, self, e);
+      return JoinedRound{std::move(r.ranks), r.group_rank, e.base.round, late, "", 0};
+    } catch (const LateArrival& arrival) {
+      status(arrival.what());
+      ++e.base.round;
+      if (c.uses_etcd()) e.is_host = false;
+    }
+  }
+}
+
+bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes) {
+  if (nnodes == 1) return true;
+  job.set(round_prefix + "done/" + std::to_string(node), "1");
+  for (int n = 0; n < nnodes; ++n) {
+    const std::string key = round_prefix + "done/" + std::to_string(n);
+    if (!job.check({key})) return false;
+    try {
+      if (job.get(key, std::chrono::seconds(1)) != "1") return false;
+    } catch (const rendezvous::TimeoutError&) {
+      return false;  // only a value a SignedStore rejects: that node has not finished
+    }
+  }
+  return true;
+}
+
+bool turn_away_late_nodes(rendezvous::Store& job, int next_round, const std::string& why) {
+  const std::string round = "r" + std::to_string(next_round) + "/";
+  try {
+    job.compare_set(round + "closed", "", "error: " + why);
+    return job.add(round + "joined", 0) > 0;
+  } catch (const Error& e) {
+    log::warning("could not tell nodes waiting for round {} that the job ended: {}", next_round, e.what());
+    return false;
+  }
+}
+
+void leave_job(rendezvous::Store& job, const std::string& round_prefix, int nnodes, bool is_host,
+               std::chrono::milliseconds wait) {
+  try {
+    if (job.add(round_prefix + "left", 1) == nnodes) job.set(round_prefix + "all_left", "1");
+    if (is_host) job.get(round_prefix + "all_left", wait);  // a get: a SignedStore checks the value
+  } catch (const Error& e) {
+    log::warning("exit barrier: {}", e.what());
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,53 @@
+// Joining one round of the job from the launcher's configuration: the static or the elastic
+// rendezvous (node_rendezvous.hpp), with late arrivals carried to the next round. Runs on the
+// agent's rendezvous thread; everything it learns comes back in the result.
+#pragma once
+
+#include <atomic>
+#include <functional>
+
+#include "launcher/config/launch_config.hpp"
+#include "launcher/rdzv/node_rendezvous.hpp"
+#include "launcher/config/effective_config.hpp"
+#include "launcher/rdzv/job_monitor.hpp"
+
+namespace ddp::launcher {
+
+struct JoinedRound {
+  RankMap ranks;
+  int group_rank = 0;   // this node's rank in the round (= --node_rank unless elastic)
+  int round = 0;        // the round joined: later than asked when this node arrived late
+  int late_rounds = 0;  // rounds that closed without this node (each counts as a restart)
+  // Where the workers' store is, when the round says (etcd-v3: its group rank 0 hosts it); ""
+  // and 0: --master_addr and the launcher's store port.
+  std::string master_addr;
+  int master_port = 0;
+};
+
+// Blocks until this node is a member of round `round` or a later one. Throws as join_round and
+// join_elastic_round do (UsageError, TimeoutError, ConnectionError, Error on cancellation).
+// `status` receives the waiting lines.
+JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& config,
+                           const EffectiveConfig& effective, int round, const std::atomic<bool>* cancelled,
+                           const std::function<void(const std::string&)>& status);
+
+// Records that every worker of node `node` exited 0 ("<round_prefix>done/<node>") and tells
+// whether every node of the round has such a record, so the caller publishes the success. The
+// store orders the writes, so of nodes that finish together the last one sees every record. A
+// record is a value, read back through the job's view, so with a job secret a stranger cannot
+// forge one (a counter could be bumped by anyone). Throws what the store throws.
+bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes);
+
+// Closes round `next_round` of an elastic job that ended for good, with `why` as the error that a
+// node waiting there (it arrived late) or arriving later exits with, instead of waiting until
+// --rdzv_timeout. Returns whether a node waits there. Never throws (a failure is logged).
+bool turn_away_late_nodes(rendezvous::Store& job, int next_round, const std::string& why);
+
+// The exit barrier of a successful multi-node job: every node counts itself out under
+// `round_prefix` ("r<round>/"); the store's host (`is_host`) then waits up to `wait` for all
+// `nnodes`, so no node mistakes a finished job for a lost store. Never throws: a node gone after
+// the success loses nothing, and is logged as a warning.
+void leave_job(rendezvous::Store& job, const std::string& round_prefix, int nnodes, bool is_host,
+               std::chrono::milliseconds wait);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,46 @@
+// The job secret: an optional shared key that authenticates the launchers of one job to each
+// other through the store (signed_store.hpp). It comes from DDPLAUNCH_RDZV_TOKEN or from the file
+// named by --rdzv_conf token_file=PATH, never from the command line, where `ps` shows it to every
+// user of the machine. Workers never see it: it is removed from their environment.
+//
+// HMAC-SHA256 comes from libsodium (linked statically: only its SHA-256 and HMAC objects). Everything here is pure or
+// reads one file; nothing blocks beyond that, and all functions are thread-safe.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/config/private_env.hpp"
+
+namespace ddp::launcher {
+
+inline constexpr std::size_t kMinSecretBytes = 16;
+
+// The job secret for this launcher: the contents of rdzv_conf["token_file"] (one trailing
+// newline removed) or else $DDPLAUNCH_RDZV_TOKEN; "" when neither is given (no authentication).
+// Throws UsageError, naming the file or variable and the fix, when both are given, the file
+// cannot be read, or the secret is shorter than kMinSecretBytes. Warns (log) when the file is
+// readable by other users.
+std::string load_job_secret(const std::map<std::string, std::string>& rdzv_conf, const EnvLookup& env);
+
+// The contents of a file holding a secret (one trailing newline removed), named by `flag` (e.g.
+// "--rdzv_conf token_file") in errors: throws UsageError saying `what` it should hold when it
+// cannot be read; warns (log) when other users may read it.
+std::string read_secret_file(const std::string& flag, const std::string& path, const std::string& what);
+
+// HMAC-SHA256 of `data` under `key`: 32 raw bytes.
+std::string hmac_sha256(std::string_view key, std::string_view data);
+
+// Lower-case hexadecimal of `bytes`.
+std::string to_hex(std::string_view bytes);
+
+// Constant-time equality of two byte strings of the same length (false when lengths differ).
+bool same_bytes(std::string_view a, std::string_view b);
+
+// The store namespace of a job with this secret: "ddplaunch/<32 hex digits derived from the
+// secret>", or "ddplaunch" without one. Launchers without the secret cannot name the keys.
+std::string store_namespace(std::string_view secret);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,188 @@
+// Rendezvous rounds; the steps are in node_rendezvous.hpp.
+#include "launcher/rdzv/node_rendezvous.hpp"
+
+#include "ddplaunch/rendezvous/error.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace ddp::launcher {
+
+using rendezvous::Store;
+using rendezvous::TimeoutError;
+
+namespace {
+const std::string kErrorPrefix = "error: ";
+
+// Marks the round failed unless it already completed (then only this node fails: the others
+// have their ranks and must not see the verdict change under them).
+[[noreturn]] void fail_round(Store& job, const std::string& ready_key, const std::string& message) {
+  job.compare_set(ready_key, "", kErrorPrefix + message);
+  throw UsageError(message);
+}
+}  // namespace
+
+namespace {
+
+// Nodes with different job secrets never see each other's keys: the timeout says so.
+std::string secret_hint(const RendezvousOptions& o) {
+  return o.with_secret ? std::string(", and that ") + kSameSecretHint : "";
+}
+
+// Checks that this node runs the same job (run id) with the same node count as the others.
+void check_job(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o, const std::string& ready_key,
+               const std::string& nnodes_text) {
+  const std::string other_run = root.compare_set("run_id", "", o.run_id);
+  if (other_run != o.run_id) {
+    const std::string message = "node " + std::to_string(self.node_rank) + " (" + self.host +
+                                ") has --rdzv_id=" + o.run_id + " but the store at " + o.endpoint + " runs job '" +
+                                other_run + "'; use the same --rdzv_id on every node";
+    root.set(other_run + "/" + ready_key, kErrorPrefix + message);
+    throw UsageError(message);
+  }
+  const std::string agreed = job.compare_set("config/nnodes", "", nnodes_text);
+  if (agreed != nnodes_text) {
+    fail_round(job, ready_key,
+               "node " + std::to_string(self.node_rank) + " (" + self.host + ") has --nnodes=" + nnodes_text +
+                   " but the other nodes have --nnodes=" + agreed + "; start every node with the same --nnodes");
+  }
+}
+
+// Waits for `key` in one-second slices (to report progress and notice cancellation; the
+// wake-up itself is the store's event). `progress` returns the status line and whether it
+// changed; `on_deadline` throws the timeout error.
+void wait_reporting(Store& job, const std::string& key, std::chrono::milliseconds timeout, const RendezvousOptions& o,
+                    const std::function<std::string()>& progress, const std::function<void()>& on_deadline) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string reported;
+  for (;;) {
+    const auto left =
+        timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    try {
+      job.wait({key}, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)));
+      return;
+    } catch (const TimeoutError&) {
+      // Not there yet: fall through to report and check the deadline.
+    } catch (const rendezvous::ConnectionError& e) {
+      // Node 0 gave up first (its own timeout, or a failure): say where to look.
+      throw rendezvous::ConnectionError(std::string(e.what()) +
+                                        "; the store's host (node 0's launcher) ended while this node waited for the "
+                                        "others: see its output");
+    }
+    if (o.cancelled && o.cancelled->load()) throw ddp::Error("interrupted while waiting for nodes");
+    const std::string line = progress();
+    if (line != reported && o.status) o.status(line);
+    reported = line;
+    if (left.count() <= 1000) on_deadline();
+  }
+}
+
+}  // namespace
+
+RankMap join_round(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o) {
+  const std::string round = "r" + std::to_string(o.round) + "/";
+  const std::string ready_key = round + "ready";
+  check_job(root, job, self, o, ready_key, std::to_string(o.nnodes));
+
+  const std::string record = self.serialize();
+  const std::string node_key = round + "node/" + std::to_string(self.node_rank);
+  const std::string holder = job.compare_set(node_key, "", record);
+  if (holder != record) {
+    const NodeInfo other = NodeInfo::parse(holder);
+    fail_round(job, ready_key,
+               "--node_rank=" + std::to_string(self.node_rank) + " is used twice: by " + other.host + " (pid " +
+                   std::to_string(other.pid) + ") and by " + self.host + " (pid " + std::to_string(self.pid) +
+                   "); give every node a distinct --node_rank");
+  }
+  if (job.add(round + "joined", 1) == o.nnodes) job.set(ready_key, "ok");
+
+  const auto progress = [&] {
+    return "waiting for nodes: " + std::to_string(job.add(round + "joined", 0)) + "/" + std::to_string(o.nnodes) +
+           " joined (node_rank " + std::to_string(self.node_rank) + ")";
+  };
+  const auto deadline = [&] {
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < o.nnodes; ++r) {
+      if (!job.check({round + "node/" + std::to_string(r)})) {
+        missing += (missing.empty() ? "" : ",") + std::to_string(r);
+        ++count;
+      }
+    }
+    throw TimeoutError(fmt::format(
+        "timed out after {:g} s waiting for {} of {} nodes (node_rank {}) at {}; check --nnodes and --master_addr "
+        "on every node{}",
+        o.timeout.count() / 1000.0, count, o.nnodes, missing, o.endpoint, secret_hint(o)));
+  };
+  wait_reporting(job, ready_key, o.timeout, o, progress, deadline);
+  const std::string ready = job.get(ready_key, o.timeout);
+  if (ready.rfind(kErrorPrefix, 0) == 0) throw UsageError(ready.substr(kErrorPrefix.size()));
+  std::vector<NodeInfo> nodes;
+  for (int r = 0; r < o.nnodes; ++r)
+    nodes.push_back(NodeInfo::parse(job.get(round + "node/" + std::to_string(r), o.timeout)));
+  return RankMap(std::move(nodes));
+}
+
+ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, const ElasticOptions& e) {
+  const RendezvousOptions& o = e.base;
+  const std::string round = "r" + std::to_string(o.round) + "/";
+  const std::string closed_key = round + "closed";
+  check_job(root, job, self, o, closed_key, std::to_string(e.min_nodes) + ":" + std::to_string(o.nnodes));
+
+  const std::int64_t index = job.add(round + "joined", 1);
+  job.set(round + "member/" + std::to_string(index), self.serialize());
+  job.set(round + "arrived/" + std::to_string(index), "1");
+
+  const auto joined_line = [&] {
+    const std::string wanted =
+        e.min_nodes == o.nnodes ? std::to_string(o.nnodes) : std::to_string(e.min_nodes) + ".." + std::to_string(o.nnodes);
+    return "waiting for nodes: " + std::to_string(job.add(round + "joined", 0)) + "/" + wanted + " joined" +
+           (e.by_arrival ? "" : " (node_rank " + std::to_string(self.node_rank) + ")");
+  };
+  const auto too_few = [&] {
+    throw TimeoutError(fmt::format(
+        "timed out after {:g} s: {} of at least {} nodes joined at {}; start more nodes or lower MIN in --nnodes{}",
+        o.timeout.count() / 1000.0, job.add(round + "joined", 0), e.min_nodes, o.endpoint, secret_hint(o)));
+  };
+  if (e.is_host) {
+    wait_reporting(job, round + "arrived/" + std::to_string(e.min_nodes), o.timeout, o, joined_line, too_few);
+    try {
+      // The last call: more nodes may join, up to MAX, for this long.
+      job.wait({round + "arrived/" + std::to_string(o.nnodes)}, e.last_call);
+    } catch (const TimeoutError&) {
+      // MAX not reached: close with whoever is there.
+    }
+    const std::int64_t n = std::min<std::int64_t>(job.add(round + "joined", 0), o.nnodes);
+    job.compare_set(closed_key, "", std::to_string(n));
+  } else {
+    wait_reporting(job, closed_key, o.timeout, o, joined_line, too_few);
+  }
+  const std::string closed = job.get(closed_key, o.timeout);
+  if (closed.rfind(kErrorPrefix, 0) == 0) throw UsageError(closed.substr(kErrorPrefix.size()));
+  const int members = std::stoi(closed);
+  if (index > members) {
+    throw LateArrival("round " + std::to_string(o.round) + " closed with " + std::to_string(members) +
+                      " nodes before this node arrived; it joins at the next restart");
+  }
+  // The host is group rank 0; the others follow in arrival order.
+  std::vector<std::pair<NodeInfo, std::int64_t>> nodes;
+  for (int i = 1; i <= members; ++i) {
+    nodes.emplace_back(NodeInfo::parse(job.get(round + "member/" + std::to_string(i), o.timeout)), i);
+  }
+  if (!e.by_arrival) {
+    std::stable_sort(nodes.begin(), nodes.end(),
+                     [](const auto& a, const auto& b) { return (a.first.node_rank == 0) > (b.first.node_rank == 0); });
+  }
+  std::vector<NodeInfo> ranked;
+  int mine = -1;
+  for (std::size_t g = 0; g < nodes.size(); ++g) {
+    NodeInfo n = nodes[g].first;
+    n.node_rank = static_cast<int>(g);
+    if (nodes[g].second == index) mine = static_cast<int>(g);
+    ranked.push_back(n);
+  }
+  return ElasticRound{RankMap(std::move(ranked)), mine};
+}
+
+}  // namespace ddp::launcher

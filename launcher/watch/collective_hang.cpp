@@ -1,0 +1,196 @@
+// See collective_hang.hpp.
+#include "launcher/watch/collective_hang.hpp"
+
+#include <algorithm>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "launcher/watch/proc_stat.hpp"
+#include "launcher/report/round_report.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+double seconds_between(std::int64_t earlier_ns, std::int64_t later_ns) {
+  return static_cast<double>(later_ns - earlier_ns) / 1e9;
+}
+
+std::string clock_time(std::int64_t ns) {
+  const std::time_t t = static_cast<std::time_t>(ns / 1000000000);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  return fmt::format("{:02}:{:02}:{:02}.{:03} UTC", tm.tm_hour, tm.tm_min, tm.tm_sec, (ns / 1000000) % 1000);
+}
+
+std::string who(const RankProgress& r) {
+  return fmt::format("rank {} (node {}{}, pid {}, {})", r.rank, r.node, r.host.empty() ? "" : " on " + r.host, r.pid,
+                     describe_state(r.state));
+}
+
+constexpr const char* kNoProgress = "publishes no progress (not built on the ddplaunch runtime)";
+
+// The time a rank's lines are relative to: when its snapshot was taken, else the report's.
+std::int64_t as_of(const RankProgress& r, std::int64_t report_ns) {
+  return r.taken_ns ? r.taken_ns : report_ns;
+}
+
+// One line per rank: "  <rank, detailed: with node, host, pid and state>: <what>", where `what`
+// says what a rank with progress does as of the time given, and kNoProgress stands for the rest.
+template <class What>
+std::string rank_lines(const std::vector<RankProgress>& ranks, std::int64_t report_ns, bool detailed, What what) {
+  std::string text;
+  for (const RankProgress& r : ranks) {
+    const std::string state = r.progress.attached() ? what(r, as_of(r, report_ns)) : kNoProgress;
+    text += fmt::format("  {}: {}\n", detailed ? who(r) : fmt::format("rank {}", r.rank), state);
+  }
+  return text;
+}
+
+std::string collective_name(CollectiveKind kind, std::uint64_t n) {
+  return fmt::format("{} #{}", to_string(kind), n);
+}
+
+}  // namespace
+
+std::string byte_size(std::uint64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024);
+  if (bytes < 1024ull * 1024 * 1024) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024 * 1024));
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+}
+
+std::vector<RankProgress> read_progress(const ProgressTable& table, const std::map<int, WatchedWorker>& workers,
+                                        int node, const std::string& host) {
+  std::vector<RankProgress> out;
+  for (const auto& [pid, w] : workers) {
+    RankProgress r;
+    r.rank = w.rank;
+    r.node = node;
+    r.host = host;
+    r.pid = pid;
+    r.state = read_proc_stat(pid).state;
+    if (w.slot < table.slots()) r.progress = table.read(w.slot);  // reset between rounds
+    r.taken_ns = realtime_ns();
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string encode_progress(const std::vector<RankProgress>& ranks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RankProgress& r : ranks) {
+    const CollectiveProgress& p = r.progress;
+    out.push_back({{"rank", r.rank},
+                   {"node", r.node},
+                   {"host", r.host},
+                   {"pid", r.pid},
+                   {"state", std::string(1, r.state ? r.state : '?')},
+                   {"attached", p.attached()},
+                   {"entered", p.entered},
+                   {"completed", p.completed},
+                   {"kind", static_cast<std::uint32_t>(p.kind)},
+                   {"bytes", p.bytes},
+                   {"entered_ns", p.entered_ns},
+                   {"completed_ns", p.completed_ns},
+                   {"taken_ns", r.taken_ns}});
+  }
+  return out.dump();
+}
+
+std::vector<RankProgress> decode_progress(const std::string& value) {
+  std::vector<RankProgress> ranks;
+  const nlohmann::json doc = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_array()) return ranks;
+  for (const nlohmann::json& j : doc) {
+    try {
+      RankProgress r;
+      r.rank = j.at("rank").get<int>();
+      r.node = j.at("node").get<int>();
+      r.host = j.at("host").get<std::string>();
+      r.pid = j.at("pid").get<int>();
+      const std::string state = j.at("state").get<std::string>();
+      r.state = state.empty() || state == "?" ? 0 : state[0];
+      CollectiveProgress& p = r.progress;
+      p.pid = j.at("attached").get<bool>() ? r.pid : 0;
+      p.entered = j.at("entered").get<std::uint64_t>();
+      p.completed = j.at("completed").get<std::uint64_t>();
+      const auto kind = j.at("kind").get<std::uint32_t>();
+      p.kind = kind <= static_cast<std::uint32_t>(CollectiveKind::Barrier) ? static_cast<CollectiveKind>(kind)
+                                                                           : CollectiveKind::None;
+      p.bytes = j.at("bytes").get<std::uint64_t>();
+      p.entered_ns = j.at("entered_ns").get<std::int64_t>();
+      p.completed_ns = j.at("completed_ns").get<std::int64_t>();
+      r.taken_ns = j.value("taken_ns", std::int64_t{0});
+      ranks.push_back(std::move(r));
+    } catch (const nlohmann::json::exception&) {
+      // Not one of ours: skipped.
+    }
+  }
+  return ranks;
+}
+
+std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t report_ns) {
+  std::vector<RankProgress> ranks = input;
+  std::sort(ranks.begin(), ranks.end(), [](const RankProgress& a, const RankProgress& b) { return a.rank < b.rank; });
+  // The hung collective: the latest any rank entered.
+  std::uint64_t n = 0;
+  const RankProgress* first_in = nullptr;
+  for (const RankProgress& r : ranks) {
+    if (!r.progress.attached()) continue;
+    if (r.progress.entered > n) n = r.progress.entered;
+  }
+  for (const RankProgress& r : ranks) {
+    if (r.progress.attached() && r.progress.entered == n) {
+      first_in = &r;
+      break;
+    }
+  }
+  if (first_in == nullptr) return "No rank publishes collective progress (none uses the ddplaunch runtime).\n";
+  std::string text = fmt::format("Collective #{} ({}, {}) never completed:\n", n, to_string(first_in->progress.kind),
+                                 byte_size(first_in->progress.bytes));
+  std::vector<int> never;
+  std::vector<std::string> never_where;
+  text += rank_lines(ranks, report_ns, true, [&](const RankProgress& r, std::int64_t now_ns) -> std::string {
+    const CollectiveProgress& p = r.progress;
+    if (p.entered == n && p.inside()) {
+      return fmt::format("waiting in it for {:.1f} s (since {})", seconds_between(p.entered_ns, now_ns),
+                         clock_time(p.entered_ns));
+    }
+    if (p.entered == n) return fmt::format("completed it {:.1f} s ago", seconds_between(p.completed_ns, now_ns));
+    never.push_back(r.rank);
+    never_where.push_back(fmt::format("rank {} (node {}{})", r.rank, r.node, r.host.empty() ? "" : " on " + r.host));
+    if (p.entered == 0) return "never entered it; it entered no collective at all";
+    if (p.inside()) {
+      return fmt::format("never entered it; it has been waiting in {} for {:.1f} s", collective_name(p.kind, p.entered),
+                         seconds_between(p.entered_ns, now_ns));
+    }
+    return fmt::format("never entered it; its last, {}, completed {:.1f} s ago", collective_name(p.kind, p.entered),
+                       seconds_between(p.completed_ns, now_ns));
+  });
+  if (!never.empty()) {
+    text += fmt::format("Never entered collective #{}: {}\n", n,
+                        never.size() <= 8 ? fmt::format("{}", fmt::join(never_where, ", ")) : ranks_phrase(never));
+  }
+  return text;
+}
+
+}  // namespace ddp::launcher
+
+namespace ddp::launcher {
+
+std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t report_ns) {
+  return rank_lines(ranks, report_ns, false, [](const RankProgress& r, std::int64_t now_ns) -> std::string {
+    const CollectiveProgress& p = r.progress;
+    if (p.entered == 0) return "no collective yet";
+    if (p.inside()) {
+      return fmt::format("in {} ({}) for {:.1f} s", collective_name(p.kind, p.entered), byte_size(p.bytes),
+                         seconds_between(p.entered_ns, now_ns));
+    }
+    return fmt::format("last {} completed {:.1f} s ago", collective_name(p.kind, p.entered),
+                       seconds_between(p.completed_ns, now_ns));
+  });
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,139 @@
+// See stack_dump.hpp.
+#include "launcher/watch/stack_dump.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/child_process.hpp"
+#include "common/find_executable.hpp"
+#include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/watch/proc_stat.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string find_tool(const std::string& name, const std::string& beside) {
+  std::error_code ec;
+  if (!beside.empty()) {
+    const fs::path near = fs::path(beside).parent_path() / name;
+    if (fs::exists(near, ec)) return near.string();
+  }
+  return find_on_path(name);
+}
+
+bool is_python(int pid) {
+  std::error_code ec;
+  const std::string exe = fs::read_symlink(fmt::format("/proc/{}/exe", pid), ec).filename().string();
+  return exe.rfind("python", 0) == 0;
+}
+
+// Runs argv[0] with stdout and stderr into one pipe; returns what it printed, or "" with `why`.
+std::string run_tool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, std::string& why) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    why = "pipe2 failed";
+    return "";
+  }
+  ChildOptions o;
+  o.exe = argv.front();
+  o.argv = argv;
+  o.env = current_environment();
+  o.stdout_fd = out[1];
+  o.stderr_fd = out[1];
+  pid_t pid = -1;
+  try {
+    pid = start_child(o);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  ::close(out[1]);
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (pid > 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{out[0], POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
+      why = fmt::format("{} took longer than {} ms", argv.front(), timeout.count());
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    char buf[4096];
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(out[0]);
+  if (pid > 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string dump_stack(int pid, const StackDumpOptions& options) {
+  const char state = read_proc_stat(pid).state;
+  if (state == 0 || state == 'Z') return "(it exited before its stack could be taken)";
+  std::vector<std::string> argv;
+  if (is_python(pid)) {
+    if (const std::string spy = find_tool("py-spy", options.python); !spy.empty()) {
+      argv = {spy, "dump", "--pid", std::to_string(pid)};
+      // A stopped process cannot be suspended again: read it as it is.
+      if (state == 'T' || state == 't') argv.push_back("--nonblocking");
+    }
+  }
+  if (argv.empty()) {
+    if (const std::string eu = find_tool("eu-stack", ""); !eu.empty()) {
+      argv = {eu, "-p", std::to_string(pid)};
+    } else if (const std::string gdb = find_tool("gdb", ""); !gdb.empty()) {
+      argv = {gdb, "-p", std::to_string(pid), "-batch", "-nx", "-ex", "thread apply all bt"};
+    }
+  }
+  if (argv.empty()) {
+    return "no stack: py-spy (for Python), eu-stack and gdb not found; install py-spy into the venv or Debian's "
+           "elfutils";
+  }
+  std::string why;
+  std::string text = run_tool(argv, options.timeout, why);
+  if (text.empty()) return fmt::format("no stack from {}: {}", argv.front(), why.empty() ? "it printed nothing" : why);
+  if (!why.empty()) text += "\n(" + why + ")";
+  return text;
+}
+
+std::string dump_stacks(const std::map<int, int>& ranks_by_pid, const StackDumpOptions& options) {
+  std::map<int, std::pair<int, std::string>> by_rank;  // rank → (pid, stack)
+  for (const auto& [pid, rank] : ranks_by_pid) by_rank[rank] = {pid, ""};
+  std::vector<std::thread> threads;
+  for (auto& [rank, entry] : by_rank) {
+    try {
+      threads.emplace_back([&entry = entry, &options] { entry.second = dump_stack(entry.first, options); });
+    } catch (const std::system_error& e) {
+      entry.second = std::string("no stack: ") + e.what();
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  std::string text;
+  for (const auto& [rank, entry] : by_rank)
+    text += fmt::format("rank {} (pid {}):\n{}\n\n", rank, entry.first, entry.second);
+  return text;
+}
+
+}  // namespace ddp::launcher

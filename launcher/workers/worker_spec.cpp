@@ -1,0 +1,180 @@
+// Worker argv and environment (torchrun's contract); see worker_spec.hpp.
+#include "launcher/workers/worker_spec.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/collective_progress.hpp"
+#include "common/find_executable.hpp"
+#include "common/worker_env.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/config/private_env.hpp"
+
+namespace ddp::launcher {
+
+bool runs_with_python(const LaunchConfig& c) {
+  const std::string& p = c.program;
+  return !c.no_python && (c.module || (p.size() > 3 && p.compare(p.size() - 3, 3, ".py") == 0));
+}
+
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), F_OK) != 0) {
+      throw UsageError("program '" + name + "' does not exist; check the path");
+    }
+    struct stat st {};
+    if (::stat(name.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw UsageError("program '" + name + "' is a directory; give the program (or .py script) inside it");
+    }
+    if (::access(name.c_str(), X_OK) != 0) {
+      throw UsageError("program '" + name +
+                       "' is not executable; chmod +x it, or run a .py script (it runs with python3)");
+    }
+    return name;
+  }
+  if (std::string found = find_on_path(name); !found.empty()) return found;
+  throw UsageError("program '" + name + "' was not found on PATH; give a path such as ./" + name);
+}
+
+void check_program(const LaunchConfig& c, const PythonInterpreter& python) {
+  if (!runs_with_python(c)) {
+    resolve_program(c.program);
+    return;
+  }
+  try {
+    resolve_program(python.path);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string(e.what()) + " (the Python interpreter, chosen by " + python.reason + ")");
+  }
+  if (!c.module && ::access(c.program.c_str(), R_OK) != 0) {
+    throw UsageError("script '" + c.program + "' does not exist or is not readable; check the path");
+  }
+  struct stat st {};
+  if (!c.module && ::stat(c.program.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw UsageError("script '" + c.program + "' is a directory; give the .py file inside it");
+  }
+}
+
+std::string substitute_local_rank(std::string arg, int local_rank) {
+  const std::string macro = "${local_rank}";
+  for (auto pos = arg.find(macro); pos != std::string::npos; pos = arg.find(macro, pos)) {
+    arg.replace(pos, macro.size(), std::to_string(local_rank));
+  }
+  return arg;
+}
+
+namespace {
+
+std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::string& role) {
+  const std::pair<const char*, std::string> vars[] = {
+      {"${rank}", std::to_string(rank)}, {"${local_rank}", std::to_string(local_rank)}, {"${role_name}", role}};
+  for (const auto& [k, v] : vars) {
+    const std::string key = k;
+    for (auto p = tpl.find(key); p != std::string::npos; p = tpl.find(key, p + v.size())) tpl.replace(p, key.size(), v);
+  }
+  return tpl;
+}
+
+// --local_ranks_filter hides the other ranks' console lines; the rest is in worker_spec.hpp.
+OutputRouting route_output(const LaunchConfig& c, const WorkerSpec& w, bool prefix_lines) {
+  OutputRouting out;
+  if (prefix_lines) out.prefix = expand_prefix(c.line_prefix_template, w.rank, w.local_rank, c.role);
+  const int redirect = c.redirects.for_rank(w.local_rank);
+  const int tee = c.tee.for_rank(w.local_rank);
+  const auto& filter = c.local_ranks_filter;
+  const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), w.local_rank) != filter.end();
+  out.to_console_out = shown && !(redirect & 1);
+  out.to_console_err = shown && !(redirect & 2);
+  if (!w.log_dir.empty() && ((redirect | tee) & 1)) out.stdout_file = w.log_dir + "/stdout.log";
+  if (!w.log_dir.empty() && ((redirect | tee) & 2)) out.stderr_file = w.log_dir + "/stderr.log";
+  return out;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
+  const LaunchConfig& c = in.config;
+  const int base = in.ranks.base_rank(in.node_rank);
+  std::vector<std::string> visible;
+  if (c.virtual_local_rank) {
+    const auto it = in.base_env.find("CUDA_VISIBLE_DEVICES");
+    if (it != in.base_env.end()) {
+      visible = split_commas(it->second);
+    } else {
+      for (int i = 0; i < c.nproc_per_node; ++i) visible.push_back(std::to_string(i));
+    }
+    if (static_cast<int>(visible.size()) < c.nproc_per_node) {
+      throw UsageError("--virtual_local_rank needs one device per worker but CUDA_VISIBLE_DEVICES lists " +
+                       std::to_string(visible.size()) + " for --nproc_per_node=" + std::to_string(c.nproc_per_node) +
+                       "; list more devices or start fewer workers");
+    }
+  }
+  std::vector<WorkerSpec> specs;
+  for (int lr = 0; lr < c.nproc_per_node; ++lr) {
+    WorkerSpec w;
+    w.local_rank = lr;
+    w.rank = base + lr;
+    if (runs_with_python(c)) {
+      w.argv = {in.python, "-u"};
+      if (c.module) w.argv.push_back("-m");
+    }
+    w.argv.push_back(c.program);
+    if (c.local_rank_arg == LaunchConfig::LocalRankArg::Underscore)
+      w.argv.push_back("--local_rank=" + std::to_string(lr));
+    if (c.local_rank_arg == LaunchConfig::LocalRankArg::Dash) w.argv.push_back("--local-rank=" + std::to_string(lr));
+    for (const auto& a : c.program_args) w.argv.push_back(substitute_local_rank(a, lr));
+
+    worker_env::WorkerEnv we;
+    we.rank = w.rank;
+    we.local_rank = c.virtual_local_rank ? 0 : lr;
+    we.world_size = in.ranks.world_size();
+    we.local_world_size = c.nproc_per_node;
+    we.group_rank = in.node_rank;
+    we.group_world_size = in.ranks.num_nodes();
+    we.role_name = c.role;
+    // Without brackets, as torchrun passes it: PyTorch's TCPStore resolves "::1", not "[::1]".
+    we.master_addr = rendezvous::unbracket_host(in.master_addr);
+    we.master_port = in.master_port;
+    we.restart_count = in.restart_count;
+    we.max_restarts = c.max_restarts;
+    we.run_id = c.run_id;
+    if (in.error_files_only) {
+      we.error_file = fmt::format("{}/error_{}_{}.json", in.log_root, in.restart_count, lr);
+    } else if (!in.log_root.empty()) {
+      w.log_dir = in.log_root + "/attempt_" + std::to_string(in.restart_count) + "/" + std::to_string(lr);
+      we.error_file = w.log_dir + "/error.json";
+    }
+    w.env = in.base_env;
+    for (const char* name : kPrivateEnv) w.env.erase(name);  // the launchers' alone (private_env.hpp)
+    worker_env::apply(w.env, we);
+    if (c.virtual_local_rank) w.env["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
+    w.open_files_limit = in.open_files_limit;
+    // DDPLAUNCH_PROGRESS=0 turns the slots off (the runtime then records nothing); any other value
+    // is an outer ddplaunch's, whose descriptor this worker lacks.
+    const bool off = w.env.count(kProgressVariable) && w.env[kProgressVariable] == "0";
+    if (!off) w.env.erase(kProgressVariable);
+    if (in.progress_fd >= 0 && !off) {
+      w.env[kProgressVariable] = progress_variable_value(in.progress_fd, lr);
+      w.keep_fds.push_back(in.progress_fd);
+    }
+    w.output = route_output(c, w, in.ranks.world_size() > 1);
+    specs.push_back(std::move(w));
+  }
+  return specs;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,76 @@
+// What each worker runs: its argv and its environment, built from the configuration, the rank
+// map and the attempt number. Pure: the launcher's own environment is passed in and never
+// modified; each child gets a separate map.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/config/launch_config.hpp"
+#include "launcher/config/python_interpreter.hpp"
+#include "launcher/rdzv/rank_map.hpp"
+
+namespace ddp::launcher {
+
+// Where one worker's output goes, decided with its spec (from --redirects, --tee,
+// --local_ranks_filter, --log_line_prefix_template and the log root), so that whatever runs the
+// worker needs only this and a console. As in torchrun, a redirected or tee'd stream goes to its
+// file; a tee keeps it on the console too. Without a log root a redirected stream has no file
+// (the agent always has one then: node_setup.hpp makes a directory).
+struct OutputRouting {
+  std::string prefix;  // put before every console line, e.g. "[3]:"; "" for none
+  bool to_console_out = true;
+  bool to_console_err = true;
+  std::string stdout_file;  // "" = none
+  std::string stderr_file;
+};
+
+struct WorkerSpec {
+  int local_rank = 0;
+  int rank = 0;
+  std::vector<std::string> argv;  // argv[0] is the executable (looked up on PATH when bare)
+  Environment env;
+  std::string log_dir;              // <log_dir>/<run_id>/attempt_<n>/<local_rank>, "" when no log dir
+  long long open_files_limit = -1;  // the worker's soft RLIMIT_NOFILE; -1: the launcher's
+  std::vector<int> keep_fds;        // the launcher's descriptors it inherits (the progress table)
+  OutputRouting output;
+};
+
+struct WorkerSpecInputs {
+  const LaunchConfig& config;
+  const RankMap& ranks;
+  int node_rank;
+  int restart_count;
+  std::string master_addr;  // the store's address as workers should dial it
+  int master_port;
+  Environment base_env;  // the launcher's environment
+  std::string log_root;  // as resolved once (EffectiveConfig::log_root); "" = no files
+  // The log root holds only error files (EffectiveConfig::temporary_log_root): they lie flat in it,
+  // error_<attempt>_<local rank>.json, with no directory per worker (each costs system calls at
+  // start and again at removal, bench section 1).
+  bool error_files_only = false;
+  long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
+  std::string python = "python3";   // argv[0] of a Python worker (EffectiveConfig::python.path)
+  int progress_fd = -1;  // >= 0: the collective-progress table (DDPLAUNCH_PROGRESS=<fd>:<local index>)
+};
+
+// Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.
+std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in);
+
+// True when the program runs under Python: a .py script or -m module, unless --no_python.
+bool runs_with_python(const LaunchConfig& config);
+
+// The executable for a program name: a path must be an executable file; a bare name is looked up
+// on PATH. Throws UsageError naming the program and the fix.
+std::string resolve_program(const std::string& name);
+
+// Checks, before anything starts, that every worker's command can run: the program (or, for a
+// .py script, the interpreter `python` and the script file). Throws UsageError.
+void check_program(const LaunchConfig& config, const PythonInterpreter& python);
+
+// Replaces ${local_rank} in `arg`.
+std::string substitute_local_rank(std::string arg, int local_rank);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,397 @@
+// The agent's failure, teardown, restart and multi-node logic with fakes: an in-memory store
+// shared by the "nodes" (agents on threads) and a fake process context whose workers exit as
+// each test scripts, so no process is started.
+#include "launcher/agent/agent.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "ddplaunch/rendezvous/memory_store.hpp"
+#include "ddplaunch/rendezvous/prefix_store.hpp"
+#include "launcher/rdzv/job_store.hpp"
+#include "launcher/rdzv/node_rendezvous.hpp"
+#include "launcher/rdzv/outcome.hpp"
+
+namespace {
+
+using namespace ddp::launcher;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+// What a fake worker does: exit with `code` after `after`, unless signalled first; obeys SIGTERM
+// unless `ignores_term`.
+struct Script {
+  std::chrono::milliseconds after{10};
+  int code = 0;
+  bool runs_forever = false;
+  bool ignores_term = false;
+};
+
+struct Record {
+  std::mutex mutex;
+  std::vector<std::vector<WorkerSpec>> starts;  // every start() call
+  std::vector<std::pair<int, int>> signals;     // (rank, signo)
+};
+
+class FakeProcesses final : public ProcessContext {
+ public:
+  FakeProcesses(asio::io_context& io, std::function<Script(const WorkerSpec&)> script, Record& record)
+      : io_(io), script_(std::move(script)), record_(record) {}
+
+  std::vector<int> start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
+    on_exit_ = std::move(on_exit);
+    std::vector<int> pids;
+    {
+      std::lock_guard<std::mutex> lock(record_.mutex);
+      record_.starts.push_back(specs);
+    }
+    for (const auto& spec : specs) {
+      auto& w = workers_.emplace_back();
+      w.spec = spec;
+      w.script = script_(spec);
+      pids.push_back(100000 + spec.rank);  // never a real process: nothing signals it
+      if (!w.script.runs_forever) {
+        w.timer = std::make_shared<asio::steady_timer>(io_, w.script.after);
+        const std::size_t i = workers_.size() - 1;
+        w.timer->async_wait([this, i](const boost::system::error_code& ec) {
+          if (!ec) exit(i, workers_[i].script.code, 0);
+        });
+      }
+    }
+    return pids;
+  }
+
+  void signal(int signo) override {
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      auto& w = workers_[i];
+      if (w.done) continue;
+      {
+        std::lock_guard<std::mutex> lock(record_.mutex);
+        record_.signals.emplace_back(w.spec.rank, signo);
+      }
+      if (signo == SIGKILL || (signo == SIGTERM && !w.script.ignores_term) || signo == SIGINT) {
+        asio::post(io_, [this, i, signo] { exit(i, 128 + signo, signo); });
+      }
+    }
+  }
+
+  // Recorded like signal(); no fake worker stops on it.
+  void notify(int signo) override {
+    std::lock_guard<std::mutex> lock(record_.mutex);
+    for (const auto& w : workers_) {
+      if (!w.done) record_.signals.emplace_back(w.spec.rank, signo);
+    }
+  }
+
+  std::size_t running() const override {
+    return static_cast<std::size_t>(
+        std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w.done; }));
+  }
+
+ private:
+  struct Worker {
+    WorkerSpec spec;
+    Script script;
+    std::shared_ptr<asio::steady_timer> timer;
+    bool done = false;
+  };
+
+  void exit(std::size_t i, int code, int signo) {
+    auto& w = workers_[i];
+    if (w.done) return;
+    w.done = true;
+    if (w.timer) w.timer->cancel();
+    WorkerResult r;
+    r.local_rank = w.spec.local_rank;
+    r.rank = w.spec.rank;
+    r.pid = 1000 + w.spec.rank;
+    r.exit_code = code;
+    r.term_signal = signo;
+    r.stderr_tail = {"fake stderr of rank " + std::to_string(w.spec.rank)};
+    on_exit_(r);
+  }
+
+  asio::io_context& io_;
+  std::function<Script(const WorkerSpec&)> script_;
+  Record& record_;
+  std::vector<Worker> workers_;
+  ExitCallback on_exit_;
+};
+
+LaunchConfig config(int nnodes, int node_rank, int nproc) {
+  LaunchConfig c;
+  c.min_nodes = c.max_nodes = nnodes;
+  c.node_rank = node_rank;
+  c.nproc_per_node = nproc;
+  c.program = "fake-worker";
+  c.run_id = "test";
+  c.shutdown_timeout = 200ms;
+  c.rdzv_timeout = 10s;
+  c.heartbeat_timeout = 400ms;
+  c.heartbeat_interval = 50ms;
+  c.signals_to_handle = {};
+  return c;
+}
+
+AgentDeps fakes(std::shared_ptr<ddp::rendezvous::MemoryStore> store, std::function<Script(const WorkerSpec&)> script,
+                Record& record) {
+  AgentDeps d;
+  d.host_store = false;
+  d.preflight = false;
+  d.connect_root = [store] { return store; };
+  d.processes = [script, &record](asio::io_context& io, OutputPolicy) {
+    return std::make_unique<FakeProcesses>(io, script, record);
+  };
+  return d;
+}
+
+int restart_count(const WorkerSpec& w) {
+  return std::stoi(w.env.at("TORCHELASTIC_RESTART_COUNT"));
+}
+
+bool got_signal(Record& r, int rank, int signo) {
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return std::find(r.signals.begin(), r.signals.end(), std::make_pair(rank, signo)) != r.signals.end();
+}
+
+}  // namespace
+
+TEST_CASE("all workers exiting 0 ends the job with 0") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  const auto c = config(1, 0, 3);
+  CHECK(run_agent(c, fakes(
+                         store, [](const WorkerSpec&) { return Script{}; }, rec)) == 0);
+  REQUIRE(rec.starts.size() == 1);
+  CHECK(rec.starts[0].size() == 3);
+  CHECK(rec.signals.empty());
+}
+
+TEST_CASE("the first failure stops the siblings with SIGTERM and its code is the exit code") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  const auto c = config(1, 0, 2);
+  const int code = run_agent(c, fakes(
+                                    store,
+                                    [](const WorkerSpec& w) {
+                                      return w.rank == 1 ? Script{10ms, 3} : Script{0ms, 0, true};
+                                    },
+                                    rec));
+  CHECK(code == 3);
+  CHECK(got_signal(rec, 0, SIGTERM));
+  CHECK_FALSE(got_signal(rec, 0, SIGKILL));
+  const auto outcome = ddp::launcher::Outcome::decode(store->get("ddplaunch/test/r0/outcome", 1s));
+  CHECK_FALSE(outcome.succeeded());
+  CHECK(outcome.code == 3);
+  CHECK(outcome.origin_node == 0);
+  CHECK_THAT(outcome.summary, Catch::Contains("rank      : 1"));
+}
+
+TEST_CASE("a worker ignoring SIGTERM gets SIGKILL after the shutdown timeout") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  const auto c = config(1, 0, 2);
+  const auto start = std::chrono::steady_clock::now();
+  const int code = run_agent(c, fakes(
+                                    store,
+                                    [](const WorkerSpec& w) {
+                                      return w.rank == 1 ? Script{10ms, 5} : Script{0ms, 0, true, true};
+                                    },
+                                    rec));
+  CHECK(code == 5);
+  CHECK(got_signal(rec, 0, SIGTERM));
+  CHECK(got_signal(rec, 0, SIGKILL));
+  CHECK(std::chrono::steady_clock::now() - start >= c.shutdown_timeout);
+}
+
+TEST_CASE("max_restarts restarts the job with a counted attempt and without it the failure stands") {
+  const auto script = [](const WorkerSpec& w) {
+    return (restart_count(w) == 0 && w.rank == 1) ? Script{10ms, 4} : Script{10ms, 0};
+  };
+  SECTION("with one restart") {
+    auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+    Record rec;
+    auto c = config(1, 0, 2);
+    c.max_restarts = 1;
+    CHECK(run_agent(c, fakes(store, script, rec)) == 0);
+    REQUIRE(rec.starts.size() == 2);
+    CHECK(restart_count(rec.starts[1][0]) == 1);
+    CHECK(rec.starts[1][0].env.at("TORCHELASTIC_MAX_RESTARTS") == "1");
+  }
+  SECTION("without") {
+    auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+    Record rec;
+    CHECK(run_agent(config(1, 0, 2), fakes(store, script, rec)) == 4);
+    CHECK(rec.starts.size() == 1);
+  }
+}
+
+TEST_CASE("a failure on one node stops the workers on the other, and both exit with its code") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  const auto c0 = config(2, 0, 2);
+  const auto c1 = config(2, 1, 1);
+  auto node1 = std::async(std::launch::async, [&] {
+    return run_agent(c1, fakes(
+                             store,
+                             [](const WorkerSpec&) {
+                               return Script{30ms, 7};
+                             },
+                             rec1));
+  });
+  const int code0 = run_agent(c0, fakes(
+                                      store,
+                                      [](const WorkerSpec&) {
+                                        return Script{0ms, 0, true};
+                                      },
+                                      rec0));
+  CHECK(code0 == 7);
+  CHECK(node1.get() == 7);
+  CHECK(got_signal(rec0, 0, SIGTERM));
+  CHECK(got_signal(rec0, 1, SIGTERM));
+  REQUIRE(rec1.starts.size() == 1);
+  CHECK(rec1.starts[0][0].rank == 2);  // prefix sums: node 0 has ranks 0-1
+  CHECK(rec1.starts[0][0].env.at("WORLD_SIZE") == "3");
+}
+
+TEST_CASE("two nodes that both succeed both exit 0") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  auto node1 = std::async(std::launch::async, [&] {
+    return run_agent(config(2, 1, 2), fakes(
+                                          store,
+                                          [](const WorkerSpec&) {
+                                            return Script{20ms, 0};
+                                          },
+                                          rec1));
+  });
+  CHECK(run_agent(config(2, 0, 2), fakes(
+                                       store,
+                                       [](const WorkerSpec&) {
+                                         return Script{5ms, 0};
+                                       },
+                                       rec0)) == 0);
+  CHECK(node1.get() == 0);
+}
+
+namespace {
+
+// A process context whose workers cannot start, as when the program vanished after the checks.
+class UnstartableProcesses final : public ProcessContext {
+ public:
+  std::vector<int> start(const std::vector<WorkerSpec>&, ExitCallback) override {
+    throw ddp::UsageError("program 'fake-worker' was not found on PATH; give a path such as ./fake-worker");
+  }
+  void signal(int) override {}
+  void notify(int) override {}
+  std::size_t running() const override { return 0; }
+};
+
+}  // namespace
+
+TEST_CASE("workers that cannot start end the job with 2, no restart, and the other nodes are told") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  auto c = config(1, 0, 2);
+  c.max_restarts = 3;
+  AgentDeps d = fakes(
+      store, [](const WorkerSpec&) { return Script{}; }, rec);
+  int starts = 0;
+  d.processes = [&starts](asio::io_context&, OutputPolicy) {
+    ++starts;
+    return std::make_unique<UnstartableProcesses>();
+  };
+  CHECK(run_agent(c, std::move(d)) == 2);
+  CHECK(starts == 1);
+  const auto outcome = ddp::launcher::Outcome::decode(store->get("ddplaunch/test/r0/outcome", 1s));
+  CHECK(outcome.code == 2);
+  CHECK_THAT(outcome.summary, Catch::Contains("node 0 could not start its workers") && Catch::Contains("not found"));
+}
+
+TEST_CASE("a node that stops heartbeating is reported lost within the heartbeat timeout") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  // Node 1 joins the rendezvous and then goes silent (no agent, no heartbeats).
+  auto silent = std::async(std::launch::async, [&] {
+    const auto views = ddp::launcher::job_stores(store, "test", "");
+    RendezvousOptions o;
+    o.nnodes = 2;
+    o.run_id = "test";
+    o.timeout = 10s;
+    join_round(*views.root, *views.job, NodeInfo{1, 1, "silent", "silent", 1, ""}, o);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const int code = run_agent(config(2, 0, 1), fakes(
+                                                  store,
+                                                  [](const WorkerSpec&) {
+                                                    return Script{0ms, 0, true};
+                                                  },
+                                                  rec));
+  silent.get();
+  CHECK(code == 1);
+  CHECK(got_signal(rec, 0, SIGTERM));
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+TEST_CASE("an elastic job starts with MIN nodes once the last call has passed") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  auto c = config(1, 0, 2);
+  c.max_nodes = 3;
+  c.rdzv_conf["last_call_timeout"] = "0.2";
+  CHECK(run_agent(c, fakes(
+                         store,
+                         [](const WorkerSpec&) {
+                           return Script{5ms, 0};
+                         },
+                         rec)) == 0);
+  REQUIRE(rec.starts.size() == 1);
+  CHECK(rec.starts[0][0].env.at("WORLD_SIZE") == "2");
+  CHECK(rec.starts[0][0].env.at("GROUP_WORLD_SIZE") == "1");
+}
+
+namespace {
+
+// Two nodes whose workers run until stopped; once both heartbeat (the monitors run), `write`
+// puts `value` into round 0's outcome key as another program could. Returns both exit codes.
+std::pair<int, int> run_with_foreign_outcome(const std::string& value) {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  const auto forever = [](const WorkerSpec&) { return Script{0ms, 0, true}; };
+  auto node1 = std::async(std::launch::async, [&] { return run_agent(config(2, 1, 1), fakes(store, forever, rec1)); });
+  auto stranger = std::async(std::launch::async, [&] {
+    // Blocks until both nodes' heartbeat counters exist: the event that the workers run.
+    store->wait({"ddplaunch/test/r0/hb/0", "ddplaunch/test/r0/hb/1"}, 10s);
+    store->set("ddplaunch/test/r0/outcome", value);
+  });
+  const int code0 = run_agent(config(2, 0, 1), fakes(store, forever, rec0));
+  stranger.get();
+  return {code0, node1.get()};
+}
+
+}  // namespace
+
+TEST_CASE("an outcome no node wrote (the old bare 'success') stops the job with 1, never 0") {
+  const auto [code0, code1] = run_with_foreign_outcome("success");
+  CHECK(code0 == 1);
+  CHECK(code1 == 1);
+}
+
+TEST_CASE("a well-formed success while workers still run is refused: exit 1") {
+  const auto [code0, code1] = run_with_foreign_outcome(ddp::launcher::Outcome::success(1).encode());
+  CHECK(code0 == 1);
+  CHECK(code1 == 1);
+}
+
+TEST_CASE("a malformed failure code cannot choose the exit code") {
+  const auto [code0, code1] = run_with_foreign_outcome("ddplaunch-outcome 1 failure 999 1\n\x1b[2Jgotcha");
+  CHECK(code0 == 1);
+  CHECK(code1 == 1);
+}

@@ -1,0 +1,108 @@
+// Outcome: the typed round outcome and its wire format, including every malformed value a
+// stranger or another program could leave in the key.
+#include "launcher/rdzv/outcome.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+namespace {
+
+using ddp::launcher::Outcome;
+using ddp::launcher::OutcomeError;
+
+TEST_CASE("outcome: success and failure round-trip", "[outcome]") {
+  const Outcome s = Outcome::decode(Outcome::success(2).encode());
+  CHECK(s.succeeded());
+  CHECK(s.code == 0);
+  CHECK(s.origin_node == 2);
+  CHECK(s.summary.empty());
+
+  const std::string summary = "=====\nworker FAILED\n  rank : 3\n\nlast line without newline";
+  const Outcome f = Outcome::decode(Outcome::failure(139, summary, 1).encode());
+  CHECK_FALSE(f.succeeded());
+  CHECK(f.code == 139);
+  CHECK(f.origin_node == 1);
+  CHECK(f.summary == summary);
+
+  CHECK(Outcome::decode(Outcome::failure(1, "", -1).encode()).origin_node == -1);
+  CHECK(Outcome::decode(Outcome::failure(1, "", -1).encode()).summary.empty());
+  CHECK(Outcome::decode(Outcome::failure(255, "x", Outcome::kMaxNodes).encode()).code == 255);
+}
+
+TEST_CASE("outcome: any summary bytes survive, including header-like lines", "[outcome]") {
+  const std::string tricky[] = {
+      "\n",
+      "\n\n\n",
+      "ddplaunch-outcome 1 success 0 0\n",  // a header inside the summary is just text
+      std::string("nul\0inside", 11),
+      "crlf\r\nline\r\n",
+      "\xff\xfe not utf-8",
+  };
+  for (const std::string& summary : tricky) {
+    const Outcome o = Outcome::decode(Outcome::failure(7, summary, 3).encode());
+    CHECK(o.summary == summary);
+    CHECK(o.code == 7);
+    CHECK_FALSE(o.succeeded());
+  }
+}
+
+TEST_CASE("outcome: the encoded form starts with a versioned header line", "[outcome]") {
+  CHECK(Outcome::success(0).encode() == "ddplaunch-outcome 1 success 0 0\n");
+  CHECK(Outcome::failure(3, "boom", 1).encode() == "ddplaunch-outcome 1 failure 3 1\nboom");
+}
+
+TEST_CASE("outcome: malformed values throw, never become a success", "[outcome]") {
+  const char* bad[] = {
+      "",
+      "success",                                   // the old, unauthenticated form
+      "failure 3\nsummary",                        // the old failure form
+      "ddplaunch-outcome 1 success 0 0",           // no newline after the header
+      "ddplaunch-outcome 2 success 0 0\n",         // another version
+      "ddplaunch-outcome 1 victory 0 0\n",         // unknown kind
+      "ddplaunch-outcome 1 success 3 0\n",         // success must have code 0
+      "ddplaunch-outcome 1 failure 0 0\n",         // failure must not have code 0
+      "ddplaunch-outcome 1 failure 256 0\n",       // beyond an exit code
+      "ddplaunch-outcome 1 failure -1 0\n",        // negative code
+      "ddplaunch-outcome 1 failure 3x 0\n",        // not a number
+      "ddplaunch-outcome 1 failure 3 -2\n",        // origin below -1
+      "ddplaunch-outcome 1 failure 3 99999999\n",  // origin beyond any job
+      "ddplaunch-outcome 1 failure 3\n",           // missing origin
+      "ddplaunch-outcome 1 failure 3 1 7\n",       // trailing field
+      "ddplaunch-outcome 1 failure  3 1\n",        // double space
+      "ddplaunch-outcome 1 failure 3 1\r\n",       // CR before the newline
+      "ddplaunch-outcome 1 failure +3 1\n",        // sign
+      "ddplaunch-outcome 1 failure 3 1 \n",        // trailing space
+      "ddplaunch-outcome 1 success 0 0\nhello",    // a success with a summary
+      " ddplaunch-outcome 1 success 0 0\n",        // leading space
+      "DDPLAUNCH-OUTCOME 1 success 0 0\n",         // case
+  };
+  for (const char* v : bad) {
+    INFO("value: " << v);
+    CHECK_THROWS_AS(Outcome::decode(v), OutcomeError);
+  }
+}
+
+TEST_CASE("outcome: errors quote the value, cut short", "[outcome]") {
+  CHECK_THROWS_WITH(Outcome::decode("success"), Catch::Contains("'success'") && Catch::Contains("malformed"));
+  const std::string long_value(500, 'x');
+  try {
+    Outcome::decode(long_value);
+    FAIL("decode accepted a malformed value");
+  } catch (const OutcomeError& e) {
+    CHECK(std::string(e.what()).size() < 250);
+  }
+  // A stranger's bytes never reach the terminal raw.
+  CHECK_THROWS_WITH(Outcome::decode("ddplaunch-outcome 1 failure 999 1\n\x1b[2J\\"),
+                    Catch::Contains("999 1\\n\\x1b[2J\\x5c'") && !Catch::Contains("\x1b"));
+}
+
+}  // namespace
+
+TEST_CASE("outcome: another node's summary is printed with control bytes escaped", "[outcome]") {
+  using ddp::launcher::printable;
+  CHECK(printable("Traceback:\n\tValueError: x") == "Traceback:\n\tValueError: x");
+  CHECK(printable("\x1b[2Jgotcha\r\x7f") == "\\x1b[2Jgotcha\\x0d\\x7f");
+  CHECK(printable("a\\x1b") == "a\\x5cx1b");                       // a literal backslash cannot fake an escape
+  CHECK(printable("d\xc3\xa9j\xc3\xa0") == "d\xc3\xa9j\xc3\xa0");  // UTF-8 text is kept
+}
