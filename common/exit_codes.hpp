@@ -14,6 +14,22 @@ enum ExitCode : int {
   kExitInterrupted = 130,  // stopped by SIGINT (128 + 2)
 };
 
+// What each of the codes above means to a user, in the order `ddplaunch --help` lists them
+// (after the rule for a failing worker: its own code, or 128+N for signal N). README.md's table
+// says the same at more length.
+struct ExitCodeMeaning {
+  ExitCode code;
+  const char* meaning;
+};
+inline constexpr ExitCodeMeaning kExitCodeMeanings[] = {
+    {kExitOk, "success"},
+    {kExitFailure, "launcher error, a lost node or store (see the message)"},
+    {kExitUsage, "bad usage or configuration"},
+    {kExitHang, "a hang: --hang_timeout found ranks stuck in a collective"},
+    {kExitExecFailed, "a worker could not be started"},
+    {kExitInterrupted, "interrupted (SIGINT)"},
+};
+
 // 128 + signo: the code for a process ended by (or stopping because of) signal `signo`.
 int exit_code_for_signal(int signo);
 

@@ -1,34 +1,45 @@
-// --dry-run: what would run, without running it.
-#include <unistd.h>
+// See dry_run.hpp.
+#include "launcher/dry_run.hpp"
 
 #include <iostream>
 
+#include "common/collective_progress.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_name.hpp"
-#include "launcher/agent/agent.hpp"
+#include "launcher/agent/node_setup.hpp"
+#include "launcher/watch/worker_timers.hpp"
+#include "launcher/workers/worker_spec.hpp"
 
 namespace ddp::launcher {
 
 int print_dry_run(const LaunchConfig& c) {
-  const std::string host = host_name();
+  EffectiveConfig eff;
+  eff.host = host_name();
+  eff.port = c.master_port;
+  const Environment env = current_environment();
+  eff.python = choose_python(env, own_executable());
+  const PlannedRunDir run_dir = planned_run_dir(c);
+  eff.log_root = run_dir.name_template;
+  eff.temporary_log_root = run_dir.temporary;
+
   std::vector<NodeInfo> nodes;
   for (int n = 0; n < c.max_nodes; ++n) {
-    const std::string name = n == c.node_rank ? host : "?";
+    const std::string name = n == c.node_rank ? eff.host : "?";
     nodes.push_back({n, c.nproc_per_node, name, name, 0, ""});
   }
   const RankMap ranks(nodes);
   std::cout << ranks.describe();
-  WorkerSpecInputs in{c, ranks, c.node_rank, 0, c.master_addr, c.master_port, current_environment(), c.log_dir};
-  const PythonInterpreter python = choose_python(in.base_env, own_executable());
-  in.python = python.path;
-  if (runs_with_python(c)) std::cout << "python: " << python.path << " (" << python.reason << ")\n";
+  const ProgressTable progress = ProgressTable::create(std::max(1, c.nproc_per_node));
+  const RoundWorkerContext context{"", 0, timer_file_path(env, eff.log_root), progress.fd()};
+  const WorkerSpecInputs in = worker_spec_inputs(c, eff, ranks, c.node_rank, 0, context, env);
+  if (runs_with_python(c)) std::cout << "python: " << eff.python.path << " (" << eff.python.reason << ")\n";
   for (const auto& w : build_worker_specs(in)) {
     std::cout << "worker local_rank " << w.local_rank << " rank " << w.rank << ":\n  command:";
     for (const auto& a : w.argv) std::cout << " " << a;
     std::cout << "\n  environment (set or changed by ddplaunch):\n";
     for (const auto& [k, v] : w.env) {
-      const auto it = in.base_env.find(k);
-      if (it == in.base_env.end() || it->second != v) std::cout << "    " << k << "=" << v << "\n";
+      const auto it = env.find(k);
+      if (it == env.end() || it->second != v) std::cout << "    " << k << "=" << v << "\n";
     }
   }
   return kExitOk;

@@ -6,7 +6,7 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
-#include "launcher/agent/node_setup.hpp"
+#include "launcher/backends.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/watch/collective_hang.hpp"
 #include "launcher/watch/stacks_request.hpp"
@@ -16,9 +16,8 @@ namespace ddp::launcher {
 int request_stacks(const LaunchConfig& config) {
   EffectiveConfig eff;
   eff.port = config.master_port;
-  LaunchConfig c = config;
-  c.rdzv_timeout = std::chrono::seconds(5);
-  const StoreConnector connect = store_connector(c, eff, std::chrono::seconds(5));
+  const std::unique_ptr<RendezvousBackend> backend = make_backend(config, eff, false);
+  const StoreConnector connect = backend->connector(std::chrono::seconds(5));
   const auto job = job_stores(connect(), config.run_id, config.rdzv_secret).job;
   std::string nnodes_text;
   try {

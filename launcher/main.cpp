@@ -8,6 +8,8 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
+#include "launcher/backends.hpp"
+#include "launcher/dry_run.hpp"
 #include "launcher/cli/cli.hpp"
 #include "launcher/workers/job_lifetime.hpp"
 #include "launcher/workers/process_context.hpp"
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
     const bool use_cgroup = cgroup == nullptr || std::string(cgroup) != "0";
     JobLifetime lifetime(JobLifetimeOptions{parsed.config.run_id, parsed.config.shutdown_timeout, use_cgroup});
     AgentDeps deps;
+    deps.backend = make_backend;
     deps.processes = [&lifetime](boost::asio::io_context& io, OutputPolicy policy) {
       return make_supervised_process_context(io, policy, lifetime);
     };

@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: set-up, configure, build, then ctest.
+#   scripts/test.sh          the full suite (the README's test command; CI runs it);
+#   scripts/test.sh --quick  the inner loop: the main build only, its unit tests (label unit) and
+#                            the two launcher end-to-end suites that cover most of a launch
+#                            (docs/development.md); no sanitizer build.
+# The full suite:
 #   1. scripts/setup.sh (Debian packages, .venv with torch)
 #   2. build-asan/: clang with ASan+UBSan, the non-LibTorch targets and the libFuzzer target;
 #      its ctest runs the store's tests under the sanitizers plus a bounded fuzz run.
@@ -9,13 +14,30 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+quick=0
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  *) echo "test: unknown argument '$1'; use no argument (the full suite) or --quick (unit tests and two end-to-end suites)" >&2; exit 2 ;;
+esac
 
 bash scripts/setup.sh
 
 jobs=$(nproc)
+if ((quick)); then
+  echo "test: configuring and building build/ (main)"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
+  cmake --build build -j "$jobs"
+  echo "test: quick tier (unit tests, launcher end-to-end and first contact)"
+  status=0
+  ctest --test-dir build --output-on-failure -j "$jobs" -L unit || status=1
+  ctest --test-dir build --output-on-failure -j "$jobs" -R "^launcher: (e2e|first contact)$" --repeat until-pass:2 || status=1
+  exit $status
+fi
+
 echo "test: configuring and building build-asan/ (clang, ASan+UBSan, fuzz)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DDDP_WITH_TORCH=OFF -DDDP_SANITIZE=ON -DDDP_FUZZ=ON -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
+  -DDDP_WITH_TORCH=OFF -DDDP_BENCH=OFF -DDDP_SANITIZE=ON -DDDP_FUZZ=ON -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
 cmake --build build-asan -j "$jobs"
 
 echo "test: configuring and building build/ (main)"

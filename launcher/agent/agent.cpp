@@ -18,14 +18,13 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
-#include "launcher/etcd/etcd_config.hpp"
-#include "launcher/etcd/etcd_node_lease.hpp"
 #include "launcher/report/failure_summary.hpp"
 #include "launcher/rdzv/job_round.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/agent/node_setup.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/round_joiner.hpp"
+#include "launcher/rdzv/store_backend.hpp"
 
 namespace ddp::launcher {
 
@@ -54,9 +53,13 @@ void Agent::post_for_round(int round, std::function<void()> event) {
 
 bool Agent::prepare() {
   try {
-    NodeSetup setup = set_up_node(c_, NodeSetupOptions{deps_.preflight, deps_.host_store});
-    eff_ = std::move(setup.effective);
-    server_ = std::move(setup.server);
+    BackendFactory backend = deps_.backend;
+    if (!backend) {
+      backend = [connect = deps_.connect_root](const LaunchConfig& c, EffectiveConfig& eff, bool host_store) {
+        return std::make_unique<StoreBackend>(c, eff, host_store, connect);
+      };
+    }
+    backend_ = set_up_node(c_, NodeSetupOptions{deps_.preflight, deps_.host_store}, backend, eff_);
     RunRecorderOptions ro{c_.event_log, {}, c_.run_id, eff_.host};
     if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
     if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
@@ -81,14 +84,10 @@ bool Agent::prepare() {
     return false;
   }
   if (!deps_.processes) deps_.processes = make_posix_process_context;
-  if (!deps_.connect_root) {
-    deps_.connect_root = store_connector(c_, eff_);
-    connect_running_ =
-        store_connector(c_, eff_, std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
-  } else {
-    connect_running_ = deps_.connect_root;
-  }
-  joiner_ = std::make_unique<RoundJoiner>(io_, deps_.connect_root, c_, eff_);
+  // The monitor of a running round connects to a store known to be up: one that does not answer
+  // within the heartbeat timeout (at least 1 s) is lost (--rdzv_timeout would hold the teardown).
+  connect_running_ = backend_->connector(std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
+  joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_);
   return true;
 }
 
@@ -119,28 +118,10 @@ void Agent::on_joined(const JoinedRound& joined) {
   nnodes_ = joined.ranks.num_nodes();
   hosts_.clear();
   for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
-  if (group_rank_ == 0) log::info("{}", joined.ranks.describe());
-  if (server_ && round_ == 0 && c_.min_nodes == c_.max_nodes && nnodes_ > 1) {
-    // The round formed: only its nodes (and this host) may open new connections from now on.
-    const std::vector<std::string> addresses = joined.ranks.ip_addresses();
-    server_->allow_only(addresses);
-    log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
-  }
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
-  const bool published = !joined.master_addr.empty();  // etcd-v3: the round's workers' store
-  WorkerSpecInputs in{c_,
-                      joined.ranks,
-                      group_rank_,
-                      restart_count_,
-                      published ? joined.master_addr : c_.master_addr,
-                      published ? joined.master_port : eff_.port,
-                      current_environment(),
-                      eff_.log_root};
-  in.error_files_only = eff_.temporary_log_root;
-  in.open_files_limit = eff_.open_files_limit;
-  in.python = eff_.python.path;
-  if (const std::string timers = watch_->timer_file(); !timers.empty()) in.base_env["TORCHELASTIC_TIMER_FILE"] = timers;
-  in.progress_fd = watch_->progress_fd();
+  const RoundWorkerContext context{joined.master_addr, joined.master_port, watch_->timer_file(), watch_->progress_fd()};
+  const WorkerSpecInputs in =
+      worker_spec_inputs(c_, eff_, joined.ranks, group_rank_, restart_count_, context, current_environment());
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
@@ -178,17 +159,7 @@ void Agent::start_monitor() {
   mo.interval = c_.heartbeat_interval;
   mo.timeout = c_.heartbeat_timeout;
   const int round = round_;
-  if (c_.uses_etcd()) {
-    mo.store_lost = "lost etcd at " + c_.rdzv_endpoint;
-    // The records are not under the job's lease (each has its node's own), so their prefix names
-    // the job's lease: a rerun with the same run id never watches this run's records run out.
-    const std::string records =
-        fmt::format("{}alive/{:x}/r{}/", etcd_prefix(c_), eff_.etcd_lease->id(), round);
-    mo.liveness = [this, records](const JobMonitorOptions& o) {
-      return std::make_unique<EtcdNodeLease>(etcd_client_options(c_, eff_.etcd_endpoints, c_.heartbeat_timeout),
-                                             records, o);
-    };
-  }
+  backend_->set_liveness(mo, round);
   monitor_ = std::make_unique<JobMonitor>(
       [this] { return connect_job(); }, mo,
       [this, round](const std::string& value) { post_for_round(round, [this, value] { on_outcome(value); }); },
@@ -322,24 +293,14 @@ int Agent::run() {
                          cause ? host_name(cause->origin_node) : "");
   }
   if (exit_code_ == kExitOk) discard_error_files();
-  // With etcd, group rank 0 hosts the workers' store; once every node left, it removes the job's
-  // keys from etcd (etcd_job_lease.hpp).
-  const bool store_host = server_ != nullptr || (c_.uses_etcd() && group_rank_ == 0);
+  const bool store_host = backend_->hosts_store(group_rank_);
   if (joiner_->job() && exit_code_ == kExitOk && nnodes_ > 1) {
     leave_job(*joiner_->job(), key(""), nnodes_, store_host,
               std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
   }
-  // With etcd, a late node waits for the next round in keys that its own keep-alives keep: tell it
-  // (and any node that comes later) that the job is over, once that is so for every node.
-  const bool over = exit_code_ == kExitOk || (status_.cause() && restart_count_ >= c_.max_restarts);
-  if (eff_.etcd_lease && joiner_->job() && over) {
-    const bool waiting = turn_away_late_nodes(
-        *joiner_->job(), round_ + 1,
-        fmt::format("job '{}' ended (exit code {}) before this node could join it; start a new job (another "
-                    "--rdzv_id)",
-                    c_.run_id, *exit_code_));
-    // Its keys go once every node left, unless a late node must still read that.
-    if (exit_code_ == kExitOk && store_host && !waiting) eff_.etcd_lease->revoke();
+  if (joiner_->job()) {
+    const bool over = exit_code_ == kExitOk || (status_.cause() && restart_count_ >= c_.max_restarts);
+    backend_->end_job(*joiner_->job(), JobEnd{*exit_code_, over, round_ + 1, store_host});
   }
   console_.flush();
   return *exit_code_;

@@ -31,16 +31,18 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "ddplaunch/rendezvous/store.hpp"
-#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/workers/console_writer.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/agent/node_setup.hpp"
+#include "launcher/report/failure_summary.hpp"
 #include "launcher/report/oom_check.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/workers/process_context.hpp"
 #include "launcher/report/node_failures.hpp"
+#include "launcher/rdzv/rendezvous_backend.hpp"
 #include "launcher/rdzv/round_joiner.hpp"
+#include "launcher/rdzv/round_keys.hpp"
 #include "launcher/report/round_report.hpp"
 #include "launcher/agent/round_status.hpp"
 #include "launcher/report/run_recorder.hpp"
@@ -52,9 +54,13 @@ namespace ddp::launcher {
 // fake process context.
 struct AgentDeps {
   std::function<std::unique_ptr<ProcessContext>(boost::asio::io_context&, OutputPolicy)> processes;
-  // New connection to the store root (un-prefixed); default: a TcpStoreClient to the master.
+  // How the launchers meet (rdzv/rendezvous_backend.hpp); default: the built-in store
+  // (StoreBackend), over connect_root when that is given.
+  BackendFactory backend;
+  // New connection to the store root (un-prefixed) for the built-in store; default: a
+  // TcpStoreClient to the master. Tests pass an in-memory store.
   StoreConnector connect_root;
-  // Whether node 0 hosts a TcpStoreServer at --master_addr:--master_port (off in tests).
+  // Whether the backend may host a store (node 0's TcpStoreServer; off in tests).
   bool host_store = true;
   // Whether to check the program and addresses before starting (off for fake processes).
   bool preflight = true;
@@ -75,7 +81,7 @@ class Agent {
   int run();
 
  private:
-  std::string key(const std::string& name) const { return "r" + std::to_string(round_) + "/" + name; }
+  std::string key(const std::string& name) const { return round_prefix(round_) + name; }
   // A connection for the monitor of a running round, bounded by the heartbeat timeout.
   std::shared_ptr<rendezvous::Store> connect_job();
   // The host name of group rank `node` in this round (escaped), "" when unknown.
@@ -122,7 +128,7 @@ class Agent {
   boost::asio::signal_set signals_;
   boost::asio::steady_timer kill_timer_;
   EffectiveConfig eff_;  // resolved once by prepare()
-  std::unique_ptr<rendezvous::TcpStoreServer> server_;
+  std::unique_ptr<RendezvousBackend> backend_;  // made by prepare(); the joiner refers to it
   std::unique_ptr<RoundJoiner> joiner_;  // made by prepare(); owns the store connections
 
   int round_ = 0;
@@ -150,9 +156,5 @@ class Agent {
 // (128+N for another stopping signal); 2 for bad usage or conflicting nodes; 1 when a peer
 // launcher or the store was lost. Prints the failure summary on stderr. Blocks until done.
 int run_agent(const LaunchConfig& config, AgentDeps deps = {});
-
-// --dry-run: the rank map (this node's view, every node with this nproc), each worker's command
-// and the environment ddplaunch sets, on stdout. Returns 0.
-int print_dry_run(const LaunchConfig& config);
 
 }  // namespace ddp::launcher

@@ -1,12 +1,14 @@
 // The agent's failure handling: a worker that failed, a hang found by --hang_timeout, another
 // node's outcome, and the summary printed when the round ends. Part of the Agent (agent.hpp), on
-// its event loop.
+// its event loop. It only gathers what happened; every word printed about it is
+// report/failure_summary.hpp's.
 #include <algorithm>
 #include <optional>
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
+#include "launcher/report/failure_summary.hpp"
 #include "launcher/report/node_failures.hpp"
 
 namespace ddp::launcher {
@@ -39,7 +41,7 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   recorder_->worker_exited(round_, report_.ranks().back());
   if (failed_first) {
     // What the other nodes print at once; this node prints the whole report when the round ends.
-    const std::string summary = report_.summary(failure_context());
+    const std::string summary = failure_summary(report_, failure_context());
     if (nnodes_ > 1 && joiner_->job()) {
       try {
         publish_node_failure(*joiner_->job(), key(""),
@@ -57,16 +59,8 @@ void Agent::on_hang(const HangReport& report) {
   recorder_->hang(round_, report.stacks_file, report.collective);
   if (!report.collective) return log::error("{}", report.text);
   if (!status_.stoppable()) return;
-  // A failure of this node's, found at this time: the other nodes print it as such. The stacks of
-  // many ranks can be long: what goes through the store stays far below its value limit, and the
-  // file keeps the whole report.
-  constexpr std::size_t kMaxSummary = 512 * 1024;
-  std::string summary = "ddplaunch: " + report.text;
-  if (summary.size() > kMaxSummary) {
-    summary.resize(kMaxSummary);
-    summary += fmt::format("\n... (cut at {} KiB; the whole report is in {} on node {})", kMaxSummary / 1024,
-                           report.stacks_file.empty() ? "no file" : report.stacks_file, group_rank_);
-  }
+  // A failure of this node's, found at this time: the other nodes print it as such.
+  const std::string summary = hang_failure(report.text, report.stacks_file, group_rank_);
   hang_ = NodeFailure{group_rank_, std::chrono::system_clock::now(), summary};
   if (nnodes_ > 1 && joiner_->job()) {
     try {
@@ -79,12 +73,11 @@ void Agent::on_hang(const HangReport& report) {
 }
 
 std::string Agent::final_summary(const Outcome& cause) const {
-  std::optional<NodeFailure> other;
-  if (nnodes_ > 1 && joiner_->job()) other = earliest_other_failure(*joiner_->job(), key(""), group_rank_, nnodes_);
-  if (hang_ && (!other || hang_->time <= other->time)) other = hang_;  // this node's own, first
-  const std::string other_label = other ? fmt::format("node {}{}", other->node, host_of(other->node)) : "";
-  return report_.final_summary(cause, failure_context(), fmt::format("node {} on {}", group_rank_, eff_.host), other,
-                               other_label);
+  RoundEnd end{cause, std::nullopt, hang_, hosts_};
+  if (nnodes_ > 1 && joiner_->job()) {
+    end.other_node = earliest_other_failure(*joiner_->job(), key(""), group_rank_, nnodes_);
+  }
+  return end_of_round_summary(report_, failure_context(), end);
 }
 
 void Agent::on_outcome(const std::string& value) {
@@ -105,11 +98,7 @@ void Agent::on_outcome(const std::string& value) {
                                        -1),
                       false, false);
   }
-  // Another node's words: shown as its report, never as raw bytes on this terminal.
-  const std::string where = outcome.origin_node < 0 ? ""
-                                                    : fmt::format(" reported by node {}{}", outcome.origin_node,
-                                                                  host_of(outcome.origin_node));
-  outcome.summary = fmt::format("ddplaunch: stopping: a failure{}:\n{}", where, printable(outcome.summary));
+  outcome.summary = reported_failure(outcome, hosts_);
   stop_round(std::move(outcome), true, false);
 }
 

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "launcher/config/flag_parsers.hpp"
+#include "common/exit_codes.hpp"
 #include "launcher/cli/pet_defaults.hpp"
+#include "launcher/config/flag_parsers.hpp"
+#include "launcher/config/rdzv_conf.hpp"
 #include "launcher/config/version.hpp"
 
 namespace ddp::launcher {
@@ -16,7 +18,8 @@ const char* const kExamples = R"(
 Examples:
   Single node, 8 workers:
     ddplaunch --nproc_per_node=8 ./train --lr 0.1
-  A PyTorch script, unchanged (runs as python3 -u train.py):
+  A PyTorch script, unchanged (runs as PYTHON -u train.py; PYTHON is $PYTHON_EXEC, else the python
+  beside ddplaunch, else $VIRTUAL_ENV's, else $CONDA_PREFIX's, else python3 on PATH):
     ddplaunch --nproc_per_node=4 train.py --epochs 3
   Two nodes, the same command on both (node 0 hosts the store at --master_addr):
     node0$ ddplaunch --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 --nproc_per_node=8 ./train
@@ -29,9 +32,17 @@ Examples:
     mpirun -np 2 --map-by ppr:1:node ddplaunch --nproc_per_node=4 ./train
   Meeting in etcd (v3 API), the same command on every node, in any order:
     ddplaunch --nnodes=2 --nproc_per_node=8 --rdzv_backend=etcd-v3 --rdzv_endpoint=10.0.0.5:2379 --rdzv_id=job42 ./train
-  See what would run: ddplaunch --dry-run --nproc_per_node=2 ./train
-Exit codes: 0 success; the failing worker's code; 128+N if it died of signal N;
-  2 bad usage; 130 interrupted; 1 launcher error (see README).)";
+  See what would run: ddplaunch --dry-run --nproc_per_node=2 ./train)";
+
+// The examples, then the exit codes from their one table (common/exit_codes.hpp).
+std::string help_footer() {
+  std::string out = std::string(kExamples) +
+                    "\nExit codes: the failing worker's own code (128+N if signal N killed it), and ddplaunch's own:";
+  for (const ExitCodeMeaning& e : kExitCodeMeanings) {
+    out += fmt::format("\n  {:<4} {}", static_cast<int>(e.code), e.meaning);
+  }
+  return out + "\n  (see README)";
+}
 
 // A duration flag: its text must be a number of seconds (CLI11 reports "--flag: <message>").
 CLI::Option* add_seconds(CLI::App& app, const std::string& names, std::string& value, const std::string& help) {
@@ -52,7 +63,9 @@ void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet)
   pet.add(app.add_option("--node_rank,--node-rank", v.node_rank, "rank of this node, 0..nnodes-1")->type_name("INT"));
   pet.add(app.add_option("--master_addr,--master-addr", v.master_addr,
                          "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)"));
-  pet.add(app.add_option("--master_port,--master-port", v.master_port, "store port on node 0 (default 29500)")
+  pet.add(app.add_option("--master_port,--master-port", v.master_port,
+                         "store port on node 0 (default: a free port for a single node, 29500 for several; with "
+                         "etcd-v3 a free port)")
               ->type_name("INT"));
   pet.add(app.add_option("--local_addr,--local-addr", c.local_addr, "address this node advertises"));
   pet.add(app.add_flag("--standalone", c.standalone, "single node on a free port with a random run id"));
@@ -67,9 +80,7 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
                          "HOST:2379[,HOST:2379...], the etcd members"));
   pet.add(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend,
                          "static and c10d: ddplaunch's own store on node 0; etcd-v3: meet in etcd (v3 API)"));
-  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf,
-                         "k=v,... (timeout, join_timeout, heartbeat_timeout, last_call_timeout, token_file, bind; "
-                         "etcd-v3: user, password_file)"));
+  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf, rdzv_conf_help()));
   pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
   pet.add(app.add_option("--max_restarts,--max-restarts", v.max_restarts, "restarts of the whole job after a failure")
               ->type_name("INT"));
@@ -132,7 +143,7 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
 }  // namespace
 
 void declare_options(CLI::App& app, CommandLineValues& values, PetDefaults& pet) {
-  app.footer(kExamples);
+  app.footer(help_footer());
   app.set_version_flag("--version", std::string("ddplaunch ") + kVersion);
   declare_node_options(app, values, pet);
   declare_rendezvous_options(app, values, pet);

@@ -7,7 +7,6 @@
 
 namespace ddp::launcher {
 
-inline constexpr int kMaxNodes = 65536;       // --nnodes MAX
 inline constexpr int kMaxProcPerNode = 4096;  // --nproc_per_node
 inline constexpr int kMaxRestarts = 1000;     // --max_restarts; more is a crash loop, not recovery
 inline constexpr int kMinHeartbeatMs = 100;   // --heartbeat_timeout
@@ -15,7 +14,7 @@ inline constexpr int kMinHeartbeatMs = 100;   // --heartbeat_timeout
 // Checks `config` and throws UsageError for the first rule it breaks, with one line naming the
 // flag, the value and the fix. Pure: reads nothing else, changes nothing. The rules:
 //   - a program is given, and not both --no_python and --module;
-//   - --nnodes: 1 <= MIN <= MAX <= kMaxNodes; --nproc_per_node: 1..kMaxProcPerNode;
+//   - --nnodes: 1 <= MIN <= MAX <= kMaxNodes (launch_config.hpp); --nproc_per_node: 1..kMaxProcPerNode;
 //   - --standalone: a single node (MAX 1, node_rank 0);
 //   - --node_rank: 0..MAX-1;
 //   - --master_addr, --rdzv_id and --role are not empty;

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <sstream>
@@ -37,32 +36,6 @@ int count_gpus(const EnvLookup& env) {
     if (name.rfind("nvidia", 0) == 0 && is_digits(std::string_view(name).substr(6), 1, name.size())) ++n;
   }
   return n;
-}
-
-// Splits "[v6]" or a name/IPv4 of [A-Za-z0-9_.-], then optionally ":PORT" (1-5 digits).
-bool split_endpoint(std::string_view v, std::string_view& name, std::string_view& port_text) {
-  const auto all_of = [](std::string_view text, auto pred) {
-    return !text.empty() && std::all_of(text.begin(), text.end(), [&](char ch) { return pred(ch); });
-  };
-  std::size_t name_end = 0;
-  if (!v.empty() && v.front() == '[') {
-    const auto close = v.find(']');
-    if (close == std::string_view::npos) return false;
-    name = v.substr(1, close - 1);
-    name_end = close + 1;
-    if (!all_of(name, [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) || ch == ':' || ch == '.'; }))
-      return false;
-  } else {
-    name_end = std::min(v.find(':'), v.size());
-    name = v.substr(0, name_end);
-    if (!all_of(name, [](char ch) {
-          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == '-';
-        }))
-      return false;
-  }
-  const std::string_view rest = v.substr(name_end);
-  port_text = rest.empty() ? rest : rest.substr(1);
-  return rest.empty() || (rest.front() == ':' && is_digits(port_text, 1, 5));
 }
 
 }  // namespace
@@ -141,13 +114,7 @@ StreamSelection parse_streams(std::string_view flag, const std::string& text) {
 }
 
 Endpoint parse_endpoint(std::string_view text) {
-  std::string_view name, port_text;
-  if (!split_endpoint(text, name, port_text)) {
-    throw UsageError(fmt::format("--rdzv_endpoint={} is not host[:port] (IPv6 in brackets: [::1]:29500)", text));
-  }
-  Endpoint e{std::string(name), std::nullopt};
-  if (!port_text.empty()) e.port = std::stoi(std::string(port_text));
-  return e;
+  return parse_host_port(text, {.name = "--rdzv_endpoint", .fix = "e.g. --rdzv_endpoint=node0:29500 or [::1]:29500"});
 }
 
 }  // namespace ddp::launcher

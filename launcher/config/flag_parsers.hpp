@@ -1,7 +1,8 @@
 // The text of one flag turned into a value: whole numbers, seconds, node ranges, worker counts,
 // stream selections, endpoints and comma lists. These check the *form* of the text only; whether
-// the value makes sense for the job (a port in range, a rank below nnodes) is validate()'s
-// business (validate.hpp), so that rule holds however the LaunchConfig was filled in.
+// the value makes sense for the job (--master_port in range, a rank below nnodes) is validate()'s
+// business (validate.hpp), so that rule holds however the LaunchConfig was filled in. (A port
+// inside HOST:PORT text is part of its spelling: 0..65535, common/host_port.hpp.)
 //
 // Hand-written matchers instead of std::regex: compiling a std::regex costs tens of
 // microseconds, and parsing the command line sits on every launch's critical path.
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/host_port.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/config/launch_config.hpp"
 
@@ -48,12 +50,10 @@ int parse_nproc(const std::string& text, const EnvLookup& env);
 // "RANK:BITS,RANK:BITS". Throws UsageError naming `flag` and the text.
 StreamSelection parse_streams(std::string_view flag, const std::string& text);
 
-// --rdzv_endpoint: "host", "host:port", "[v6]" or "[v6]:port" (names of [A-Za-z0-9_.-]). The port
-// is empty when the text has none. Throws UsageError naming the text.
-struct Endpoint {
-  std::string host;
-  std::optional<int> port;
-};
+// --rdzv_endpoint for the built-in store: "host", "host:port", "[v6]" or "[v6]:port"
+// (common/host_port.hpp). The port is empty when the text has none (--master_port then stands).
+// Throws UsageError naming --rdzv_endpoint, the text and the fix.
+using Endpoint = HostPort;
 Endpoint parse_endpoint(std::string_view text);
 
 }  // namespace ddp::launcher

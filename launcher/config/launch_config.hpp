@@ -23,6 +23,14 @@ struct StreamSelection {
   int for_rank(int local_rank) const;
 };
 
+// The most nodes a job may have (--nnodes MAX, checked by validate()), and so the bound on a
+// group rank wherever one is read back (the outcome key's origin node, rdzv/outcome.hpp).
+// 65536 because that is the limit validate() states in its message and documents in
+// validate.hpp, and its tests hold it; the other bound, 1 << 20 in rdzv/, only checked what
+// decoding accepts, and every group rank a valid job writes is below 65536 anyway. Here, in the
+// lowest area both cli/ and rdzv/ see, so that one constant serves both.
+inline constexpr int kMaxNodes = 65536;
+
 // Forwarded to the workers unless --signals_to_handle (or TORCHELASTIC_SIGNALS_TO_HANDLE) says
 // otherwise: torchrun's four stopping signals, plus SIGUSR1 and SIGUSR2, which stop nothing and
 // reach the workers as they are (Slurm's `--signal=USR1@90` preemption warning, checkpoint hooks).

@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -16,85 +17,131 @@
 namespace ddp::launcher {
 namespace {
 
-enum class ValueKind { Seconds, Text };
+// Which backend reads a key. Unused: torchrun's keys that ddplaunch has no use for, accepted
+// (and kept) so that a torchrun command line runs unchanged.
+enum class Backend { Any, EtcdV3, Unused };
+
+// The form of a value that must be a number of seconds; any other form is free text.
+constexpr std::string_view kSeconds = "SECONDS";
 
 struct RdzvConfKey {
   std::string_view name;
-  ValueKind kind;
-  std::chrono::milliseconds LaunchConfig::*sets;  // the duration the key overrides, or nullptr
+  std::string_view value;  // its form, for --help; kSeconds is checked as a number of seconds
+  Backend backend;
+  std::string_view meaning = {};                            // for --help (none for Unused)
+  std::chrono::milliseconds LaunchConfig::*sets = nullptr;  // the duration the key overrides
 };
 
-// The keys torchrun's rendezvous backends accept. Those ddplaunch has no use for are accepted
-// (and kept) so that a torchrun command line runs unchanged. Durations are applied in table
-// order, so join_timeout overrides timeout.
+// Durations are applied in table order, so join_timeout overrides timeout.
 constexpr RdzvConfKey kKeys[] = {
-    {"timeout", ValueKind::Seconds, &LaunchConfig::rdzv_timeout},
-    {"join_timeout", ValueKind::Seconds, &LaunchConfig::rdzv_timeout},
-    {"last_call_timeout", ValueKind::Seconds, nullptr},
-    {"heartbeat_timeout", ValueKind::Seconds, &LaunchConfig::heartbeat_timeout},
-    {"read_timeout", ValueKind::Seconds, nullptr},
-    {"close_timeout", ValueKind::Seconds, nullptr},
-    {"is_host", ValueKind::Text, nullptr},
-    {"store_type", ValueKind::Text, nullptr},
-    {"heartbeat", ValueKind::Text, nullptr},
-    {"keep_alive_interval", ValueKind::Text, nullptr},
-    {"keep_alive_max_attempt", ValueKind::Text, nullptr},
-    {"use_libuv", ValueKind::Text, nullptr},
-    // ddplaunch's own: the job secret's file (job_secret.hpp) and the store's bind address.
-    {"token_file", ValueKind::Text, nullptr},
-    {"bind", ValueKind::Text, nullptr},
-    // etcd-v3 (etcd_config.hpp): authentication, and torchrun's etcd TLS keys (refused there).
-    {"user", ValueKind::Text, nullptr},
-    {"password_file", ValueKind::Text, nullptr},
-    {"protocol", ValueKind::Text, nullptr},
-    {"cacert", ValueKind::Text, nullptr},
-    {"cert", ValueKind::Text, nullptr},
-    {"key", ValueKind::Text, nullptr},
+    {"timeout", kSeconds, Backend::Any, "wait for all nodes (as --rdzv_timeout)", &LaunchConfig::rdzv_timeout},
+    {"join_timeout", kSeconds, Backend::Any, "the same; wins over timeout", &LaunchConfig::rdzv_timeout},
+    {"last_call_timeout", kSeconds, Backend::Any, "once MIN nodes have joined, wait this long for more (default 3)"},
+    {"heartbeat_timeout", kSeconds, Backend::Any, "as --heartbeat_timeout", &LaunchConfig::heartbeat_timeout},
+    // ddplaunch's own: the job secret's file (rdzv/job_secret.hpp) and the store's bind address.
+    {"token_file", "PATH", Backend::Any, "the job secret, the same on every node (mode 600)"},
+    {"bind", "ADDR", Backend::Any, "where node 0's store listens (* for every interface)"},
+    // etcd-v3 (etcd/etcd_config.hpp): authentication, and TLS through ddplaunch-etcd-tls.
+    {"user", "NAME", Backend::EtcdV3, "the etcd user"},
+    {"password_file", "PATH", Backend::EtcdV3, "its password (mode 600; or DDPLAUNCH_ETCD_PASSWORD)"},
+    {"protocol", "http|https", Backend::EtcdV3, "https: TLS to etcd"},
+    {"cacert", "FILE", Backend::EtcdV3, "the CA of the members' certificates (PEM)"},
+    {"cert", "FILE", Backend::EtcdV3, "the client certificate (PEM), with key"},
+    {"key", "FILE", Backend::EtcdV3, "its private key (PEM)"},
+    // torchrun's, of no use to ddplaunch (Backend::Unused).
+    {"read_timeout", kSeconds, Backend::Unused},
+    {"close_timeout", kSeconds, Backend::Unused},
+    {"is_host", "TEXT", Backend::Unused},
+    {"store_type", "TEXT", Backend::Unused},
+    {"heartbeat", "TEXT", Backend::Unused},
+    {"keep_alive_interval", "TEXT", Backend::Unused},
+    {"keep_alive_max_attempt", "TEXT", Backend::Unused},
+    {"use_libuv", "TEXT", Backend::Unused},
 };
 
-const RdzvConfKey& find_key(const std::string& name) {
+const RdzvConfKey* find_key(std::string_view name) {
   const auto it =
       std::find_if(std::begin(kKeys), std::end(kKeys), [&](const RdzvConfKey& k) { return k.name == name; });
-  if (it == std::end(kKeys)) {
-    std::vector<std::string_view> known;
-    for (const RdzvConfKey& k : kKeys) known.push_back(k.name);
-    throw UsageError(fmt::format("--rdzv_conf key '{}' is unknown; use {}", name, fmt::join(known, ", ")));
+  return it == std::end(kKeys) ? nullptr : it;
+}
+
+const RdzvConfKey& known_key(const std::string& name) {
+  if (const RdzvConfKey* key = find_key(name)) return *key;
+  std::vector<std::string_view> known;
+  for (const RdzvConfKey& k : kKeys) known.push_back(k.name);
+  throw UsageError(fmt::format("--rdzv_conf key '{}' is unknown; use {}", name, fmt::join(known, ", ")));
+}
+
+// Secrets are refused by name, and their values never echoed: `ps` shows a command line to
+// every user of the machine.
+void refuse_secret(const std::string& key) {
+  if (key == "token") {
+    throw UsageError(
+        "--rdzv_conf token=... would show the job secret to every user of this machine (ps); put it in a file "
+        "(--rdzv_conf token_file=PATH, mode 600) or in DDPLAUNCH_RDZV_TOKEN");
   }
-  return *it;
+  if (key == "password") {
+    throw UsageError(
+        "--rdzv_conf password=... would show the etcd password to every user of this machine (ps); put it in a "
+        "file (--rdzv_conf password_file=PATH, mode 600) or in DDPLAUNCH_ETCD_PASSWORD");
+  }
 }
 
 }  // namespace
 
 void apply_rdzv_conf(const std::string& text, LaunchConfig& c) {
   std::array<std::optional<std::chrono::milliseconds>, std::size(kKeys)> durations;  // by table index
+  std::map<std::string, std::string> given;
   for (const std::string& item : split_list(text)) {
     const auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       throw UsageError(fmt::format("--rdzv_conf item '{}' is not key=value (e.g. join_timeout=600)", item));
     }
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "token") {
-      // Not echoed: the value is the secret.
-      throw UsageError(
-          "--rdzv_conf token=... would show the job secret to every user of this machine (ps); put it in a file "
-          "(--rdzv_conf token_file=PATH, mode 600) or in DDPLAUNCH_RDZV_TOKEN");
-    }
-    if (key == "password") {
-      throw UsageError(
-          "--rdzv_conf password=... would show the etcd password to every user of this machine (ps); put it in a "
-          "file (--rdzv_conf password_file=PATH, mode 600) or in DDPLAUNCH_ETCD_PASSWORD");
-    }
-    const RdzvConfKey& known = find_key(key);
+    refuse_secret(key);
+    const RdzvConfKey& known = known_key(key);
     const auto seconds = parse_seconds(value);
-    if (known.kind == ValueKind::Seconds && !seconds) {
+    if (known.value == kSeconds && !seconds) {
       throw UsageError(fmt::format("--rdzv_conf {}={} is not {}", key, value, kSecondsExpected));
     }
+    if (!given.emplace(key, value).second) {
+      throw UsageError(
+          fmt::format("--rdzv_conf gives {} twice ({}={} and {}); give it once", key, key, given[key], item));
+    }
     if (known.sets) durations[&known - kKeys] = seconds;
-    c.rdzv_conf[key] = value;
   }
+  for (auto& [key, value] : given) c.rdzv_conf[key] = std::move(value);
   for (std::size_t i = 0; i < durations.size(); ++i) {
     if (durations[i]) c.*kKeys[i].sets = *durations[i];
   }
+}
+
+void check_rdzv_conf_backend(const LaunchConfig& c) {
+  if (c.uses_etcd()) return;
+  for (const RdzvConfKey& k : kKeys) {
+    if (k.backend == Backend::EtcdV3 && c.rdzv_conf.count(std::string(k.name))) {
+      throw UsageError(fmt::format("--rdzv_conf {} applies to --rdzv_backend etcd-v3 only (this job uses {})", k.name,
+                                   c.rdzv_backend));
+    }
+  }
+}
+
+std::string rdzv_conf_help() {
+  std::string out = "KEY=VALUE,... (each key once):";
+  const auto add_group = [&](Backend backend, std::string_view title) {
+    if (!title.empty()) out += fmt::format("\n{}", title);
+    for (const RdzvConfKey& k : kKeys) {
+      if (k.backend == backend) out += fmt::format("\n  {:<26} {}", fmt::format("{}={}", k.name, k.value), k.meaning);
+    }
+  };
+  add_group(Backend::Any, "");
+  add_group(Backend::EtcdV3, "with --rdzv_backend etcd-v3:");
+  std::vector<std::string_view> unused;
+  for (const RdzvConfKey& k : kKeys) {
+    if (k.backend == Backend::Unused) unused.push_back(k.name);
+  }
+  out += fmt::format("\ntorchrun's {}: accepted, unused", fmt::join(unused, ", "));
+  return out;
 }
 
 }  // namespace ddp::launcher

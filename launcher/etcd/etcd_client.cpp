@@ -4,15 +4,17 @@
 #include <sodium.h>
 
 #include <atomic>
+#include <charconv>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "common/host_port.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/store.hpp"
 
@@ -47,8 +49,8 @@ std::string unb64(const std::string& text) {
 std::int64_t i64(const json& j, const char* field) {
   const auto it = j.find(field);
   if (it == j.end() || it->is_null()) return 0;
-  if (it->is_string()) return std::stoll(it->get<std::string>());
-  return it->get<std::int64_t>();
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  return parse_etcd_int(fmt::format("field '{}'", field), it->is_string() ? it->get<std::string>() : it->dump());
 }
 
 // The end of the range of keys starting with `prefix` (etcd's "range_end": prefix + 1).
@@ -157,15 +159,26 @@ class Failures {
 
 }  // namespace
 
+std::int64_t parse_etcd_int(std::string_view what, std::string_view text) {
+  // Not std::stoll: it throws std::invalid_argument, and it passes leading blanks and trailing
+  // garbage. A leading '+' is taken, as PyTorch's stores take it in a counter.
+  const char* first = text.data() + (!text.empty() && text.front() == '+' ? 1 : 0);
+  const char* last = text.data() + text.size();
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(first, last, value);
+  if (ec != std::errc() || end != last || first == last) {
+    throw EtcdError(fmt::format("etcd {} holds '{}', not a decimal integer (int64)", what, text.substr(0, 40)));
+  }
+  return value;
+}
+
 EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options)) {
   if (sodium_init() < 0) throw EtcdError("libsodium failed to initialise");
   if (options_.endpoints.empty()) throw UsageError("no etcd endpoint; give --rdzv_endpoint HOST:2379[,HOST:2379...]");
   for (const std::string& e : options_.endpoints) {
-    const auto colon = e.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == e.size() ||
-        e.find_first_not_of("0123456789", colon + 1) != std::string::npos)
-      throw UsageError("etcd endpoint '" + e + "' is not HOST:PORT; write it as 127.0.0.1:2379");
-    endpoints_.push_back({rendezvous::unbracket_host(e.substr(0, colon)), e.substr(colon + 1)});
+    const HostPort member =
+        parse_host_port(e, {.name = "etcd endpoint", .fix = "write it as 127.0.0.1:2379", .port_required = true});
+    endpoints_.push_back({member.host, std::to_string(*member.port)});
   }
 }
 

@@ -8,10 +8,13 @@
 // member that refuses or drops the connection or times out is skipped, and a call fails only when
 // no member answered before the call's deadline. Authentication: with a user, the client gets a
 // token (/v3/auth/authenticate) and sends it with every call, getting a new one when etcd says it
-// expired. TLS is not supported yet (plain http only).
-// Errors: EtcdError (a ddp::Error) naming the endpoint(s), the call and etcd's own message; an
-// unreachable cluster is rendezvous::ConnectionError, a deadline rendezvous::TimeoutError, and
-// wrong or missing credentials UsageError (naming the --rdzv_conf keys to fix).
+// expired. TLS: the client itself speaks plain HTTP; with TLS keys in --rdzv_conf the launcher
+// starts ddplaunch-etcd-tls (etcd_tls_proxy.hpp) and gives the client the proxy's loopback ports
+// as its endpoints, one per member, so failover works the same.
+// Errors: EtcdError (a ddp::Error) naming the endpoint(s), the call and etcd's own message, or
+// the field and the text of an answer that is not what etcd sends; an unreachable cluster is
+// rendezvous::ConnectionError, a deadline rendezvous::TimeoutError, and wrong or missing
+// credentials UsageError (naming the --rdzv_conf keys to fix).
 // Thread-safety: one client per thread (the token and the preferred member are not guarded),
 // except interrupt(), which any thread may call.
 #pragma once
@@ -22,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ddplaunch/common/error.hpp"
@@ -36,6 +40,13 @@ class EtcdError : public Error {
  public:
   using Error::Error;
 };
+
+// A decimal int64 that etcd sent or holds (a revision, a lease id, a counter's value); `what`
+// names it for the message ("key 'r0/count'", "field 'revision'"). A leading '+' is taken (as a
+// counter's value in PyTorch's stores); blanks or anything else around the digits are not.
+// Pure. Throws EtcdError "etcd WHAT holds 'TEXT', not a decimal integer (int64)" (the text cut
+// to 40 bytes).
+std::int64_t parse_etcd_int(std::string_view what, std::string_view text);
 
 struct EtcdClientOptions {
   std::vector<std::string> endpoints;                           // "host:port", e.g. "127.0.0.1:2379"; tried in order

@@ -3,21 +3,26 @@
 
 #include <fmt/format.h>
 
+#include "common/host_port.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/config/flag_parsers.hpp"
+#include "launcher/config/rdzv_conf.hpp"
 #include "launcher/rdzv/job_secret.hpp"
 
 namespace ddp::launcher {
 namespace {
 
-constexpr int kEtcdPort = 2379;
-constexpr const char* kEtcdKeys[] = {"user", "password_file", "protocol", "cacert", "cert", "key"};
+constexpr std::uint16_t kEtcdPort = 2379;
 
 std::vector<std::string> etcd_endpoints(const std::string& text) {
+  const HostPortRules member{
+      .name = "--rdzv_endpoint",
+      .fix = "give the etcd members as HOST[:PORT],... (port 2379 by default), e.g. 10.0.0.5:2379",
+      .default_port = kEtcdPort};
   std::vector<std::string> out;
   for (const std::string& item : split_list(text)) {
-    const Endpoint e = parse_endpoint(item);
-    const std::string host = e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host;
-    out.push_back(fmt::format("{}:{}", host, e.port.value_or(kEtcdPort)));
+    const HostPort e = parse_host_port(item, member);
+    out.push_back(rendezvous::format_endpoint(e.host, *e.port));
   }
   if (out.empty()) {
     throw UsageError(
@@ -85,14 +90,8 @@ void apply_rdzv_backend(LaunchConfig& c, const EnvLookup& env, bool master_port_
   if (b != "static" && b != "c10d" && b != "etcd-v3") {
     throw UsageError(fmt::format("--rdzv_backend={} is unknown; use static, c10d or etcd-v3", b));
   }
-  if (!c.uses_etcd()) {
-    for (const char* key : kEtcdKeys) {
-      if (c.rdzv_conf.count(key)) {
-        throw UsageError(fmt::format("--rdzv_conf {} applies to --rdzv_backend etcd-v3 only (this job uses {})", key, b));
-      }
-    }
-    return;
-  }
+  check_rdzv_conf_backend(c);
+  if (!c.uses_etcd()) return;
   c.etcd_endpoints = etcd_endpoints(c.rdzv_endpoint);
   apply_etcd_auth(c, env);
   if (!master_port_given) c.master_port = 0;  // the workers' store: a free port on group rank 0

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "common/log.hpp"
+#include "launcher/etcd/etcd_lease_rules.hpp"
 
 namespace ddp::launcher {
 
@@ -28,7 +31,7 @@ std::int64_t EtcdJobLease::create_or_adopt() {
     client_.revoke(mine);
     // The holder's lease may have run out since (its key then vanished too): try again.
     if (!holder) continue;
-    const std::int64_t theirs = std::stoll(holder->value);
+    const std::int64_t theirs = parse_etcd_int(fmt::format("key '{}'", key_), holder->value);
     if (client_.keep_alive(theirs) > 0) return theirs;
   }
 }
@@ -44,7 +47,7 @@ EtcdJobLease::~EtcdJobLease() {
 
 void EtcdJobLease::keep_alive_loop() {
   // A lease is kept alive by refreshing it before it runs out: inherently periodic.
-  const auto interval = std::max<std::chrono::milliseconds>(ttl_ / 3, std::chrono::milliseconds(300));
+  const auto interval = etcd_lease_rules::job_lease_refresh(ttl_);
   std::unique_lock<std::mutex> lock(mutex_);
   while (!cv_.wait_for(lock, interval, [this] { return stopped_; })) {
     lock.unlock();

@@ -1,7 +1,7 @@
 // The lease a job's keys in etcd live under (etcd_store.hpp), shared by all its launchers: the
 // first launcher to come creates "<prefix>lease" (a create-if-absent transaction) naming a lease
 // it was granted; the others adopt that lease and revoke their own. Every launcher keeps the
-// shared lease alive from a thread of its own (every ttl/3), so the job's keys outlive any one
+// shared lease alive from a thread of its own (etcd_lease_rules.hpp), so the job's keys outlive any one
 // launcher and vanish `ttl` after the last one ended, or at once when a successful job ends
 // (revoke()). A new job with the same run id then starts from nothing; one started within the
 // TTL of a failed job's end would find that job's rounds (the README says so).

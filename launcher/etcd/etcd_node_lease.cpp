@@ -2,21 +2,16 @@
 #include "launcher/etcd/etcd_node_lease.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "ddplaunch/rendezvous/error.hpp"
+#include "launcher/etcd/etcd_lease_rules.hpp"
 
 namespace ddp::launcher {
 namespace {
 using Clock = std::chrono::steady_clock;
-
-std::chrono::seconds lease_ttl(std::chrono::milliseconds timeout) {
-  return std::max(std::chrono::seconds(2),
-                  std::chrono::seconds(static_cast<long long>(std::ceil(timeout.count() / 1000.0))));
-}
 }  // namespace
 
 EtcdNodeLease::EtcdNodeLease(const EtcdClientOptions& client, std::string prefix, const JobMonitorOptions& options)
@@ -39,7 +34,7 @@ std::optional<NodeLoss> EtcdNodeLease::run() {
 }
 
 std::optional<NodeLoss> EtcdNodeLease::watch_others() {
-  const std::chrono::seconds ttl = lease_ttl(o_.timeout);
+  const std::chrono::seconds ttl = etcd_lease_rules::node_lease_ttl(o_.timeout);
   const std::int64_t lease = client_.grant_lease(ttl);
   std::int64_t revision = client_.put(prefix_ + std::to_string(o_.node), "alive", lease);
   auto next_beat = Clock::now() + o_.interval;

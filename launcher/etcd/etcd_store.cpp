@@ -15,16 +15,6 @@ using Clock = std::chrono::steady_clock;
 // for another within this time rather than at the wait's own timeout.
 constexpr std::chrono::milliseconds kWatchSlice{std::chrono::seconds(10)};
 
-std::int64_t counter_value(const std::string& key, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const std::int64_t value = std::stoll(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
-    // Reported below.
-  }
-  throw Error(fmt::format("etcd key '{}' holds '{}', not a counter", key, text.substr(0, 40)));
-}
 // A write under the job's lease after the lease ended says so in etcd's words ("requested lease
 // not found"); this says what it means.
 template <class Write>
@@ -71,7 +61,7 @@ std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (;;) {
     const auto kv = client_.get(full(key));
-    const std::int64_t value = kv ? counter_value(key, kv->value) + delta : delta;
+    const std::int64_t value = kv ? parse_etcd_int(fmt::format("key '{}'", key), kv->value) + delta : delta;
     if (delta == 0) return value;
     if (under_lease([&] {
           return client_.compare_and_swap(full(key), kv ? kv->mod_revision : 0, std::to_string(value), options_.lease);

@@ -8,8 +8,9 @@
 //   delete_key → delete; num_keys → the keys under the prefix.
 // Every key lives under `prefix` (one job's namespace in a shared etcd) and is put with `lease`
 // (the job's lease, etcd_job_lease.hpp), so a job's keys vanish when no launcher of it is left.
-// Errors as EtcdClient's: EtcdError, ConnectionError (no member reachable, or interrupted),
-// TimeoutError (a get or wait past its timeout; the store stays usable).
+// Errors as EtcdClient's: EtcdError (also add() on a key that holds no decimal number),
+// ConnectionError (no member reachable, or interrupted), TimeoutError (a get or wait past its
+// timeout; the store stays usable).
 // Thread-safe: calls are serialised on one client (a blocked wait holds up the others, as on a
 // TCP store connection); interrupt() from any thread ends a blocked wait at once.
 #pragma once

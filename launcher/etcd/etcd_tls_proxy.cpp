@@ -18,8 +18,8 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include "common/host_port.hpp"
 #include "ddplaunch/common/error.hpp"
-#include "ddplaunch/rendezvous/endpoint.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -190,8 +190,9 @@ EtcdTlsProxy::EtcdTlsProxy(const EtcdTlsOptions& o) : impl_(std::make_unique<Imp
     load("key", o.key_file, [&](error_code& ec) { tls.use_private_key_file(o.key_file, ssl::context::pem, ec); });
   }
   for (const std::string& text : o.members) {
-    const auto colon = text.rfind(':');
-    impl_->members.push_back({rendezvous::unbracket_host(text.substr(0, colon)), text.substr(colon + 1), text});
+    const HostPort member = parse_host_port(
+        text, {.name = "etcd member", .fix = "give each as HOST:PORT, e.g. 10.0.0.5:2379", .port_required = true});
+    impl_->members.push_back({member.host, std::to_string(*member.port), text});
     impl_->acceptors.push_back(
         std::make_unique<tcp::acceptor>(impl_->io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)));
   }

@@ -4,7 +4,8 @@
 // (measured for issue 15); the proxy is an executable of its own, so nothing of OpenSSL is loaded
 // otherwise.
 // For each etcd member it listens on a free loopback port; a connection there is accepted only
-// from this user (SO_PEERCRED), opens a TLS connection to the member (its certificate checked
+// from this user (the owner of the connecting socket, looked up in /proc/net/tcp: a loopback TCP
+// peer has no SO_PEERCRED), opens a TLS connection to the member (its certificate checked
 // against the CA and the member's host name or IP, the client certificate presented when given)
 // and relays bytes both ways until either side closes. The launcher's etcd client talks plain
 // HTTP to those ports, so its failover between members is unchanged.
@@ -20,7 +21,7 @@
 namespace ddp::launcher {
 
 struct EtcdTlsOptions {
-  std::vector<std::string> members;  // "host:port" of each etcd member
+  std::vector<std::string> members;  // "host:port" of each etcd member ("[v6]:port" for IPv6)
   std::string ca_file;               // "": the system's trusted certificates
   std::string cert_file;             // client certificate ("" : none)
   std::string key_file;              // its private key
@@ -29,7 +30,7 @@ struct EtcdTlsOptions {
 class EtcdTlsProxy {
  public:
   // Loads the certificates and binds one loopback port per member. Throws UsageError naming a
-  // file that cannot be loaded.
+  // file that cannot be loaded, or a member that is not HOST:PORT.
   explicit EtcdTlsProxy(const EtcdTlsOptions& options);
   ~EtcdTlsProxy();
   EtcdTlsProxy(const EtcdTlsProxy&) = delete;

@@ -6,6 +6,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "launcher/rdzv/round_keys.hpp"
 
 namespace ddp::launcher {
 
@@ -71,7 +72,7 @@ bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node,
 }
 
 bool turn_away_late_nodes(rendezvous::Store& job, int next_round, const std::string& why) {
-  const std::string round = "r" + std::to_string(next_round) + "/";
+  const std::string round = round_prefix(next_round);
   try {
     job.compare_set(round + "closed", "", "error: " + why);
     return job.add(round + "joined", 0) > 0;

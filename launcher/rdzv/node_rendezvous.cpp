@@ -1,11 +1,12 @@
 // Rendezvous rounds; the steps are in node_rendezvous.hpp.
 #include "launcher/rdzv/node_rendezvous.hpp"
 
-#include "ddplaunch/rendezvous/error.hpp"
-
 #include <algorithm>
 
 #include <fmt/format.h>
+
+#include "ddplaunch/rendezvous/error.hpp"
+#include "launcher/rdzv/round_keys.hpp"
 
 namespace ddp::launcher {
 
@@ -81,7 +82,7 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
 }  // namespace
 
 RankMap join_round(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o) {
-  const std::string round = "r" + std::to_string(o.round) + "/";
+  const std::string round = round_prefix(o.round);
   const std::string ready_key = round + "ready";
   check_job(root, job, self, o, ready_key, std::to_string(o.nnodes));
 
@@ -126,7 +127,7 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
 
 ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, const ElasticOptions& e) {
   const RendezvousOptions& o = e.base;
-  const std::string round = "r" + std::to_string(o.round) + "/";
+  const std::string round = round_prefix(o.round);
   const std::string closed_key = round + "closed";
   check_job(root, job, self, o, closed_key, std::to_string(e.min_nodes) + ":" + std::to_string(o.nnodes));
 

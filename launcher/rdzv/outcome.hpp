@@ -14,6 +14,8 @@
 
 #include "ddplaunch/common/error.hpp"
 
+#include "launcher/config/launch_config.hpp"  // kMaxNodes
+
 namespace ddp::launcher {
 
 class OutcomeError : public Error {
@@ -23,7 +25,6 @@ class OutcomeError : public Error {
 
 struct Outcome {
   enum class Kind { Success, Failure };
-  static constexpr int kMaxNodes = 1 << 20;
 
   Kind kind = Kind::Failure;
   int code = 1;          // the job's exit code: 0 for success, the root cause's 1..255 otherwise

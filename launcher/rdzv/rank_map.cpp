@@ -61,7 +61,11 @@ std::string RankMap::describe() const {
   out << "rank map: " << nodes_.size() << " node(s), world size " << world_size_ << "\n";
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const auto& n = nodes_[i];
-    out << "  node " << n.node_rank << " (" << n.host << ", " << n.address << "): ranks " << base_[i];
+    // The address only when it says more than the host name (a node without --local_addr
+    // advertises its host name: "(vm, vm)" said it twice).
+    out << "  node " << n.node_rank << " (" << n.host;
+    if (n.address != n.host) out << ", " << n.address;
+    out << "): ranks " << base_[i];
     if (n.nproc > 1) out << "-" << base_[i] + n.nproc - 1;
     out << " (" << n.nproc << " worker" << (n.nproc == 1 ? "" : "s") << ")\n";
   }

@@ -1,6 +1,5 @@
 // See round_joiner.hpp.
 #include "launcher/rdzv/round_joiner.hpp"
-#include "launcher/rdzv/hosted_store.hpp"
 
 #include <optional>
 
@@ -8,16 +7,14 @@
 
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
-#include "ddplaunch/rendezvous/endpoint.hpp"
-#include "launcher/config/flag_parsers.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/rdzv/node_rendezvous.hpp"
 
 namespace ddp::launcher {
 
-RoundJoiner::RoundJoiner(boost::asio::io_context& io, StoreConnector connect_root, const LaunchConfig& config,
+RoundJoiner::RoundJoiner(boost::asio::io_context& io, RendezvousBackend& backend, const LaunchConfig& config,
                          const EffectiveConfig& effective)
-    : io_(io), connect_root_(std::move(connect_root)), config_(config), effective_(effective) {}
+    : io_(io), backend_(backend), config_(config), effective_(effective) {}
 
 RoundJoiner::~RoundJoiner() {
   if (thread_.joinable()) thread_.join();
@@ -29,13 +26,14 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
     std::exception_ptr error;
     try {
       if (!root_) {
-        JobStores views = job_stores(connect_root_(), config_.run_id, config_.rdzv_secret);
+        JobStores views = job_stores(backend_.connector(std::nullopt)(), config_.run_id, config_.rdzv_secret);
         root_ = std::move(views.root);
         job_ = std::move(views.job);
       }
       joined = join_job_round(*root_, *job_, config_, effective_, round, &cancelled_,
                               [](const std::string& s) { log::info("{}", s); });
-      if (config_.uses_etcd()) meet_workers_store(*joined);
+      if (joined->group_rank == 0) log::info("{}", joined->ranks.describe());
+      backend_.meet_workers_store(*joined, *root_, *job_);
     } catch (const rendezvous::ConnectionError& e) {
       // Node 0 never sees a node whose job secret differs: it times out and ends, and this node
       // loses (or never reaches) the store, whichever comes first.
@@ -54,29 +52,6 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
       on_joined(*joined);
     });
   });
-}
-
-void RoundJoiner::meet_workers_store(JoinedRound& joined) {
-  const std::string key = "r" + std::to_string(joined.round) + "/workers_store";
-  if (joined.group_rank == 0) {
-    if (!workers_store_) workers_store_ = host_job_store(config_);
-    std::string address = config_.local_addr;
-    if (address.empty()) address = root_->local_address();
-    if (address.empty()) address = effective_.host;
-    joined.master_addr = address;
-    joined.master_port = workers_store_->port();
-    job_->set(key, rendezvous::format_endpoint(address, workers_store_->port()));
-    if (config_.min_nodes == config_.max_nodes) {
-      // Only the round's nodes (and this host) may open new connections to it.
-      workers_store_->allow_only(joined.ranks.ip_addresses());
-    }
-    return;
-  }
-  const std::string published = job_->get(key, config_.rdzv_timeout);
-  const Endpoint where = parse_endpoint(published);
-  if (!where.port) throw Error("etcd: the workers' store address '" + published + "' has no port");
-  joined.master_addr = where.host;
-  joined.master_port = *where.port;
 }
 
 }  // namespace ddp::launcher

@@ -1,9 +1,8 @@
 // Joining a round off the agent's event loop: the rendezvous blocks (for up to --rdzv_timeout),
 // so it runs on a helper thread, and its result is posted back to the loop. The first join also
-// opens the agent's connections to the store (root and the job's prefixed view).
-// With etcd-v3 the workers still need a TCPStore: the round's group rank 0 hosts one (started at
-// its first such round, kept until the joiner ends) and publishes "r<r>/workers_store" =
-// "address:port" (--local_addr, else the address it reaches etcd from); the other nodes read it.
+// opens the agent's connections to the store (root and the job's prefixed view). Once joined,
+// group rank 0 logs the rank map and the backend says where the round's workers dial their store
+// (RendezvousBackend::meet_workers_store).
 #pragma once
 
 #include <atomic>
@@ -14,8 +13,8 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/rdzv/job_round.hpp"
+#include "launcher/rdzv/rendezvous_backend.hpp"
 
 namespace ddp::launcher {
 
@@ -24,8 +23,8 @@ class RoundJoiner {
   using OnJoined = std::function<void(const JoinedRound&)>;
   using OnError = std::function<void(std::exception_ptr)>;
 
-  // Keeps references to `io`, `config` and `effective`: they must outlive the joiner.
-  RoundJoiner(boost::asio::io_context& io, StoreConnector connect_root, const LaunchConfig& config,
+  // Keeps references to `io`, `backend`, `config` and `effective`: they must outlive the joiner.
+  RoundJoiner(boost::asio::io_context& io, RendezvousBackend& backend, const LaunchConfig& config,
               const EffectiveConfig& effective);
   // Joins the helper thread. Callers must not destroy a joiner whose thread still blocks (the
   // agent ends the process instead, see busy()).
@@ -46,18 +45,14 @@ class RoundJoiner {
   rendezvous::Store* job() const { return job_.get(); }
 
  private:
-  // etcd-v3: hosts or finds the round's workers' store (see above) and fills it in. Join thread.
-  void meet_workers_store(JoinedRound& joined);
-
   boost::asio::io_context& io_;
-  StoreConnector connect_root_;
+  RendezvousBackend& backend_;
   const LaunchConfig& config_;
   const EffectiveConfig& effective_;
   std::shared_ptr<rendezvous::Store> root_;  // the namespace view (job_store.hpp)
   std::shared_ptr<rendezvous::Store> job_;
   std::atomic<bool> cancelled_{false};
   std::thread thread_;
-  std::unique_ptr<rendezvous::TcpStoreServer> workers_store_;  // etcd-v3, on a group rank 0
 };
 
 }  // namespace ddp::launcher

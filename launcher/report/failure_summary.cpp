@@ -1,16 +1,29 @@
-// Failure summary text; see failure_summary.hpp.
+// The failure summary's words; see failure_summary.hpp. Everything printed about a failure is
+// written here, so rewording it opens this file only.
 #include "launcher/report/failure_summary.hpp"
 
 #include <algorithm>
 #include <ctime>
+#include <map>
 #include <sstream>
 
+#include <fmt/format.h>
+
+#include "common/rank_ranges.hpp"
 #include "common/signals.hpp"
-#include "launcher/report/error_file.hpp"
-#include "launcher/rdzv/outcome.hpp"
 
 namespace ddp::launcher {
+namespace {
 
+constexpr char kFrame = '=';  // the rules above and below a summary
+constexpr char kDivider = '-';
+
+// The summary's only rule: 60 columns, torchrun's width.
+std::string rule(char c) {
+  return std::string(60, c);
+}
+
+// Local time as torchrun prints it: 2026-11-25_06:30:00.
 std::string time_text(std::chrono::system_clock::time_point time) {
   const std::time_t t = std::chrono::system_clock::to_time_t(time);
   std::tm local{};
@@ -20,23 +33,74 @@ std::string time_text(std::chrono::system_clock::time_point time) {
   return buf;
 }
 
-std::string describe_failure(const WorkerResult& w, const FailureContext& c) {
+// "node 2 (gpu2)", or "node 2" when its host is unknown.
+std::string node_name(int node, const std::vector<std::string>& hosts) {
+  const bool known =
+      node >= 0 && node < static_cast<int>(hosts.size()) && !hosts[static_cast<std::size_t>(node)].empty();
+  if (!known) return fmt::format("node {}", node);
+  return fmt::format("node {} ({})", node, printable(hosts[static_cast<std::size_t>(node)]));
+}
+
+// One line: "exitcode 1: ValueError: boom", "exitcode 137 (SIGKILL: out-of-memory ...)", or the
+// last stderr line when the worker wrote no error file.
+std::string headline(const RankOutcome& o) {
+  const WorkerResult& w = o.worker;
+  std::string text = fmt::format("exitcode {}", w.exit_code);
+  if (w.term_signal != 0) {
+    text += fmt::format(" ({}{})", signal_name(w.term_signal), o.death_note.empty() ? "" : ": " + o.death_note);
+  }
+  if (o.record && !o.record->message.empty()) return text + ": " + printable(o.record->message);
+  for (auto it = w.stderr_tail.rbegin(); it != w.stderr_tail.rend(); ++it) {
+    if (it->find_first_not_of(" \t") != std::string::npos) return text + ": " + printable(*it);
+  }
+  return text;
+}
+
+// The "other failures" and "stopped" sections, without `root`; "" when there is nothing to list.
+std::string sections(const RoundReport& report, const RankOutcome* root) {
+  // Failures merged by what they say (exit code, signal, exception or last line), in the order
+  // of their first occurrence.
+  std::vector<std::pair<std::string, std::vector<int>>> failed;
+  std::map<int, std::vector<int>> stopped;  // by signal (0: exited non-zero after the stop)
+  for (const RankOutcome& o : report.ranks()) {
+    if (&o == root) continue;
+    if (o.state == RankState::Stopped) stopped[o.worker.term_signal].push_back(o.worker.rank);
+    if (o.state != RankState::Failed) continue;
+    std::string line = headline(o);
+    if (root && line == headline(*root)) line += " (as the root cause)";
+    auto it = std::find_if(failed.begin(), failed.end(), [&](const auto& f) { return f.first == line; });
+    if (it == failed.end()) it = failed.insert(failed.end(), {line, {}});
+    it->second.push_back(o.worker.rank);
+  }
+  std::string out;
+  if (!failed.empty()) out += "Other failures (by what they say):\n";
+  for (const auto& [line, ranks] : failed) out += fmt::format("  {}: {}\n", ranks_phrase(ranks), line);
+  if (!stopped.empty()) out += "Stopped by ddplaunch (not failed):\n";
+  for (const auto& [sig, ranks] : stopped) {
+    out += fmt::format("  {}: {}\n", ranks_phrase(ranks),
+                       sig ? "ended by " + signal_name(sig) : std::string("exited non-zero after being told to stop"));
+  }
+  return out;
+}
+
+// The root cause in torchrun's layout, from what was read at its exit, then `more` (the other
+// sections) inside the same frame.
+std::string root_cause_block(const RankOutcome& root, const FailureContext& c, const std::string& more) {
+  const WorkerResult& w = root.worker;
+  const std::optional<ErrorRecord>& record = root.record;
   std::ostringstream out;
-  const std::string bar(60, '=');
-  out << bar << "\n" << c.program << " FAILED\n" << std::string(60, '-') << "\n";
-  if (!c.heading.empty()) out << c.heading << "\n";
-  const auto when = c.time == std::chrono::system_clock::time_point{} ? std::chrono::system_clock::now() : c.time;
-  out << "  time      : " << time_text(when) << "\n";
+  out << rule(kFrame) << "\n" << c.program << " FAILED\n" << rule(kDivider) << "\n";
+  out << "Root cause (the earliest failure):\n";
+  out << "  time      : " << time_text(root.failed_at()) << "\n";
   out << "  host      : " << c.host << "\n";
   out << "  node rank : " << c.node_rank << "\n";
   out << "  rank      : " << w.rank << " (local_rank: " << w.local_rank << ")\n";
   out << "  exitcode  : " << w.exit_code;
   if (w.term_signal) {
-    out << " (died of " << signal_name(w.term_signal) << (c.death_note.empty() ? "" : ": " + c.death_note) << ")";
+    out << " (died of " << signal_name(w.term_signal) << (root.death_note.empty() ? "" : ": " + root.death_note) << ")";
   }
   out << " (pid: " << w.pid << ")\n";
   // The worker's own record of its exception (@record), else its last stderr lines.
-  const std::optional<ErrorRecord> record = read_error_file(w.error_file);
   if (record && !record->message.empty()) out << "  error     : " << printable(record->message) << "\n";
   if (record && !record->traceback.empty()) {
     out << "  traceback :\n";
@@ -60,8 +124,68 @@ std::string describe_failure(const WorkerResult& w, const FailureContext& c) {
     out << "  hint      : the worker ran " << c.python.path << " (" << c.python.reason
         << "); install the module for that interpreter, or choose another with PYTHON_EXEC\n";
   }
-  out << c.appendix << bar;
+  if (!more.empty()) out << rule(kDivider) << "\n" << more;
+  out << rule(kFrame);
   return out.str();
+}
+
+}  // namespace
+
+std::string failure_summary(const RoundReport& report, const FailureContext& node) {
+  const RankOutcome* root = report.root_cause();
+  if (!root) return "";
+  return root_cause_block(*root, node, sections(report, root));
+}
+
+std::string end_of_round_summary(const RoundReport& report, const FailureContext& node, const RoundEnd& end) {
+  // The earliest failure elsewhere: another node's record, or this node's own hang when it came
+  // first (a hang is a failure of this node's, but of no rank's).
+  std::optional<NodeFailure> other = end.other_node;
+  if (end.hang && (!other || end.hang->time <= other->time)) other = end.hang;
+  const RankOutcome* mine = report.root_cause();
+  const bool other_earlier = other && (!mine || other->time < mine->failed_at());
+  const Outcome& cause = end.cause;
+  if (mine && !other_earlier) {
+    std::string text = failure_summary(report, node);
+    if (cause.origin_node >= 0 && cause.origin_node != node.node_rank) {
+      text += fmt::format("\n(node {} reported its failure first; by their own times this node's came earlier)",
+                          cause.origin_node);
+    }
+    return text;
+  }
+  std::string head = cause.summary;
+  if (other_earlier && other->node != cause.origin_node) {
+    head = fmt::format("ddplaunch: the earliest failure by its own time was on {} (node {} reported first):\n{}",
+                       node_name(other->node, end.hosts), cause.origin_node, printable(other->summary));
+  }
+  const std::string here = sections(report, nullptr);
+  if (here.empty() || head.empty()) return head;
+  return fmt::format("{}\nOn this node (node {} on {}):\n{}", head, node.node_rank, node.host, here);
+}
+
+std::string reported_failure(const Outcome& outcome, const std::vector<std::string>& hosts) {
+  // Another node's words: shown as its report, never as raw bytes on this terminal.
+  const std::string where = outcome.origin_node < 0 ? "" : " reported by " + node_name(outcome.origin_node, hosts);
+  return fmt::format("ddplaunch: stopping: a failure{}:\n{}", where, printable(outcome.summary));
+}
+
+std::string hang_failure(const std::string& text, const std::string& stacks_file, int node) {
+  // The stacks of many ranks can be long: what goes through the store stays far below its value
+  // limit, and the file keeps the whole report.
+  constexpr std::size_t kMaxSummary = 512 * 1024;
+  std::string summary = "ddplaunch: " + text;
+  if (summary.size() > kMaxSummary) {
+    summary.resize(kMaxSummary);
+    summary += fmt::format("\n... (cut at {} KiB; the whole report is in {} on node {})", kMaxSummary / 1024,
+                           stacks_file.empty() ? "no file" : stacks_file, node);
+  }
+  return summary;
+}
+
+std::string summary_first_line(const std::string& summary) {
+  const std::size_t start = summary.find_first_not_of(std::string{kFrame, '\n'});
+  if (start == std::string::npos) return "";
+  return summary.substr(start, summary.find('\n', start) - start);
 }
 
 }  // namespace ddp::launcher

@@ -1,31 +1,67 @@
-// The failure summary printed on stderr when a worker fails: torchrun's layout plus the
-// worker's last stderr lines, so the real error is on screen without `@record`. A Python worker
-// whose stderr names a ModuleNotFoundError gets a hint naming the interpreter that ran it.
+// Every word of the failure summary printed on stderr when a round fails, made here from plain
+// data (round_report.hpp, node_failures.hpp, outcome.hpp) that the agent hands over; the agent and
+// the watchers word none of it. The summary, inside a frame of 60-column rules:
+//   - the root cause in full, torchrun's layout plus the worker's exception and traceback from its
+//     error file, else its last stderr lines (so the real error is on screen without @record); a
+//     Python worker whose stderr names a ModuleNotFoundError gets a hint naming the interpreter;
+//   - the other failed ranks, one line each, identical failures merged:
+//     "ranks 1-7 (7 ranks): exitcode 1: ValueError: boom (as the root cause)";
+//   - the ranks that ddplaunch stopped (killed by its SIGTERM/SIGKILL, or by the forwarded
+//     stopping signal), listed apart: stopped, not failed.
+// When the root cause is another node's, that node's report comes first and this node's ranks
+// follow under "On this node (...)". All pure (apart from reading the clock, for the local time
+// printed) and never throw (but std::bad_alloc); terminal control bytes from workers and other
+// nodes are escaped (printable()).
 #pragma once
 
-#include <chrono>
+#include <optional>
 #include <string>
+#include <vector>
 
-#include "launcher/workers/process_context.hpp"
 #include "launcher/config/python_interpreter.hpp"
+#include "launcher/rdzv/outcome.hpp"
+#include "launcher/report/node_failures.hpp"
+#include "launcher/report/round_report.hpp"
 
 namespace ddp::launcher {
 
+// This node, as the summary names it.
 struct FailureContext {
   std::string program;
   std::string host;
   int node_rank = 0;
-  PythonInterpreter python;                      // the workers' interpreter; path "" when the program is not Python
-  std::string death_note;                        // why the signal came, when known (oom_check.hpp); "" otherwise
-  std::chrono::system_clock::time_point time{};  // when it failed (the epoch: now)
-  std::string heading;                           // a line under the title ("" = none)
-  std::string appendix;  // more sections inside the frame, after the worker's (round_report.hpp)
+  PythonInterpreter python;  // the workers' interpreter; path "" when the program is not Python
 };
 
-// Local time as torchrun prints it: 2026-11-25_06:30:00. Pure.
-std::string time_text(std::chrono::system_clock::time_point time);
+// How the round ended, seen from this node: what end_of_round_summary() words.
+struct RoundEnd {
+  Outcome cause;                          // what stopped the round (its summary: the text that did)
+  std::optional<NodeFailure> other_node;  // the earliest failure another node recorded (node_failures.hpp)
+  std::optional<NodeFailure> hang;        // this node's collective hang in this round, if any
+  std::vector<std::string> hosts;         // the round's host names by group rank, as the nodes gave them
+};
 
-// Pure apart from reading the worker's error file, if it wrote one.
-std::string describe_failure(const WorkerResult& worker, const FailureContext& context);
+// This node's summary: the root cause's block with the other sections inside its frame; "" when
+// no rank failed. What the other nodes print, and what this node prints when the cause is ours.
+std::string failure_summary(const RoundReport& report, const FailureContext& node);
+
+// What a node prints when the round ends: failure_summary() when the root cause is one of ours,
+// else the cause's summary (or the earlier failure another node recorded, or this node's hang),
+// followed by this node's other sections under "On this node (node <n> on <host>):"; "" when
+// there is nothing to say.
+std::string end_of_round_summary(const RoundReport& report, const FailureContext& node, const RoundEnd& end);
+
+// The summary of a failure that node `outcome.origin_node` published, as this node keeps it:
+// "ddplaunch: stopping: a failure reported by node 1 (gpu2):\n<its summary>". `hosts` as in
+// RoundEnd.
+std::string reported_failure(const Outcome& outcome, const std::vector<std::string>& hosts);
+
+// The summary of a collective hang found on this node (group rank `node`): "ddplaunch: " and the
+// hang report `text`, cut to 512 KiB (it goes through the store; `stacks_file`, where the whole
+// report is, is named at the cut).
+std::string hang_failure(const std::string& text, const std::string& stacks_file, int node);
+
+// The first line of a summary that is not its frame: the reason the event log gives. "" for none.
+std::string summary_first_line(const std::string& summary);
 
 }  // namespace ddp::launcher

@@ -14,6 +14,7 @@
 
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "launcher/report/failure_summary.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -47,12 +48,6 @@ json rank_json(const RankOutcome& o) {
   j["traceback"] = o.record ? optional_text(o.record->traceback) : json(nullptr);
   if (o.state != RankState::Succeeded && !(o.record && !o.record->message.empty())) j["stderr_tail"] = w.stderr_tail;
   return j;
-}
-
-std::string first_line(const std::string& text) {
-  const std::size_t start = text.find_first_not_of("=\n");
-  if (start == std::string::npos) return "";
-  return text.substr(start, text.find('\n', start) - start);
 }
 
 }  // namespace
@@ -121,7 +116,7 @@ void RunRecorder::teardown(int round, const Outcome& cause, int signal_sent) {
   e.update({{"round", round},
             {"code", cause.code},
             {"origin_node", cause.origin_node < 0 ? json(nullptr) : json(cause.origin_node)},
-            {"reason", first_line(cause.summary)},
+            {"reason", summary_first_line(cause.summary)},
             {"signal", signal_name(signal_sent)}});
   append(e.dump(-1, ' ', false, json::error_handler_t::replace));
 }

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/rank_ranges.hpp"
 #include "launcher/watch/proc_stat.hpp"
-#include "launcher/report/round_report.hpp"
 
 namespace ddp::launcher {
 namespace {

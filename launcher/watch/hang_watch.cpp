@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "common/rank_ranges.hpp"
 #include "launcher/watch/proc_stat.hpp"
-#include "launcher/report/round_report.hpp"
 #include "launcher/watch/stack_dump.hpp"
 
 namespace ddp::launcher {

@@ -28,13 +28,18 @@ double now_seconds() {
 
 }  // namespace
 
+std::string timer_file_path(const Environment& env, const std::string& run_dir) {
+  const auto enabled = env.find("TORCHELASTIC_ENABLE_FILE_TIMER");
+  if (enabled == env.end() || enabled->second != "1") return "";
+  const auto given = env.find("TORCHELASTIC_TIMER_FILE");
+  return given != env.end() && !given->second.empty() ? given->second : run_dir + "/watchdog_timer";
+}
+
 std::unique_ptr<WorkerTimers> WorkerTimers::create(asio::io_context& io, const Environment& env,
                                                    const std::string& run_dir, const std::string& python) {
-  const auto enabled = env.find("TORCHELASTIC_ENABLE_FILE_TIMER");
-  if (enabled == env.end() || enabled->second != "1") return nullptr;
-  const auto given = env.find("TORCHELASTIC_TIMER_FILE");
   WorkerTimersOptions o;
-  o.path = given != env.end() && !given->second.empty() ? given->second : run_dir + "/watchdog_timer";
+  o.path = timer_file_path(env, run_dir);
+  if (o.path.empty()) return nullptr;
   o.python = python;
   return std::make_unique<WorkerTimers>(io, std::move(o));
 }

@@ -36,6 +36,10 @@ struct WorkerTimersOptions {
   std::string python;  // the workers' interpreter, for py-spy (stack_dump.hpp)
 };
 
+// The timer file of a run: "" unless TORCHELASTIC_ENABLE_FILE_TIMER=1 in `env`; then
+// TORCHELASTIC_TIMER_FILE when given, else <run_dir>/watchdog_timer. Pure; thread-safe.
+std::string timer_file_path(const Environment& env, const std::string& run_dir);
+
 class WorkerTimers {
  public:
   // Null unless TORCHELASTIC_ENABLE_FILE_TIMER=1 in `env`. `run_dir` is the run's directory.

@@ -14,6 +14,7 @@
 #include "common/find_executable.hpp"
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/config/flag_parsers.hpp"
 #include "launcher/config/private_env.hpp"
 
 namespace ddp::launcher {
@@ -96,15 +97,27 @@ OutputRouting route_output(const LaunchConfig& c, const WorkerSpec& w, bool pref
   return out;
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(item);
-  return out;
-}
-
 }  // namespace
+
+WorkerSpecInputs worker_spec_inputs(const LaunchConfig& c, const EffectiveConfig& eff, const RankMap& ranks,
+                                    int group_rank, int restart_count, const RoundWorkerContext& round,
+                                    Environment base_env) {
+  const bool published = !round.master_addr.empty();
+  WorkerSpecInputs in{c,
+                      ranks,
+                      group_rank,
+                      restart_count,
+                      published ? round.master_addr : c.master_addr,
+                      published ? round.master_port : eff.port,
+                      std::move(base_env),
+                      eff.log_root};
+  in.error_files_only = eff.temporary_log_root;
+  in.open_files_limit = eff.open_files_limit;
+  in.python = eff.python.path;
+  if (!round.timer_file.empty()) in.base_env["TORCHELASTIC_TIMER_FILE"] = round.timer_file;
+  in.progress_fd = round.progress_fd;
+  return in;
+}
 
 std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
   const LaunchConfig& c = in.config;
@@ -113,7 +126,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
   if (c.virtual_local_rank) {
     const auto it = in.base_env.find("CUDA_VISIBLE_DEVICES");
     if (it != in.base_env.end()) {
-      visible = split_commas(it->second);
+      visible = split_list(it->second);
     } else {
       for (int i = 0; i < c.nproc_per_node; ++i) visible.push_back(std::to_string(i));
     }

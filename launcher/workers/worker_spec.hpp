@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/config/effective_config.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/config/python_interpreter.hpp"
 #include "launcher/rdzv/rank_map.hpp"
@@ -55,6 +56,21 @@ struct WorkerSpecInputs {
   std::string python = "python3";   // argv[0] of a Python worker (EffectiveConfig::python.path)
   int progress_fd = -1;  // >= 0: the collective-progress table (DDPLAUNCH_PROGRESS=<fd>:<local index>)
 };
+
+// What a round hands its workers beyond the configuration: where they dial the store and what the
+// watch (watch/worker_watch.hpp) gives them.
+struct RoundWorkerContext {
+  std::string master_addr;  // the workers' store as the backend named it; "": --master_addr and the launcher's port
+  int master_port = 0;
+  std::string timer_file;  // TORCHELASTIC_TIMER_FILE for the workers; "": file timers off
+  int progress_fd = -1;    // the collective-progress table; -1: none
+};
+
+// The one way to fill WorkerSpecInputs, for a round of the run and for --dry-run alike, so the
+// dry run prints what the run sets. `base_env` is the launcher's environment. Pure.
+WorkerSpecInputs worker_spec_inputs(const LaunchConfig& config, const EffectiveConfig& effective, const RankMap& ranks,
+                                    int group_rank, int restart_count, const RoundWorkerContext& round,
+                                    Environment base_env);
 
 // Throws UsageError when --virtual_local_rank needs more devices than CUDA_VISIBLE_DEVICES lists.
 std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in);

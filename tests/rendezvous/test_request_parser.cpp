@@ -18,6 +18,7 @@
 #include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
+#include "tests/rendezvous/make_request.hpp"
 
 namespace {
 
@@ -35,61 +36,52 @@ using ddp::rendezvous::query_name;
 using ddp::rendezvous::QueryType;
 using ddp::rendezvous::Request;
 using ddp::rendezvous::RequestParser;
+using ddp::testing::make_request;
 using namespace std::string_literals;
 
 // Bytes that are awkward for a codec: NULs, 0xFF, and what looks like a length prefix.
 const std::string kBinary = "\0\xff\x01\0\0\0\0\0\0\0k\0"s;
 
-Request make(QueryType type, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
-             std::int64_t integer = 0) {
-  Request r;
-  r.type = type;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.integer = integer;
-  return r;
-}
-
 // A few requests of every query type, covering the shapes each type can take on the wire.
 std::vector<Request> sample_requests() {
   return {
-      make(QueryType::Validate, {}, {}, kValidationMagic),
-      make(QueryType::Validate, {}, {}, 0),
-      make(QueryType::Ping, {}, {}, 0x266),
-      make(QueryType::Ping, {}, {}, 0xFFFFFFFF),
-      make(QueryType::Set, {"/foo"}, {"bar"}),
-      make(QueryType::Set, {""}, {""}),
-      make(QueryType::Set, {kBinary}, {kBinary + kBinary}),
-      make(QueryType::CompareSet, {"/rdzv"}, {"", "Y2FuaW1hZGFt"}),
-      make(QueryType::CompareSet, {kBinary}, {kBinary, ""}),
-      make(QueryType::Get, {"/foo"}),
-      make(QueryType::Get, {""}),
-      make(QueryType::Add, {"init/"}, {}, 1),
-      make(QueryType::Add, {"counter"}, {}, -42),
-      make(QueryType::Add, {kBinary}, {}, INT64_MIN),
-      make(QueryType::Add, {"c"}, {}, 0),
-      make(QueryType::Check, {}),
-      make(QueryType::Check, {"/a", "", kBinary}),
-      make(QueryType::Wait, {}),
-      make(QueryType::Wait, {"/a"}),
-      make(QueryType::Wait, {"/a", "/b", kBinary, "/a"}),
-      make(QueryType::GetNumKeys),
-      make(QueryType::DeleteKey, {"/foo"}),
-      make(QueryType::DeleteKey, {""}),
-      make(QueryType::Append, {"/log"}, {"line\n"}),
-      make(QueryType::Append, {kBinary}, {""}),
-      make(QueryType::MultiGet, {}),
-      make(QueryType::MultiGet, {"/r/0", "/r/1", "", kBinary}),
-      make(QueryType::MultiSet, {}, {}),
-      make(QueryType::MultiSet, {"/k1", "", kBinary}, {"v1", kBinary, ""}),
-      make(QueryType::CancelWait),
-      make(QueryType::QueuePush, {"/q"}, {"item"}),
-      make(QueryType::QueuePush, {""}, {kBinary}),
-      make(QueryType::QueuePop, {"/q"}),
-      make(QueryType::QueueLen, {kBinary}),
-      make(QueryType::ListKeys),
-      make(QueryType::Barrier, {"/barrier"}, {}, 3),
-      make(QueryType::Barrier, {kBinary}, {}, -1),
+      make_request(QueryType::Validate, {}, {}, kValidationMagic),
+      make_request(QueryType::Validate, {}, {}, 0),
+      make_request(QueryType::Ping, {}, {}, 0x266),
+      make_request(QueryType::Ping, {}, {}, 0xFFFFFFFF),
+      make_request(QueryType::Set, {"/foo"}, {"bar"}),
+      make_request(QueryType::Set, {""}, {""}),
+      make_request(QueryType::Set, {kBinary}, {kBinary + kBinary}),
+      make_request(QueryType::CompareSet, {"/rdzv"}, {"", "Y2FuaW1hZGFt"}),
+      make_request(QueryType::CompareSet, {kBinary}, {kBinary, ""}),
+      make_request(QueryType::Get, {"/foo"}),
+      make_request(QueryType::Get, {""}),
+      make_request(QueryType::Add, {"init/"}, {}, 1),
+      make_request(QueryType::Add, {"counter"}, {}, -42),
+      make_request(QueryType::Add, {kBinary}, {}, INT64_MIN),
+      make_request(QueryType::Add, {"c"}, {}, 0),
+      make_request(QueryType::Check, {}),
+      make_request(QueryType::Check, {"/a", "", kBinary}),
+      make_request(QueryType::Wait, {}),
+      make_request(QueryType::Wait, {"/a"}),
+      make_request(QueryType::Wait, {"/a", "/b", kBinary, "/a"}),
+      make_request(QueryType::GetNumKeys),
+      make_request(QueryType::DeleteKey, {"/foo"}),
+      make_request(QueryType::DeleteKey, {""}),
+      make_request(QueryType::Append, {"/log"}, {"line\n"}),
+      make_request(QueryType::Append, {kBinary}, {""}),
+      make_request(QueryType::MultiGet, {}),
+      make_request(QueryType::MultiGet, {"/r/0", "/r/1", "", kBinary}),
+      make_request(QueryType::MultiSet, {}, {}),
+      make_request(QueryType::MultiSet, {"/k1", "", kBinary}, {"v1", kBinary, ""}),
+      make_request(QueryType::CancelWait),
+      make_request(QueryType::QueuePush, {"/q"}, {"item"}),
+      make_request(QueryType::QueuePush, {""}, {kBinary}),
+      make_request(QueryType::QueuePop, {"/q"}),
+      make_request(QueryType::QueueLen, {kBinary}),
+      make_request(QueryType::ListKeys),
+      make_request(QueryType::Barrier, {"/barrier"}, {}, 3),
+      make_request(QueryType::Barrier, {kBinary}, {}, -1),
   };
 }
 
@@ -149,20 +141,20 @@ TEST_CASE("every query type round-trips through encode_request and the parser", 
 
 TEST_CASE("the encoding matches the documented field layout", "[request_parser]") {
   // SET "k" = "vv": type 1, u64 1, 'k', u64 2, 'v', 'v'.
-  CHECK(encode_request(make(QueryType::Set, {"k"}, {"vv"})) == "\x01\x01\0\0\0\0\0\0\0k\x02\0\0\0\0\0\0\0vv"s);
+  CHECK(encode_request(make_request(QueryType::Set, {"k"}, {"vv"})) == "\x01\x01\0\0\0\0\0\0\0k\x02\0\0\0\0\0\0\0vv"s);
   // ADD "a" -1: the delta is a two's-complement little-endian i64.
-  CHECK(encode_request(make(QueryType::Add, {"a"}, {}, -1)) ==
+  CHECK(encode_request(make_request(QueryType::Add, {"a"}, {}, -1)) ==
         "\x04\x01\0\0\0\0\0\0\0a\xff\xff\xff\xff\xff\xff\xff\xff"s);
   // CANCEL_WAIT is the type byte alone.
-  CHECK(encode_request(make(QueryType::CancelWait)) == "\x0c"s);
+  CHECK(encode_request(make_request(QueryType::CancelWait)) == "\x0c"s);
   // MULTI_SET interleaves keys and values after the count.
-  CHECK(encode_request(make(QueryType::MultiSet, {"a", "b"}, {"1", "2"})) == "\x0b\x02\0\0\0\0\0\0\0"s +
-                                                                                 "\x01\0\0\0\0\0\0\0a"s +
-                                                                                 "\x01\0\0\0\0\0\0\0"
-                                                                                 "1"s +
-                                                                                 "\x01\0\0\0\0\0\0\0b"s +
-                                                                                 "\x01\0\0\0\0\0\0\0"
-                                                                                 "2"s);
+  CHECK(encode_request(make_request(QueryType::MultiSet, {"a", "b"}, {"1", "2"})) == "\x0b\x02\0\0\0\0\0\0\0"s +
+                                                                                         "\x01\0\0\0\0\0\0\0a"s +
+                                                                                         "\x01\0\0\0\0\0\0\0"
+                                                                                         "1"s +
+                                                                                         "\x01\0\0\0\0\0\0\0b"s +
+                                                                                         "\x01\0\0\0\0\0\0\0"
+                                                                                         "2"s);
 }
 
 TEST_CASE("a request split in two at any byte boundary parses the same", "[request_parser]") {
@@ -198,8 +190,8 @@ TEST_CASE("all sample requests concatenated parse back in order, whole and byte 
 }
 
 TEST_CASE("two requests in one buffer come out one per call", "[request_parser]") {
-  const Request first = make(QueryType::Set, {"/foo"}, {"bar"});
-  const Request second = make(QueryType::Get, {"/foo"});
+  const Request first = make_request(QueryType::Set, {"/foo"}, {"bar"});
+  const Request second = make_request(QueryType::Get, {"/foo"});
   const std::string first_bytes = encode_request(first);
   const std::string second_bytes = encode_request(second);
   const std::string both = first_bytes + second_bytes;
@@ -223,8 +215,8 @@ TEST_CASE("two requests in one buffer come out one per call", "[request_parser]"
 }
 
 TEST_CASE("a complete request followed by part of the next keeps the partial one", "[request_parser]") {
-  const Request first = make(QueryType::CancelWait);
-  const Request second = make(QueryType::Wait, {"/a", "/b"});
+  const Request first = make_request(QueryType::CancelWait);
+  const Request second = make_request(QueryType::Wait, {"/a", "/b"});
   const std::string second_bytes = encode_request(second);
   const std::string buffer = encode_request(first) + second_bytes.substr(0, 5);
 
@@ -252,7 +244,7 @@ TEST_CASE("idle is true between requests and false inside one", "[request_parser
   CHECK_FALSE(parser.parse(empty, r));
   CHECK(parser.idle());
 
-  const std::string bytes = encode_request(make(QueryType::Set, {"key"}, {"value"}));
+  const std::string bytes = encode_request(make_request(QueryType::Set, {"key"}, {"value"}));
   for (std::size_t i = 0; i + 1 < bytes.size(); ++i) {
     CAPTURE(i);
     std::string_view one = std::string_view(bytes).substr(i, 1);
@@ -263,7 +255,7 @@ TEST_CASE("idle is true between requests and false inside one", "[request_parser
   std::string_view last = std::string_view(bytes).substr(bytes.size() - 1);
   REQUIRE(parser.parse(last, r));
   CHECK(parser.idle());
-  CHECK(r == make(QueryType::Set, {"key"}, {"value"}));
+  CHECK(r == make_request(QueryType::Set, {"key"}, {"value"}));
 }
 
 TEST_CASE("an unknown query type byte is a protocol error", "[request_parser]") {
@@ -273,7 +265,7 @@ TEST_CASE("an unknown query type byte is a protocol error", "[request_parser]") 
     require_rejected(std::string(1, byte));
   }
   // Also when it follows a good request in the same buffer.
-  const std::string buffer = encode_request(make(QueryType::GetNumKeys)) + "\xff"s;
+  const std::string buffer = encode_request(make_request(QueryType::GetNumKeys)) + "\xff"s;
   RequestParser parser;
   std::string_view input(buffer);
   Request r;
@@ -355,15 +347,15 @@ TEST_CASE("a key count one over the limit is rejected from the count", "[request
 
 TEST_CASE("a key of exactly the limit parses", "[request_parser]") {
   const std::string key(kMaxKeyLength, '\x5a');
-  const Request set = make(QueryType::Set, {key}, {"v"});
+  const Request set = make_request(QueryType::Set, {key}, {"v"});
   CHECK(parse_chunks({encode_request(set)}) == std::vector<Request>{set});
-  const Request wait = make(QueryType::Wait, {key, "short"});
+  const Request wait = make_request(QueryType::Wait, {key, "short"});
   CHECK(parse_chunks(single_bytes(encode_request(wait))) == std::vector<Request>{wait});
 }
 
 TEST_CASE("a value of exactly the limit parses", "[request_parser]") {
   const std::string value(kMaxValueLength, '\x01');
-  const Request set = make(QueryType::Set, {"k"}, {value});
+  const Request set = make_request(QueryType::Set, {"k"}, {value});
   const std::string bytes = encode_request(set);
   const std::string_view view(bytes);
   CHECK(parse_chunks({bytes}) == std::vector<Request>{set});
@@ -382,13 +374,13 @@ TEST_CASE("the torch 2.6 client's handshake bytes parse to VALIDATE, PING and AD
       "\x03\x04\x00\x00\x00\x00\x00\x00\x00/foo"s                                  // GET /foo
       "\x0C"s;                                                                     // CANCEL_WAIT
   const std::vector<Request> expected = {
-      make(QueryType::Validate, {}, {}, 0x3C85F7CE),
-      make(QueryType::Ping, {}, {}, 0x266),
-      make(QueryType::Add, {"init/"}, {}, 1),
-      make(QueryType::Set, {"/foo"}, {"bar"}),
-      make(QueryType::Wait, {"/foo"}),
-      make(QueryType::Get, {"/foo"}),
-      make(QueryType::CancelWait),
+      make_request(QueryType::Validate, {}, {}, 0x3C85F7CE),
+      make_request(QueryType::Ping, {}, {}, 0x266),
+      make_request(QueryType::Add, {"init/"}, {}, 1),
+      make_request(QueryType::Set, {"/foo"}, {"bar"}),
+      make_request(QueryType::Wait, {"/foo"}),
+      make_request(QueryType::Get, {"/foo"}),
+      make_request(QueryType::CancelWait),
   };
   CHECK(parse_chunks({transcript}) == expected);
   CHECK(parse_chunks(single_bytes(transcript)) == expected);

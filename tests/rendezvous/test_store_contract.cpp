@@ -21,20 +21,19 @@
 #include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "tests/rendezvous/blocking_checks.hpp"
 
 namespace {
 
 namespace rdzv = ddp::rendezvous;
+using namespace ddp::testing;  // kLong, still_blocked(), finishes()
 using namespace std::chrono_literals;
 using namespace std::string_literals;
 using Clock = std::chrono::steady_clock;
 using rdzv::Store;
 
-// Short timeouts for calls that must time out; long bounds for things that must happen.
+// Short timeouts for calls that must time out; long bounds (kLong) for things that must happen.
 constexpr std::chrono::milliseconds kShort = 150ms;
-constexpr std::chrono::milliseconds kLong = 10s;
-// How long a blocked call is watched to make sure it stays blocked.
-constexpr std::chrono::milliseconds kStillBlocked = 100ms;
 
 // Each fixture owns one backing store and exposes:
 //   store  — the Store under test;
@@ -92,21 +91,6 @@ struct PrefixOverTcp {
 };
 
 #define STORE_FIXTURES Memory, PrefixOverMemory, Tcp, PrefixOverTcp
-
-// Checks that `f` is still blocked a moment after it was started.
-template <class T>
-bool still_blocked(std::future<T>& f) {
-  return f.wait_for(kStillBlocked) == std::future_status::timeout;
-}
-
-template <class T>
-bool finishes(std::future<T>& f) {
-  return f.wait_for(kLong) == std::future_status::ready;
-}
-
-std::chrono::milliseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-}
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
+#include "tests/rendezvous/make_request.hpp"
 
 namespace {
 
@@ -36,6 +37,7 @@ using ddp::rendezvous::QueryType;
 using ddp::rendezvous::Request;
 using ddp::rendezvous::StoreState;
 using ddp::rendezvous::WaitResponse;
+using ddp::testing::make_request;
 using namespace std::string_literals;
 
 using Keys = std::vector<std::string>;
@@ -47,71 +49,62 @@ const std::string kWaitCanceled(1, static_cast<char>(WaitResponse::WaitCanceled)
 const std::string kReady(1, static_cast<char>(CheckResponse::Ready));
 const std::string kNotReady(1, static_cast<char>(CheckResponse::NotReady));
 
-Request make(QueryType type, Keys keys = {}, Keys values = {}, std::int64_t integer = 0) {
-  Request r;
-  r.type = type;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.integer = integer;
-  return r;
-}
-
 Request validate_req(std::uint32_t magic = kValidationMagic) {
-  return make(QueryType::Validate, {}, {}, magic);
+  return make_request(QueryType::Validate, {}, {}, magic);
 }
 Request ping_req(std::uint32_t nonce) {
-  return make(QueryType::Ping, {}, {}, nonce);
+  return make_request(QueryType::Ping, {}, {}, nonce);
 }
 Request set_req(const std::string& k, const std::string& v) {
-  return make(QueryType::Set, {k}, {v});
+  return make_request(QueryType::Set, {k}, {v});
 }
 Request get_req(const std::string& k) {
-  return make(QueryType::Get, {k});
+  return make_request(QueryType::Get, {k});
 }
 Request add_req(const std::string& k, std::int64_t delta) {
-  return make(QueryType::Add, {k}, {}, delta);
+  return make_request(QueryType::Add, {k}, {}, delta);
 }
 Request cas_req(const std::string& k, const std::string& expected, const std::string& desired) {
-  return make(QueryType::CompareSet, {k}, {expected, desired});
+  return make_request(QueryType::CompareSet, {k}, {expected, desired});
 }
 Request check_req(Keys keys) {
-  return make(QueryType::Check, std::move(keys));
+  return make_request(QueryType::Check, std::move(keys));
 }
 Request wait_req(Keys keys) {
-  return make(QueryType::Wait, std::move(keys));
+  return make_request(QueryType::Wait, std::move(keys));
 }
 Request num_keys_req() {
-  return make(QueryType::GetNumKeys);
+  return make_request(QueryType::GetNumKeys);
 }
 Request delete_req(const std::string& k) {
-  return make(QueryType::DeleteKey, {k});
+  return make_request(QueryType::DeleteKey, {k});
 }
 Request append_req(const std::string& k, const std::string& v) {
-  return make(QueryType::Append, {k}, {v});
+  return make_request(QueryType::Append, {k}, {v});
 }
 Request multi_get_req(Keys keys) {
-  return make(QueryType::MultiGet, std::move(keys));
+  return make_request(QueryType::MultiGet, std::move(keys));
 }
 Request multi_set_req(Keys keys, Keys values) {
-  return make(QueryType::MultiSet, std::move(keys), std::move(values));
+  return make_request(QueryType::MultiSet, std::move(keys), std::move(values));
 }
 Request cancel_req() {
-  return make(QueryType::CancelWait);
+  return make_request(QueryType::CancelWait);
 }
 Request push_req(const std::string& k, const std::string& v) {
-  return make(QueryType::QueuePush, {k}, {v});
+  return make_request(QueryType::QueuePush, {k}, {v});
 }
 Request pop_req(const std::string& k) {
-  return make(QueryType::QueuePop, {k});
+  return make_request(QueryType::QueuePop, {k});
 }
 Request queue_len_req(const std::string& k) {
-  return make(QueryType::QueueLen, {k});
+  return make_request(QueryType::QueueLen, {k});
 }
 Request list_keys_req() {
-  return make(QueryType::ListKeys);
+  return make_request(QueryType::ListKeys);
 }
 Request barrier_req(const std::string& k, std::int64_t world) {
-  return make(QueryType::Barrier, {k}, {}, world);
+  return make_request(QueryType::Barrier, {k}, {}, world);
 }
 
 std::int64_t as_i64(const std::string& bytes) {

@@ -39,10 +39,12 @@
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
+#include "tests/rendezvous/blocking_checks.hpp"
 
 namespace {
 
 namespace rdzv = ddp::rendezvous;
+using namespace ddp::testing;  // kLong, still_blocked(), finishes()
 using namespace std::chrono_literals;
 using namespace std::string_literals;
 using Clock = std::chrono::steady_clock;
@@ -52,22 +54,6 @@ using rdzv::TcpStoreServer;
 using rdzv::TcpStoreServerOptions;
 
 constexpr std::chrono::milliseconds kShort = 150ms;
-constexpr std::chrono::milliseconds kLong = 10s;
-constexpr std::chrono::milliseconds kStillBlocked = 100ms;
-
-std::chrono::milliseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-}
-
-template <class T>
-bool still_blocked(std::future<T>& f) {
-  return f.wait_for(kStillBlocked) == std::future_status::timeout;
-}
-
-template <class T>
-bool finishes(std::future<T>& f, std::chrono::milliseconds bound = kLong) {
-  return f.wait_for(bound) == std::future_status::ready;
-}
 
 // Server log lines, captured thread-safely (the server calls the sink on its loop thread).
 // Declare it before the server, so that it outlives the server.

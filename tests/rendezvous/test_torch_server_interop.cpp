@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "ddplaunch/rendezvous/error.hpp"
+#include "tests/rendezvous/blocking_checks.hpp"
 #include "tests/support/child_process.hpp"
 
 namespace {
 
 namespace rdzv = ddp::rendezvous;
-using ddp::testing::ChildExit;
-using ddp::testing::ChildProcess;
+using namespace ddp::testing;  // ChildProcess, kLong, still_blocked(), finishes()
 using namespace std::chrono_literals;
 using namespace std::string_literals;
 using Clock = std::chrono::steady_clock;
@@ -33,8 +33,6 @@ const std::string kScript = std::string(DDP_SOURCE_DIR) + "/tests/interop/torch_
 // Importing torch takes a few seconds, more on a loaded machine.
 constexpr std::chrono::milliseconds kStartup = 120s;
 constexpr std::chrono::milliseconds kShort = 200ms;
-constexpr std::chrono::milliseconds kLong = 10s;
-constexpr std::chrono::milliseconds kStillBlocked = 100ms;
 
 // PyTorch's TCPStore server in a python child; stopped by closing its stdin.
 class TorchServer {
@@ -77,16 +75,6 @@ class TorchServer {
   ChildProcess child_;
   std::uint16_t port_ = 0;
 };
-
-template <class T>
-bool still_blocked(std::future<T>& f) {
-  return f.wait_for(kStillBlocked) == std::future_status::timeout;
-}
-
-template <class T>
-bool finishes(std::future<T>& f) {
-  return f.wait_for(kLong) == std::future_status::ready;
-}
 
 }  // namespace
 

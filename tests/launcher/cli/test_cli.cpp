@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/exit_codes.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "tests/support/usage_error_of.hpp"
 
@@ -363,6 +364,22 @@ TEST_CASE("help and version exit early with text", "[cli]") {
   CHECK_THAT(*version.early_exit_text, Catch::StartsWith("ddplaunch "));
 }
 
+TEST_CASE("help says what the code does: the port default, the interpreter, every exit code and rdzv_conf key",
+          "[cli]") {
+  const auto help = parse_full({"--help"}).early_exit_text;
+  REQUIRE(help);
+  CHECK_THAT(*help, Catch::Contains("a free port for a single node, 29500 for several"));
+  CHECK_THAT(*help, Catch::Contains("$PYTHON_EXEC") && Catch::Contains("$VIRTUAL_ENV") &&
+                        Catch::Contains("$CONDA_PREFIX") && Catch::Contains("python3 on PATH"));
+  for (const ddp::ExitCodeMeaning& e : ddp::kExitCodeMeanings) {
+    CHECK_THAT(*help, Catch::Contains(std::to_string(static_cast<int>(e.code)) + "  ") && Catch::Contains(e.meaning));
+  }
+  CHECK_THAT(*help, Catch::Contains("124") && Catch::Contains("--hang_timeout found ranks stuck"));
+  for (const char* key : {"cacert=FILE", "cert=FILE", "key=FILE", "protocol=http|https", "token_file=PATH"}) {
+    CHECK_THAT(*help, Catch::Contains(key));
+  }
+}
+
 TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
   struct Bad {
     Args args;
@@ -401,6 +418,9 @@ TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
       {{"--rdzv_conf", "timeout=", "prog"}, "timeout=", {}},
       {{"--rdzv_conf", "timeout=abc", "prog"}, "timeout=abc", {}},
       {{"--rdzv_conf", "join_timeout=5,foo=1", "prog"}, "'foo'", {}},
+      {{"--rdzv_conf", "timeout=5,timeout=6", "prog"}, "gives timeout twice", {}},
+      {{"--rdzv_endpoint", "[::1]:x", "prog"}, "--rdzv_endpoint=[::1]:x is not host[:port]", {}},
+      {{"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h1,:2379", "prog"}, "--rdzv_endpoint=:2379", {}},
       {{"--rdzv_timeout", "abc", "prog"}, "--rdzv_timeout: abc", {}},
       {{"--heartbeat_timeout", "inf", "prog"}, "--heartbeat_timeout: inf", {}},
       {{"--heartbeat_timeout", "0.05", "prog"}, "--heartbeat_timeout=0.05 s", {}},

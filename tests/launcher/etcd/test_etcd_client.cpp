@@ -2,7 +2,8 @@
 // started here on free loopback ports with a private data directory, and killed at the end):
 // bytes through base64, create-if-absent and compare-and-swap transactions, prefixes, leases that
 // expire and vanish with their keys, a watch that wakes on a change, authentication with the
-// right and a wrong password, and a 3-member cluster that keeps answering with a member killed.
+// right and a wrong password, and a 3-member cluster that keeps answering with a member killed;
+// without a server, the numbers read from etcd (parse_etcd_int) and the endpoints refused.
 #include "launcher/etcd/etcd_client.hpp"
 
 
@@ -26,6 +27,37 @@ using ddp::launcher::EtcdError;
 using ddp::testing::EtcdCluster;
 using namespace std::chrono_literals;
 
+
+TEST_CASE("etcd: a malformed number from etcd is an EtcdError naming it, never std::invalid_argument", "[etcd]") {
+  using ddp::launcher::parse_etcd_int;
+  CHECK(parse_etcd_int("field 'revision'", "42") == 42);
+  CHECK(parse_etcd_int("key 'n'", "-7") == -7);
+  CHECK(parse_etcd_int("key 'n'", "+5") == 5);
+  CHECK(parse_etcd_int("field 'ID'", "9223372036854775807") == INT64_MAX);
+  for (const char* bad : {"", "x", "12x", " 1", "1 ", "+", "-", "9223372036854775808", "1.5"}) {
+    INFO("text: '" << bad << "'");
+    CHECK_THROWS_MATCHES(
+        parse_etcd_int("key 'n'", bad), EtcdError,
+        Catch::Message("etcd key 'n' holds '" + std::string(bad) + "', not a decimal integer (int64)"));
+  }
+  // A long value is cut in the message.
+  CHECK_THROWS_WITH(parse_etcd_int("key 'n'", std::string(100, 'a')),
+                    Catch::Contains("'" + std::string(40, 'a') + "'") && !Catch::Contains(std::string(41, 'a')));
+}
+
+TEST_CASE("etcd: an endpoint that is not host:port is a UsageError naming it", "[etcd]") {
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:", ":2379", "127.0.0.1:x", "127.0.0.1:99999"}) {
+    EtcdClientOptions o;
+    o.endpoints = {bad};
+    CHECK_THROWS_MATCHES(EtcdClient(o), ddp::UsageError,
+                         Catch::Message("etcd endpoint '" + std::string(bad) +
+                                        "' is not host:port (a name or address, IPv6 in brackets, port 0..65535); "
+                                        "write it as 127.0.0.1:2379"));
+  }
+  EtcdClientOptions v6;
+  v6.endpoints = {"[::1]:2379", "localhost:2379"};
+  CHECK_NOTHROW(EtcdClient(v6));  // does not connect
+}
 
 TEST_CASE("etcd: bytes, transactions, prefixes and deletes", "[etcd]") {
   EtcdCluster etcd(1);

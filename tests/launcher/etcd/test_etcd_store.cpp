@@ -41,6 +41,10 @@ TEST_CASE("etcd store: PyTorch's store semantics", "[etcd]") {
   CHECK(s.add("n", -2) == 3);
   CHECK(s.add("n", 0) == 3);
   CHECK(s.add("fresh", 0) == 0);
+  s.set("text", "not a number");
+  CHECK_THROWS_MATCHES(s.add("text", 1), ddp::launcher::EtcdError,
+                       Catch::Message("etcd key 'text' holds 'not a number', not a decimal integer (int64)"));
+  CHECK(s.delete_key("text"));
   // compare_set: missing + expected "" sets; missing + expected "z" answers "z"; a mismatch
   // answers the current value; a match sets.
   CHECK(s.compare_set("c", "", "v1") == "v1");

@@ -251,7 +251,7 @@ TEST_CASE("with a job secret, a stranger's node record is ignored and the real n
 }
 
 TEST_CASE(
-    "with a job secret, the keys live in a namespace derived from it; a node with another secret never meets "
+    "with a job secret, the keys live in a namespace derived from it, a node with another secret never meets "
     "the job",
     "[node_rendezvous]") {
   Cluster c;

@@ -27,7 +27,7 @@ TEST_CASE("outcome: success and failure round-trip", "[outcome]") {
 
   CHECK(Outcome::decode(Outcome::failure(1, "", -1).encode()).origin_node == -1);
   CHECK(Outcome::decode(Outcome::failure(1, "", -1).encode()).summary.empty());
-  CHECK(Outcome::decode(Outcome::failure(255, "x", Outcome::kMaxNodes).encode()).code == 255);
+  CHECK(Outcome::decode(Outcome::failure(255, "x", ddp::launcher::kMaxNodes).encode()).code == 255);
 }
 
 TEST_CASE("outcome: any summary bytes survive, including header-like lines", "[outcome]") {

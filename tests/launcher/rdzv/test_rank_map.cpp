@@ -60,6 +60,12 @@ TEST_CASE("RankMap::describe names every node and its rank range", "[rank_map]")
   CHECK_THAT(text, Catch::Contains("world size 4"));
 }
 
+TEST_CASE("RankMap::describe names a node's address once when it is its host name", "[rank_map]") {
+  NodeInfo same = node(0, 2);
+  same.address = same.host;
+  CHECK_THAT(RankMap({same}).describe(), Catch::Contains("node 0 (" + same.host + "): ranks 0-1"));
+}
+
 TEST_CASE("NodeInfo survives serialize and parse", "[rank_map]") {
   NodeInfo n;
   n.node_rank = 7;

@@ -1,23 +1,33 @@
-// describe_failure(): torchrun's layout (program, host, node rank, rank, exit code or signal, pid,
-// error file), the worker's last stderr lines, the exception and formatted traceback from the
-// error file when the worker wrote one (torch's @record format, parsed as JSON; a malformed file
-// is named and the stderr lines stay), and the ModuleNotFoundError hint naming the interpreter.
+// The failure summary (failure_summary.hpp) from a round's data (round_report.hpp): torchrun's
+// layout (program, host, node rank, rank, exit code or signal, pid, error file), the worker's last
+// stderr lines, the exception and formatted traceback from the error file when the worker wrote
+// one (torch's @record format, parsed as JSON; a malformed file is named and the stderr lines
+// stay), the ModuleNotFoundError hint naming the interpreter, the other sections inside the frame,
+// and what a node prints when another node's failure (or its own hang) came first.
 #include "launcher/report/failure_summary.hpp"
 #include "launcher/report/oom_check.hpp"
 #include "launcher/report/round_report.hpp"
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <ctime>
 #include <fstream>
 #include <string>
 
+#include "common/rank_ranges.hpp"
+
 namespace {
 
-using ddp::launcher::describe_failure;
+using ddp::launcher::end_of_round_summary;
+using ddp::launcher::failure_summary;
 using ddp::launcher::FailureContext;
+using ddp::launcher::RankState;
+using ddp::launcher::RoundEnd;
+using ddp::launcher::RoundReport;
 using ddp::launcher::WorkerResult;
 
 WorkerResult failed_worker() {
@@ -30,13 +40,19 @@ WorkerResult failed_worker() {
   return w;
 }
 
-FailureContext context(const std::string& program, const std::string& host, int node, const std::string& note) {
+FailureContext context(const std::string& program, const std::string& host, int node) {
   FailureContext c;
   c.program = program;
   c.host = host;
   c.node_rank = node;
-  c.death_note = note;
   return c;
+}
+
+// The summary of a round in which only `w` failed (its signal explained by `note`).
+std::string describe_failure(const WorkerResult& w, const FailureContext& c, const std::string& note = "") {
+  RoundReport report;
+  report.add(w, RankState::Failed, note);
+  return failure_summary(report, c);
 }
 
 bool has(const std::string& text, const std::string& part) {
@@ -46,7 +62,7 @@ bool has(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST_CASE("failure summary: torchrun's layout and the last stderr lines", "[summary]") {
-  const std::string s = describe_failure(failed_worker(), context("train.py", "gpu07", 2, ""));
+  const std::string s = describe_failure(failed_worker(), context("train.py", "gpu07", 2));
   CHECK(has(s, "train.py FAILED"));
   CHECK(has(s, "  host      : gpu07\n"));
   CHECK(has(s, "  node rank : 2\n"));
@@ -61,7 +77,7 @@ TEST_CASE("failure summary: a signal is named", "[summary]") {
   WorkerResult w = failed_worker();
   w.exit_code = 128 + SIGSEGV;
   w.term_signal = SIGSEGV;
-  CHECK(has(describe_failure(w, context("./train", "h", 0, "")), "exitcode  : 139 (died of SIGSEGV)"));
+  CHECK(has(describe_failure(w, context("./train", "h", 0)), "exitcode  : 139 (died of SIGSEGV)"));
 }
 
 namespace {
@@ -74,7 +90,7 @@ std::string with_error_file(const std::string& content) {
   std::ofstream(path) << content;
   WorkerResult w = failed_worker();
   w.error_file = path;
-  const std::string s = describe_failure(w, context("train.py", "h", 0, ""));
+  const std::string s = describe_failure(w, context("train.py", "h", 0));
   ::unlink(path);
   return s;
 }
@@ -101,20 +117,20 @@ TEST_CASE("failure summary: the exception and traceback from torch's @record err
   SECTION("a named file the worker never wrote reads as <N/A>") {
     WorkerResult w = failed_worker();
     w.error_file = "/nonexistent/error.json";
-    CHECK(has(describe_failure(w, context("train.py", "h", 0, "")), "error_file: <N/A>"));
+    CHECK(has(describe_failure(w, context("train.py", "h", 0)), "error_file: <N/A>"));
   }
 }
 
 TEST_CASE("failure summary: a missing module names the interpreter that ran the worker", "[summary]") {
   WorkerResult w = failed_worker();
   w.stderr_tail = {"ModuleNotFoundError: No module named 'torch'"};
-  FailureContext python = context("train.py", "h", 0, "");
+  FailureContext python = context("train.py", "h", 0);
   python.python = {"/usr/bin/python3", "python3 on PATH"};
   CHECK(has(describe_failure(w, python),
             "  hint      : the worker ran /usr/bin/python3 (python3 on PATH); install the module for that "
             "interpreter, or choose another with PYTHON_EXEC\n"));
   SECTION("not for a program that is not Python") {
-    CHECK_FALSE(has(describe_failure(w, context("./train", "h", 0, "")), "hint"));
+    CHECK_FALSE(has(describe_failure(w, context("./train", "h", 0)), "hint"));
   }
 }
 
@@ -122,7 +138,7 @@ TEST_CASE("failure summary: an out-of-memory kill is named with the signal", "[s
   WorkerResult w = failed_worker();
   w.exit_code = 137;
   w.term_signal = SIGKILL;
-  CHECK(has(describe_failure(w, context("./train", "h", 0, "killed by the out-of-memory killer")),
+  CHECK(has(describe_failure(w, context("./train", "h", 0), "killed by the out-of-memory killer"),
             "exitcode  : 137 (died of SIGKILL: killed by the out-of-memory killer)"));
 }
 
@@ -140,9 +156,6 @@ TEST_CASE("oom_kill_in_log finds the kernel's record of that pid, not older ones
 }
 
 namespace {
-
-using ddp::launcher::RankState;
-using ddp::launcher::RoundReport;
 
 // A failed rank whose error file says `message`, recorded at `timestamp` (seconds).
 WorkerResult raised(int rank, const std::string& message, long long timestamp, std::vector<std::string>& files) {
@@ -190,7 +203,7 @@ TEST_CASE("round report: the earliest failure by its own timestamp is the root c
   report.add(killed, RankState::Stopped);
   REQUIRE(report.root_cause() != nullptr);
   CHECK(report.root_cause()->worker.rank == 5);
-  const std::string s = report.summary(context("t.py", "h", 0, ""));
+  const std::string s = failure_summary(report, context("t.py", "h", 0));
   INFO(s);
   CHECK(has(s, "Root cause (the earliest failure):\n"));
   CHECK(has(s, "  rank      : 5 (local_rank: 5)\n"));
@@ -212,13 +225,13 @@ TEST_CASE("round report: no failure, no summary, another node's cause comes firs
   ok.exit_code = 0;
   report.add(ok, RankState::Succeeded);
   CHECK(report.root_cause() == nullptr);
-  CHECK(report.summary(context("t.py", "h", 0, "")).empty());
+  CHECK(failure_summary(report, context("t.py", "h", 0)).empty());
   WorkerResult killed = failed_worker();
   killed.exit_code = 128 + SIGTERM;
   killed.term_signal = SIGTERM;
   report.add(killed, RankState::Stopped);
   const auto remote = ddp::launcher::Outcome::failure(1, "node 1's report", 1);
-  const std::string s = report.final_summary(remote, context("t.py", "h", 0, ""), "node 0 on h");
+  const std::string s = end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{remote, {}, {}, {"h", "h1"}});
   CHECK(s ==
         "node 1's report\nOn this node (node 0 on h):\nStopped by ddplaunch (not failed):\n"
         "  rank 5: ended by SIGTERM\n");
@@ -250,8 +263,8 @@ TEST_CASE("round report: another node's earlier failure is the root cause, whoev
   // Node 2's rank failed 3 s earlier by its own time, but its launcher published later.
   const NodeFailure earlier{2, std::chrono::system_clock::time_point(std::chrono::seconds(1700000002)),
                             "ValueError: the real cause"};
-  const std::string s =
-      report.final_summary(published, context("t.py", "h", 0, ""), "node 0 on h", earlier, "node 2 (gpu2)");
+  const std::vector<std::string> hosts{"h", "h1", "gpu2"};
+  const std::string s = end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{published, earlier, {}, hosts});
   INFO(s);
   CHECK(s.rfind("ddplaunch: the earliest failure by its own time was on node 2 (gpu2) (node 0 reported first):\n"
                 "ValueError: the real cause\nOn this node (node 0 on h):\nOther failures (by what they say):\n"
@@ -259,8 +272,90 @@ TEST_CASE("round report: another node's earlier failure is the root cause, whoev
                 0) == 0);
   // A later one elsewhere changes nothing: this node's own failure is the root cause.
   const NodeFailure later{2, std::chrono::system_clock::time_point(std::chrono::seconds(1700000009)), "later"};
-  const std::string t = report.final_summary(published, context("t.py", "h", 0, ""), "node 0 on h", later, "node 2");
+  const std::string t = end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{published, later, {}, hosts});
   CHECK(t.find("Root cause (the earliest failure):") != std::string::npos);
   CHECK(t.find("later") == std::string::npos);
   for (const auto& f : files) ::unlink(f.c_str());
+}
+
+TEST_CASE("failure summary: the whole text, word for word, inside its 60-column frame", "[summary]") {
+  std::vector<std::string> files;
+  RoundReport report;
+  report.add(raised(0, "ValueError: boom", 1700000000, files), RankState::Failed);
+  report.add(raised(1, "ValueError: boom", 1700000001, files), RankState::Failed);
+  WorkerResult killed = failed_worker();
+  killed.rank = 2;
+  killed.exit_code = 128 + SIGTERM;
+  killed.term_signal = SIGTERM;
+  report.add(killed, RankState::Stopped);
+  const std::time_t t = 1700000000;
+  std::tm local{};
+  ::localtime_r(&t, &local);
+  char when[64];
+  std::strftime(when, sizeof(when), "%Y-%m-%d_%H:%M:%S", &local);
+  const std::string frame(60, '='), divider(60, '-');
+  const std::string expected = fmt::format(
+      "{0}\nt.py FAILED\n{1}\n"
+      "Root cause (the earliest failure):\n"
+      "  time      : {2}\n"
+      "  host      : gpu0\n"
+      "  node rank : 1\n"
+      "  rank      : 0 (local_rank: 0)\n"
+      "  exitcode  : 1 (pid: 4242)\n"
+      "  error     : ValueError: boom\n"
+      "  traceback :\n    Traceback (most recent call last):\n      File \"t.py\"\n    ValueError: boom\n"
+      "  error_file: {3}\n{1}\n"
+      "Other failures (by what they say):\n"
+      "  rank 1: exitcode 1: ValueError: boom (as the root cause)\n"
+      "Stopped by ddplaunch (not failed):\n"
+      "  rank 2: ended by SIGTERM\n{0}",
+      frame, divider, when, files[0]);
+  CHECK(failure_summary(report, context("t.py", "gpu0", 1)) == expected);
+  // The error file was read once, when the rank exited: the summary needs it no more.
+  for (const auto& f : files) ::unlink(f.c_str());
+  CHECK(has(failure_summary(report, context("t.py", "gpu0", 1)), "  error     : ValueError: boom\n"));
+}
+
+TEST_CASE("round report: this node's hang, when it came first, leads the summary like another node's", "[summary]") {
+  using ddp::launcher::NodeFailure;
+  std::vector<std::string> files;
+  RoundReport report;
+  report.add(raised(4, "RuntimeError: Connection reset by peer", 1700000005, files), RankState::Failed);
+  const auto remote = ddp::launcher::Outcome::failure(1, "node 1's report", 1);  // node 1 published first
+  const NodeFailure hang{0, std::chrono::system_clock::time_point(std::chrono::seconds(1700000001)),
+                         "ddplaunch: hang: \x1b[31m"};
+  const NodeFailure other{2, std::chrono::system_clock::time_point(std::chrono::seconds(1700000003)), "later"};
+  const std::string s =
+      end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{remote, other, hang, {"h", "h1", "h2"}});
+  CHECK(s ==
+        "ddplaunch: the earliest failure by its own time was on node 0 (h) (node 1 reported first):\n"
+        "ddplaunch: hang: \\x1b[31m\nOn this node (node 0 on h):\nOther failures (by what they say):\n"
+        "  rank 4: exitcode 1: RuntimeError: Connection reset by peer\n");
+  SECTION("this node's own failure came first, though another node reported first") {
+    const std::string t =
+        end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{remote, {}, {}, {"h", "h1", "h2"}});
+    CHECK(t.find("Root cause (the earliest failure):") != std::string::npos);
+    CHECK(has(t, std::string(60, '=') +
+                     "\n(node 1 reported its failure first; by their own times this node's came earlier)"));
+  }
+  for (const auto& f : files) ::unlink(f.c_str());
+}
+
+TEST_CASE("another node's failure, a hang and the event log's reason are worded here too", "[summary]") {
+  using ddp::launcher::hang_failure;
+  using ddp::launcher::Outcome;
+  using ddp::launcher::reported_failure;
+  using ddp::launcher::summary_first_line;
+  CHECK(reported_failure(Outcome::failure(1, "boom\x1b[0m", 1), {"h0", "gpu\x07"}) ==
+        "ddplaunch: stopping: a failure reported by node 1 (gpu\\x07):\nboom\\x1b[0m");
+  CHECK(reported_failure(Outcome::failure(1, "boom", 3), {"h0"}) ==
+        "ddplaunch: stopping: a failure reported by node 3:\nboom");
+  CHECK(reported_failure(Outcome::failure(1, "boom", -1), {"h0"}) == "ddplaunch: stopping: a failure:\nboom");
+  CHECK(hang_failure("hang: rank 1", "/run/h.txt", 2) == "ddplaunch: hang: rank 1");
+  const std::string cut = hang_failure(std::string(600 * 1024, 'x'), "", 2);
+  CHECK(cut.substr(0, 512 * 1024) == "ddplaunch: " + std::string(512 * 1024 - 11, 'x'));
+  CHECK(cut.substr(512 * 1024) == "\n... (cut at 512 KiB; the whole report is in no file on node 2)");
+  CHECK(summary_first_line(std::string(60, '=') + "\nt.py FAILED\n---") == "t.py FAILED");
+  CHECK(summary_first_line("ddplaunch: stopping: a failure:\nboom") == "ddplaunch: stopping: a failure:");
+  CHECK(summary_first_line("") == "");
 }

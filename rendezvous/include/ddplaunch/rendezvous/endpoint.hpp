@@ -1,4 +1,6 @@
-// Host and endpoint spelling shared by the store's server, its client and the launcher.
+// Host and endpoint spelling shared by the store's server, its client and the launcher: writing
+// "host:port" (IPv6 in brackets) and taking the brackets off a host. Reading HOST:PORT text is
+// common/host_port.hpp's job, which parses what format_endpoint() writes.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,66 @@
+// The seam between the agent and how the launchers of a job meet: the built-in store
+// (store_backend.hpp: node 0 hosts a TcpStoreServer for launchers and workers alike) or etcd
+// (etcd/etcd_backend.hpp). The agent, the rounds and --dump_stacks use only this interface, so
+// rounds, outcomes, elastic membership, restarts and the exit barrier are one code path for both,
+// and every rule of a backend (leases, their TTLs, who hosts the workers' store) lives in its own
+// folder.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "ddplaunch/rendezvous/store.hpp"
+#include "launcher/config/effective_config.hpp"
+#include "launcher/config/launch_config.hpp"
+#include "launcher/rdzv/job_monitor.hpp"
+#include "launcher/rdzv/job_round.hpp"
+
+namespace ddp::launcher {
+
+// What a node knows when its part of the job ends (after the exit barrier of a success).
+struct JobEnd {
+  int exit_code = 0;
+  bool over = false;       // the job ended for good: a success, or a failure with no restart left
+  int next_round = 0;      // the round a late node would wait in
+  bool store_host = false;  // this node hosted the job's store (hosts_store())
+};
+
+class RendezvousBackend {
+ public:
+  virtual ~RendezvousBackend() = default;
+
+  // New connections to the store root (un-prefixed), one per call of the connector. Without
+  // `connect_timeout` a connect may wait up to --rdzv_timeout for the store to come up; with it,
+  // a store that does not answer within it is lost (the monitor of a running round). The
+  // connector blocks and throws ddp::Error (ConnectionError, TimeoutError); thread-safe.
+  virtual StoreConnector connector(std::optional<std::chrono::milliseconds> connect_timeout) = 0;
+
+  // How the nodes of round `round` learn that one of them is gone: fills in `options`' liveness
+  // factory (empty: heartbeats in the job's store) and what a lost store is called. May block for
+  // one backend call; throws ddp::Error. Loop thread.
+  virtual void set_liveness(JobMonitorOptions& options, int round) = 0;
+
+  // Where the workers of a joined round dial their TCPStore: fills in `joined.master_addr` and
+  // `master_port` (left empty: --master_addr and the launcher's store port), hosting the store
+  // when this node is the one to. `job` is the job's view of the store. Blocks up to
+  // --rdzv_timeout; throws ddp::Error. Join thread.
+  virtual void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) = 0;
+
+  // Whether this node, as group rank `group_rank`, hosts the job's store: it then waits for the
+  // others at the exit barrier. Pure.
+  virtual bool hosts_store(int group_rank) const = 0;
+
+  // This node's part of the job ended: what the backend does then (etcd: turns away nodes waiting
+  // for a next round and removes the job's keys). Never throws (a failure is logged). Loop thread.
+  virtual void end_job(rendezvous::Store& job, const JobEnd& end) = 0;
+};
+
+// Makes a node's backend once, before its first round. May start what the backend needs (node
+// 0's store, the TLS proxy to etcd) and record it in `effective` (the store's port, the open
+// files limit before it was raised). `host_store` is false in tests that bring their own store.
+// Throws UsageError (a port in use, a proxy that cannot start).
+using BackendFactory = std::function<std::unique_ptr<RendezvousBackend>(const LaunchConfig& config,
+                                                                         EffectiveConfig& effective, bool host_store)>;
+
+}  // namespace ddp::launcher

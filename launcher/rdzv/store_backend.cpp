@@ -1,0 +1,64 @@
+// See store_backend.hpp.
+#include "launcher/rdzv/store_backend.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/log.hpp"
+#include "common/open_file_limit.hpp"
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
+#include "launcher/config/flag_parsers.hpp"
+#include "launcher/rdzv/hosted_store.hpp"
+
+namespace ddp::launcher {
+
+StoreBackend::StoreBackend(const LaunchConfig& c, EffectiveConfig& eff, bool host_store, StoreConnector connect_root)
+    : c_(c), eff_(eff), connect_root_(std::move(connect_root)) {
+  if (!host_store || c.node_rank != 0) return;
+  // Every worker of the job (all nodes) holds a connection to the store's host.
+  eff.open_files_limit = raise_open_file_limit();
+  server_ = host_job_store(c);
+  eff.port = server_->port();
+}
+
+StoreConnector StoreBackend::connector(std::optional<std::chrono::milliseconds> connect_timeout) {
+  if (connect_root_) return connect_root_;
+  rendezvous::TcpStoreClientOptions o;
+  o.host = c_.master_addr;
+  o.port = static_cast<std::uint16_t>(eff_.port);
+  o.connect_timeout = connect_timeout.value_or(c_.rdzv_timeout);
+  // A reply that does not come within the heartbeat timeout (at least 1 s) means the store is
+  // lost, so a cut link cannot stall the teardown for longer.
+  o.timeout = std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1));
+  // A node started before node 0 listens says so about every 10 s instead of staying silent for
+  // up to --rdzv_timeout. DDPLAUNCH_STATUS_INTERVAL (seconds) changes the interval (tests).
+  o.on_waiting = [](const std::string& line) { log::info("{}", line); };
+  if (const char* v = std::getenv("DDPLAUNCH_STATUS_INTERVAL")) {
+    if (const auto interval = parse_seconds(v)) o.waiting_interval = std::max(*interval, std::chrono::milliseconds(10));
+  }
+  return [o] { return std::make_shared<rendezvous::TcpStoreClient>(o); };
+}
+
+void StoreBackend::set_liveness(JobMonitorOptions&, int) {}  // the defaults: heartbeats in the store
+
+void StoreBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store&, rendezvous::Store&) {
+  if (!server_ || joined.round != 0 || c_.min_nodes != c_.max_nodes || joined.ranks.num_nodes() < 2) return;
+  // The round formed: only its nodes (and this host) may open new connections from now on.
+  const std::vector<std::string> addresses = joined.ranks.ip_addresses();
+  server_->allow_only(addresses);
+  log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
+}
+
+bool StoreBackend::hosts_store(int) const { return server_ != nullptr; }
+
+void StoreBackend::end_job(rendezvous::Store&, const JobEnd&) {}  // the store ends with node 0's launcher
+
+std::unique_ptr<RendezvousBackend> make_store_backend(const LaunchConfig& config, EffectiveConfig& effective,
+                                                      bool host_store) {
+  return std::make_unique<StoreBackend>(config, effective, host_store);
+}
+
+}  // namespace ddp::launcher

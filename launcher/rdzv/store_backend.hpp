@@ -1,0 +1,41 @@
+// The built-in rendezvous backend: node 0 hosts one TcpStoreServer (rdzv/hosted_store.hpp) that
+// is both the launchers' meeting place and the workers' TCPStore; the other nodes dial
+// --master_addr:--master_port. Liveness is heartbeats in the job's store (job_monitor.hpp).
+// Thread-safety: connector() and its connectors from any thread; the rest as the interface says.
+#pragma once
+
+#include <memory>
+
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "launcher/rdzv/rendezvous_backend.hpp"
+
+namespace ddp::launcher {
+
+class StoreBackend : public RendezvousBackend {
+ public:
+  // On node 0 with `host_store`, starts the store (throws UsageError when the port is taken) and
+  // sets effective.port to its real port. `connect_root`, when given, replaces the TCP
+  // connections (tests with an in-memory store). Keeps references to `config` and `effective`.
+  StoreBackend(const LaunchConfig& config, EffectiveConfig& effective, bool host_store,
+               StoreConnector connect_root = {});
+
+  StoreConnector connector(std::optional<std::chrono::milliseconds> connect_timeout) override;
+  void set_liveness(JobMonitorOptions& options, int round) override;
+  // The workers dial node 0's store; after the first round of a static multi-node job forms, it
+  // takes new connections only from the round's nodes (and this host).
+  void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) override;
+  bool hosts_store(int group_rank) const override;
+  void end_job(rendezvous::Store& job, const JobEnd& end) override;
+
+ private:
+  const LaunchConfig& c_;
+  EffectiveConfig& eff_;
+  StoreConnector connect_root_;
+  std::unique_ptr<rendezvous::TcpStoreServer> server_;  // node 0 only
+};
+
+// The BackendFactory of the built-in store.
+std::unique_ptr<RendezvousBackend> make_store_backend(const LaunchConfig& config, EffectiveConfig& effective,
+                                                      bool host_store);
+
+}  // namespace ddp::launcher
