@@ -86,8 +86,6 @@ class Agent {
   std::shared_ptr<rendezvous::Store> connect_job();
   // The host name of group rank `node` in this round (escaped), "" when unknown.
   std::string host_name(int node) const;
-  // " (host)", or "" when unknown.
-  std::string host_of(int node) const;
   // Posts an event from a helper thread; it is dropped if the round it belongs to is over.
   void post_for_round(int round, std::function<void()> event);
 

@@ -107,9 +107,4 @@ std::string Agent::host_name(int node) const {
   return printable(hosts_[static_cast<std::size_t>(node)]);
 }
 
-std::string Agent::host_of(int node) const {
-  const std::string name = host_name(node);
-  return name.empty() ? "" : " (" + name + ")";
-}
-
 }  // namespace ddp::launcher
