@@ -35,7 +35,10 @@ std::optional<HostPort> try_parse_host_port(std::string_view text) {
     if (close == std::string_view::npos) return std::nullopt;
     host = text.substr(1, close - 1);
     rest = text.substr(close + 1);
-    if (!all_of(host, is_v6_char)) return std::nullopt;
+    // A link-local address may carry its zone: "[fe80::1%eth0]".
+    const auto percent = host.find('%');
+    const bool zone_ok = percent == std::string_view::npos || all_of(host.substr(percent + 1), is_name_char);
+    if (!all_of(host.substr(0, percent), is_v6_char) || !zone_ok) return std::nullopt;
   } else {
     const auto colon = std::min(text.find(':'), text.size());
     host = text.substr(0, colon);

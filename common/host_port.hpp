@@ -2,7 +2,8 @@
 // members (the launcher's client and the TLS proxy), and an address a rank or a launcher
 // published. Written once here because the launcher and the runtime both read such text.
 // The spellings: "host", "host:port", "[v6]" and "[v6]:port", where a host is a name or an IPv4
-// address of [A-Za-z0-9_.-] or an IPv6 address in brackets, and a port is 0..65535 in decimal.
+// address of [A-Za-z0-9_.-] or an IPv6 address in brackets (with a zone: "[fe80::1%eth0]"), and a
+// port is 0..65535 in decimal.
 // Writing one is rendezvous::format_endpoint's job (ddplaunch/rendezvous/endpoint.hpp), which
 // brackets IPv6 the same way, so what it writes parses back here.
 #pragma once

@@ -37,7 +37,8 @@ int request_stacks(const LaunchConfig& config) {
       const std::string text = job->get(stacks_key(n, g), std::chrono::seconds(30));
       const std::vector<RankProgress> progress = decode_progress(job->get(progress_key(n, g), std::chrono::seconds(5)));
       std::cout << text;
-      if (!progress.empty()) std::cout << "collective progress:\n" << describe_progress(progress, realtime_ns()) << "\n";
+      if (!progress.empty())
+        std::cout << "collective progress:\n" << describe_progress(progress, realtime_ns()) << "\n";
       std::cout << std::flush;
     } catch (const Error& e) {
       log::error("node {} did not answer: {}", g, e.what());

@@ -9,11 +9,11 @@
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/backends.hpp"
-#include "launcher/dry_run.hpp"
 #include "launcher/cli/cli.hpp"
+#include "launcher/dry_run.hpp"
+#include "launcher/dump_stacks.hpp"
 #include "launcher/workers/job_lifetime.hpp"
 #include "launcher/workers/process_context.hpp"
-#include "launcher/dump_stacks.hpp"
 
 int main(int argc, char** argv) {
   using namespace ddp::launcher;

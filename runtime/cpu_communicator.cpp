@@ -6,13 +6,14 @@
 
 #include <sys/socket.h>
 
-#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include <ATen/ATen.h>
 
+#include "common/host_port.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
 #include "runtime/ring_transfer.hpp"
 #include "runtime/shm_allreduce.hpp"
 #include "runtime/socket_fd.hpp"
@@ -68,18 +69,13 @@ std::string who(int rank) {
   return "rank " + std::to_string(rank);
 }
 
-// Splits "host:port" / "[v6]:port".
+// "host:port" / "[v6]:port" as a rank published it (common/host_port.hpp); port 0 is no listener.
 std::pair<std::string, std::uint16_t> split_address(const std::string& addr, int rank) {
-  const std::size_t colon = addr.rfind(':');
-  unsigned port = 0;
-  const char* end = addr.data() + addr.size();
-  const bool ok = colon != std::string::npos &&
-                  std::from_chars(addr.data() + colon + 1, end, port) == std::from_chars_result{end, std::errc()} &&
-                  port > 0 && port < 65536;
-  if (!ok) throw CommunicatorError("rank " + std::to_string(rank) + " published a bad address '" + addr + "'");
-  std::string host = addr.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return {host, static_cast<std::uint16_t>(port)};
+  const std::optional<HostPort> parsed = try_parse_host_port(addr);
+  if (!parsed || !parsed->port || *parsed->port == 0) {
+    throw CommunicatorError("rank " + std::to_string(rank) + " published a bad address '" + addr + "'");
+  }
+  return {parsed->host, *parsed->port};
 }
 
 int mod(int a, int n) {
@@ -140,9 +136,8 @@ CpuCommunicator::CpuCommunicator(std::shared_ptr<rendezvous::Store> store, int r
   std::uint16_t port = 0;
   SocketFd listener = listen_ephemeral(options_.bind_host(), port);
   std::string host = options_.advertise_host().empty() ? guess_local_address() : options_.advertise_host();
-  if (host.find(':') != std::string::npos) host = "[" + host + "]";
   const std::string key_base = options_.prefix() + "/addr/";
-  store_->set(key_base + std::to_string(rank_), host + ":" + std::to_string(port));
+  store_->set(key_base + std::to_string(rank_), rendezvous::format_endpoint(host, port));
 
   // The kernel completes our connect from its backlog before rank+1 calls accept, so connecting
   // first and accepting second cannot deadlock around the ring.

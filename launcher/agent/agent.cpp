@@ -18,13 +18,13 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
-#include "launcher/report/failure_summary.hpp"
+#include "launcher/agent/node_setup.hpp"
 #include "launcher/rdzv/job_round.hpp"
 #include "launcher/rdzv/job_store.hpp"
-#include "launcher/agent/node_setup.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/round_joiner.hpp"
 #include "launcher/rdzv/store_backend.hpp"
+#include "launcher/report/failure_summary.hpp"
 
 namespace ddp::launcher {
 
@@ -86,7 +86,8 @@ bool Agent::prepare() {
   if (!deps_.processes) deps_.processes = make_posix_process_context;
   // The monitor of a running round connects to a store known to be up: one that does not answer
   // within the heartbeat timeout (at least 1 s) is lost (--rdzv_timeout would hold the teardown).
-  connect_running_ = backend_->connector(std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
+  connect_running_ =
+      backend_->connector(std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
   joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_);
   return true;
 }

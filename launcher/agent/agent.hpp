@@ -31,22 +31,22 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "ddplaunch/rendezvous/store.hpp"
-#include "launcher/workers/console_writer.hpp"
-#include "launcher/rdzv/job_monitor.hpp"
-#include "launcher/config/launch_config.hpp"
 #include "launcher/agent/node_setup.hpp"
-#include "launcher/report/failure_summary.hpp"
-#include "launcher/report/oom_check.hpp"
+#include "launcher/agent/round_status.hpp"
+#include "launcher/config/launch_config.hpp"
+#include "launcher/rdzv/job_monitor.hpp"
 #include "launcher/rdzv/outcome.hpp"
-#include "launcher/workers/process_context.hpp"
-#include "launcher/report/node_failures.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
 #include "launcher/rdzv/round_joiner.hpp"
 #include "launcher/rdzv/round_keys.hpp"
+#include "launcher/report/failure_summary.hpp"
+#include "launcher/report/node_failures.hpp"
+#include "launcher/report/oom_check.hpp"
 #include "launcher/report/round_report.hpp"
-#include "launcher/agent/round_status.hpp"
 #include "launcher/report/run_recorder.hpp"
 #include "launcher/watch/worker_watch.hpp"
+#include "launcher/workers/console_writer.hpp"
+#include "launcher/workers/process_context.hpp"
 
 namespace ddp::launcher {
 
@@ -125,9 +125,9 @@ class Agent {
   boost::asio::io_context io_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer kill_timer_;
-  EffectiveConfig eff_;  // resolved once by prepare()
+  EffectiveConfig eff_;                         // resolved once by prepare()
   std::unique_ptr<RendezvousBackend> backend_;  // made by prepare(); the joiner refers to it
-  std::unique_ptr<RoundJoiner> joiner_;  // made by prepare(); owns the store connections
+  std::unique_ptr<RoundJoiner> joiner_;         // made by prepare(); owns the store connections
 
   int round_ = 0;
   int restart_count_ = 0;

@@ -9,12 +9,12 @@
 #include "common/hostlist.hpp"
 #include "common/mpi_env.hpp"
 #include "common/signals.hpp"
+#include "launcher/cli/mpi.hpp"
+#include "launcher/cli/slurm.hpp"
 #include "launcher/config/flag_parsers.hpp"
+#include "launcher/config/rdzv_conf.hpp"
 #include "launcher/etcd/etcd_config.hpp"
 #include "launcher/rdzv/job_secret.hpp"
-#include "launcher/cli/mpi.hpp"
-#include "launcher/config/rdzv_conf.hpp"
-#include "launcher/cli/slurm.hpp"
 
 namespace ddp::launcher {
 namespace {

@@ -77,7 +77,9 @@ void EtcdBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store& roo
   joined.master_port = *where->port;
 }
 
-bool EtcdBackend::hosts_store(int group_rank) const { return group_rank == 0; }
+bool EtcdBackend::hosts_store(int group_rank) const {
+  return group_rank == 0;
+}
 
 void EtcdBackend::end_job(rendezvous::Store& job, const JobEnd& end) {
   // A late node waits for the next round in keys that its own keep-alives keep: tell it (and any

@@ -7,11 +7,11 @@
 #include <charconv>
 #include <thread>
 
+#include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/host_port.hpp"
@@ -116,7 +116,8 @@ beast::error_code send_post(boost::asio::io_context& io, beast::tcp_stream& stre
   beast::error_code ec;
   const auto addresses = resolver.resolve(host, port, ec);
   if (ec) return ec;
-  ec = await(io, [&](auto handler) { stream.async_connect(addresses, std::move(handler)); }, interrupted);
+  ec = await(
+      io, [&](auto handler) { stream.async_connect(addresses, std::move(handler)); }, interrupted);
   if (ec) return ec;
   http::request<http::string_body> request{http::verb::post, path, 11};
   request.set(http::field::host, host + ":" + port);
@@ -124,7 +125,8 @@ beast::error_code send_post(boost::asio::io_context& io, beast::tcp_stream& stre
   if (!token.empty()) request.set(http::field::authorization, token);
   request.body() = body;
   request.prepare_payload();
-  return await(io, [&](auto handler) { http::async_write(stream, request, std::move(handler)); }, interrupted);
+  return await(
+      io, [&](auto handler) { http::async_write(stream, request, std::move(handler)); }, interrupted);
 }
 
 // A connection-level failure: the next member is tried.
@@ -200,8 +202,8 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
       beast::tcp_stream stream(io);
       // A member that accepts nothing (a cut link) may take only its share of the call's time, so
       // the others are still tried.
-      const auto share = std::max<std::chrono::milliseconds>(
-          options_.timeout / static_cast<int>(endpoints_.size()), std::chrono::milliseconds(500));
+      const auto share = std::max<std::chrono::milliseconds>(options_.timeout / static_cast<int>(endpoints_.size()),
+                                                             std::chrono::milliseconds(500));
       beast::error_code ec =
           send_post(io, stream, ep.host, ep.port, path, body, token_, std::min(deadline, Clock::now() + share));
       if (ec) throw Unreachable{ec.message()};

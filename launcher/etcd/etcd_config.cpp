@@ -71,9 +71,9 @@ void apply_etcd_auth(LaunchConfig& c, const EnvLookup& env) {
   } else if (from_env) {
     c.etcd_password = *from_env;
   } else {
-    throw UsageError(fmt::format(
-        "--rdzv_conf user={} needs a password: --rdzv_conf password_file=PATH (mode 600) or {}", c.etcd_user,
-        kEtcdPasswordEnv));
+    throw UsageError(
+        fmt::format("--rdzv_conf user={} needs a password: --rdzv_conf password_file=PATH (mode 600) or {}",
+                    c.etcd_user, kEtcdPasswordEnv));
   }
 }
 

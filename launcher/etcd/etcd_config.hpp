@@ -9,9 +9,9 @@
 #include <string>
 
 #include "ddplaunch/common/env_lookup.hpp"
-#include "launcher/etcd/etcd_client.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/config/private_env.hpp"
+#include "launcher/etcd/etcd_client.hpp"
 
 namespace ddp::launcher {
 

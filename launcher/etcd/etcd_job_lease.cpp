@@ -53,8 +53,8 @@ void EtcdJobLease::keep_alive_loop() {
     lock.unlock();
     try {
       if (client_.keep_alive(id_) == 0 && !stopped()) {
-        log::error("etcd: the job's lease {:x} expired (etcd did not hear from any launcher of the job for {} s)",
-                   id_, ttl_.count());
+        log::error("etcd: the job's lease {:x} expired (etcd did not hear from any launcher of the job for {} s)", id_,
+                   ttl_.count());
         return;
       }
     } catch (const Error& e) {

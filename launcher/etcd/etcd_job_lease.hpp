@@ -42,7 +42,7 @@ class EtcdJobLease {
 
   std::string key_;
   std::chrono::seconds ttl_;
-  EtcdClient client_;  // id()'s (under mutex_), then the keep-alive thread's only
+  EtcdClient client_;         // id()'s (under mutex_), then the keep-alive thread's only
   EtcdClient revoke_client_;  // revoke()'s (under mutex_)
   std::int64_t id_ = 0;
   std::mutex mutex_;

@@ -1,9 +1,10 @@
 // A node's liveness in the etcd rendezvous (a NodeLiveness for the JobMonitor): each launcher
-// holds, per round, a lease (TTL: etcd_lease_rules.hpp) and its record "<prefix><group rank>" under it. Refreshing the lease every interval is the
-// heartbeat. The others' records are watched with one prefix watch: a DELETE means etcd heard
-// nothing from that launcher for the TTL and ended its lease, i.e. the node is lost (an event,
-// no polling of the others). A node whose record never appears within the heartbeat timeout is
-// lost too. Not a failure of the job's store: etcd itself is still there.
+// holds, per round, a lease (TTL: etcd_lease_rules.hpp) and its record "<prefix><group rank>"
+// under it. Refreshing the lease every interval is the heartbeat. The others' records are watched
+// with one prefix watch: a DELETE means etcd heard nothing from that launcher for the TTL and
+// ended its lease, i.e. the node is lost (an event, no polling of the others). A node whose record
+// never appears within the heartbeat timeout is lost too. Not a failure of the job's store: etcd
+// itself is still there.
 // Thread-safety: run() on one thread; interrupt() from any.
 #pragma once
 

@@ -23,9 +23,10 @@ auto under_lease(Write write) {
     return write();
   } catch (const EtcdError& e) {
     if (std::string(e.what()).find("lease not found") == std::string::npos) throw;
-    throw EtcdError(std::string("the job's keys are gone from etcd (its lease ended: the job is over, or no launcher of "
-                                "it reached etcd for the lease's TTL): ") +
-                    e.what());
+    throw EtcdError(
+        std::string("the job's keys are gone from etcd (its lease ended: the job is over, or no launcher of "
+                    "it reached etcd for the lease's TTL): ") +
+        e.what());
   }
 }
 }  // namespace
@@ -78,14 +79,16 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
     // is empty; otherwise the answer is `expected`.
     if (!kv && !expected.empty()) return expected;
     if (kv && kv->value != expected) return kv->value;
-    if (under_lease([&] { return client_.compare_and_swap(full(key), kv ? kv->mod_revision : 0, desired, options_.lease); }))
+    if (under_lease(
+            [&] { return client_.compare_and_swap(full(key), kv ? kv->mod_revision : 0, desired, options_.lease); }))
       return desired;
   }
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return std::all_of(keys.begin(), keys.end(), [this](const std::string& k) { return client_.get(full(k)).has_value(); });
+  return std::all_of(keys.begin(), keys.end(),
+                     [this](const std::string& k) { return client_.get(full(k)).has_value(); });
 }
 
 void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "ddplaunch/common/error.hpp"
 #include "launcher/etcd/etcd_tls_proxy.hpp"

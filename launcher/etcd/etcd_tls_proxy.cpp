@@ -7,16 +7,16 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
-#include <fmt/format.h>
 
 #include "common/host_port.hpp"
 #include "ddplaunch/common/error.hpp"

@@ -30,7 +30,8 @@ std::string read_beat(rendezvous::Store& store, const std::string& key, std::chr
 // counter, so that a SignedStore can sign it.
 class StoreHeartbeats : public NodeLiveness {
  public:
-  StoreHeartbeats(std::shared_ptr<rendezvous::Store> store, const JobMonitorOptions& o) : store_(std::move(store)), o_(o) {}
+  StoreHeartbeats(std::shared_ptr<rendezvous::Store> store, const JobMonitorOptions& o)
+      : store_(std::move(store)), o_(o) {}
 
   std::optional<NodeLoss> run() override {
     std::map<int, std::pair<std::string, Clock::time_point>> seen;
@@ -46,7 +47,8 @@ class StoreHeartbeats : public NodeLiveness {
           if (s.second == Clock::time_point{} || beat != s.first) {
             s = {beat, now};
           } else if (now - s.second > o_.timeout) {
-            return NodeLoss{fmt::format("lost node {}: no heartbeat for {:g} s", n, o_.timeout.count() / 1000.0), n == 0};
+            return NodeLoss{fmt::format("lost node {}: no heartbeat for {:g} s", n, o_.timeout.count() / 1000.0),
+                            n == 0};
           }
         }
       } while (!sleep_for(o_.interval));

@@ -6,10 +6,10 @@
 #include <atomic>
 #include <functional>
 
-#include "launcher/config/launch_config.hpp"
-#include "launcher/rdzv/node_rendezvous.hpp"
 #include "launcher/config/effective_config.hpp"
+#include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
+#include "launcher/rdzv/node_rendezvous.hpp"
 
 namespace ddp::launcher {
 

@@ -19,8 +19,8 @@ namespace ddp::launcher {
 std::string read_secret_file(const std::string& flag, const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw UsageError(
-        fmt::format("{}={} cannot be read ({}); give a readable file holding {}", flag, path, std::strerror(errno), what));
+    throw UsageError(fmt::format("{}={} cannot be read ({}); give a readable file holding {}", flag, path,
+                                 std::strerror(errno), what));
   }
   std::ostringstream text;
   text << in.rdbuf();

@@ -136,8 +136,8 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
   job.set(round + "arrived/" + std::to_string(index), "1");
 
   const auto joined_line = [&] {
-    const std::string wanted =
-        e.min_nodes == o.nnodes ? std::to_string(o.nnodes) : std::to_string(e.min_nodes) + ".." + std::to_string(o.nnodes);
+    const std::string wanted = e.min_nodes == o.nnodes ? std::to_string(o.nnodes)
+                                                       : std::to_string(e.min_nodes) + ".." + std::to_string(o.nnodes);
     return "waiting for nodes: " + std::to_string(job.add(round + "joined", 0)) + "/" + wanted + " joined" +
            (e.by_arrival ? "" : " (node_rank " + std::to_string(self.node_rank) + ")");
   };

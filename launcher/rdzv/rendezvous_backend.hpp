@@ -21,8 +21,8 @@ namespace ddp::launcher {
 // What a node knows when its part of the job ends (after the exit barrier of a success).
 struct JobEnd {
   int exit_code = 0;
-  bool over = false;       // the job ended for good: a success, or a failure with no restart left
-  int next_round = 0;      // the round a late node would wait in
+  bool over = false;        // the job ended for good: a success, or a failure with no restart left
+  int next_round = 0;       // the round a late node would wait in
   bool store_host = false;  // this node hosted the job's store (hosts_store())
 };
 
@@ -61,6 +61,6 @@ class RendezvousBackend {
 // files limit before it was raised). `host_store` is false in tests that bring their own store.
 // Throws UsageError (a port in use, a proxy that cannot start).
 using BackendFactory = std::function<std::unique_ptr<RendezvousBackend>(const LaunchConfig& config,
-                                                                         EffectiveConfig& effective, bool host_store)>;
+                                                                        EffectiveConfig& effective, bool host_store)>;
 
 }  // namespace ddp::launcher

@@ -7,6 +7,8 @@
 namespace ddp::launcher {
 
 // "r<round>/". Pure; thread-safe.
-inline std::string round_prefix(int round) { return "r" + std::to_string(round) + "/"; }
+inline std::string round_prefix(int round) {
+  return "r" + std::to_string(round) + "/";
+}
 
 }  // namespace ddp::launcher

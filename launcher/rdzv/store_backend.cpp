@@ -52,7 +52,9 @@ void StoreBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store&, r
   log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
 }
 
-bool StoreBackend::hosts_store(int) const { return server_ != nullptr; }
+bool StoreBackend::hosts_store(int) const {
+  return server_ != nullptr;
+}
 
 void StoreBackend::end_job(rendezvous::Store&, const JobEnd&) {}  // the store ends with node 0's launcher
 

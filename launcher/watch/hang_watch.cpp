@@ -102,9 +102,10 @@ void HangWatch::sample() {
     if (collective_hang(realtime_ns())) {
       HangReport report;
       report.collective = true;
-      report.text = fmt::format("hang: a rank has waited in a collective for {:g} s and no collective completed on "
-                                "node {} in that time (--hang_timeout)",
-                                std::chrono::duration<double>(o_.timeout).count(), node_);
+      report.text = fmt::format(
+          "hang: a rank has waited in a collective for {:g} s and no collective completed on "
+          "node {} in that time (--hang_timeout)",
+          std::chrono::duration<double>(o_.timeout).count(), node_);
       report.progress = snapshot();
       report.stacks = take_stacks();
       return on_report_(report);  // once per round: the job fails on it

@@ -33,16 +33,16 @@
 namespace ddp::launcher {
 
 struct HangWatchOptions {
-  std::chrono::milliseconds timeout{0};  // > 0
-  std::string run_dir;                   // where the stacks file goes
-  std::string python;                    // the workers' interpreter, for py-spy
+  std::chrono::milliseconds timeout{0};     // > 0
+  std::string run_dir;                      // where the stacks file goes
+  std::string python;                       // the workers' interpreter, for py-spy
   const ProgressTable* progress = nullptr;  // the round's slots (nullptr: the heuristic only)
   std::string host;                         // this node's host, in the report
 };
 
 struct HangReport {
-  bool collective = false;  // found by collective progress (the job fails); else suspected
-  std::string text;         // suspected: the whole report; collective: its first line
+  bool collective = false;             // found by collective progress (the job fails); else suspected
+  std::string text;                    // suspected: the whole report; collective: its first line
   std::vector<RankProgress> progress;  // collective: this node's ranks
   std::string stacks;                  // this node's ranks' stacks
   std::string stacks_file;             // suspected: where they were written ("" when not)

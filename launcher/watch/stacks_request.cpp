@@ -9,8 +9,8 @@
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
-#include "launcher/watch/collective_hang.hpp"
 #include "launcher/rdzv/job_store.hpp"
+#include "launcher/watch/collective_hang.hpp"
 
 namespace ddp::launcher {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <thread>
 
-#include "launcher/rdzv/job_monitor.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/rdzv/job_monitor.hpp"
 
 namespace ddp::launcher {
 

@@ -24,8 +24,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/collective_progress.hpp"
-#include "launcher/watch/hang_watch.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
+#include "launcher/watch/hang_watch.hpp"
 #include "launcher/watch/stacks_request.hpp"
 #include "launcher/watch/worker_timers.hpp"
 
@@ -88,9 +88,9 @@ class WorkerWatch {
   int round_ = 0;
   int group_rank_ = 0;
   int nnodes_ = 1;
-  bool live_ = false;  // between started() and stopping()/ended()
+  bool live_ = false;                     // between started() and stopping()/ended()
   std::map<int, WatchedWorker> workers_;  // the round's, by pid
-  struct GatherStore {         // the gathering thread's connection, to interrupt it
+  struct GatherStore {                    // the gathering thread's connection, to interrupt it
     std::mutex mutex;
     bool stopped = false;
     std::shared_ptr<rendezvous::Store> store;

@@ -54,7 +54,7 @@ struct WorkerSpecInputs {
   bool error_files_only = false;
   long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
   std::string python = "python3";   // argv[0] of a Python worker (EffectiveConfig::python.path)
-  int progress_fd = -1;  // >= 0: the collective-progress table (DDPLAUNCH_PROGRESS=<fd>:<local index>)
+  int progress_fd = -1;             // >= 0: the collective-progress table (DDPLAUNCH_PROGRESS=<fd>:<local index>)
 };
 
 // What a round hands its workers beyond the configuration: where they dial the store and what the

@@ -34,6 +34,8 @@ TEST_CASE("try_parse_host_port reads names, IPv4 and bracketed IPv6, with and wi
   CHECK(parsed("[::1]:29500") == "::1|29500");
   CHECK(parsed("[fe80::1:2]:0") == "fe80::1:2|0");
   CHECK(parsed("[::ffff:10.0.0.1]:65535") == "::ffff:10.0.0.1|65535");
+  CHECK(parsed("[fe80::1%eth0]:29500") == "fe80::1%eth0|29500");
+  CHECK(parsed("[fe80::1%]:29500") == "refused");
 }
 
 TEST_CASE("try_parse_host_port refuses an empty host, a bad port and IPv6 outside brackets", "[host_port]") {

@@ -20,7 +20,7 @@ LAUNCHER_AREAS = {
     "": {"cli", "agent", "watch", "report", "workers", "etcd", "rdzv", "config"},
     "cli": {"etcd", "rdzv", "config"},
     "agent": {"watch", "report", "workers", "rdzv", "config"},
-    "watch": {"report", "workers", "rdzv", "config"},
+    "watch": {"workers", "rdzv", "config"},
     "report": {"workers", "rdzv", "config"},
     "workers": {"rdzv", "config"},
     "etcd": {"rdzv", "config"},

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "launcher/rdzv/rank_map.hpp"
 #include "launcher/cli/slurm.hpp"
+#include "launcher/rdzv/rank_map.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
 namespace {

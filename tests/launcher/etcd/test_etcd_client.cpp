@@ -6,7 +6,6 @@
 // without a server, the numbers read from etcd (parse_etcd_int) and the endpoints refused.
 #include "launcher/etcd/etcd_client.hpp"
 
-
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -26,7 +25,6 @@ using ddp::launcher::EtcdClientOptions;
 using ddp::launcher::EtcdError;
 using ddp::testing::EtcdCluster;
 using namespace std::chrono_literals;
-
 
 TEST_CASE("etcd: a malformed number from etcd is an EtcdError naming it, never std::invalid_argument", "[etcd]") {
   using ddp::launcher::parse_etcd_int;

@@ -22,9 +22,9 @@
 #include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "ddplaunch/rendezvous/store.hpp"
+#include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/job_secret.hpp"
 #include "launcher/rdzv/job_store.hpp"
-#include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/rank_map.hpp"
 
 namespace {

@@ -124,7 +124,8 @@ TEST_CASE("each worker gets the progress table and its own slot, unless the user
     CHECK(w.env.at("DDPLAUNCH_PROGRESS") == "0");
     CHECK(w.keep_fds.empty());
   }
-  for (const WorkerSpec& w : build(two_by_two(), {{"DDPLAUNCH_PROGRESS", "9:0"}})) CHECK(w.env.count("DDPLAUNCH_PROGRESS") == 0);
+  for (const WorkerSpec& w : build(two_by_two(), {{"DDPLAUNCH_PROGRESS", "9:0"}}))
+    CHECK(w.env.count("DDPLAUNCH_PROGRESS") == 0);
 }
 
 TEST_CASE("OMP_NUM_THREADS is set only for more than one worker", "[worker_spec]") {
