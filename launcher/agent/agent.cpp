@@ -138,8 +138,7 @@ void Agent::on_joined(const JoinedRound& joined) {
     watch_->started(round_, group_rank_, nnodes_, std::move(workers));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
-    Outcome cause = Outcome::failure(
-        kExitUsage, fmt::format("node {} could not start its workers: {}", group_rank_, e.what()), group_rank_);
+    Outcome cause = Outcome::failure(kExitUsage, workers_not_started(group_rank_, e.what()), group_rank_);
     publish(cause);
     cause.summary.clear();  // logged just above; the other nodes print it
     return stop_round(std::move(cause), false, false);
@@ -206,8 +205,7 @@ void Agent::on_lost(const std::string& message, bool store_lost) {
       !store_lost && c_.min_nodes < c_.max_nodes && nnodes_ - 1 >= c_.min_nodes && restart_count_ < c_.max_restarts;
   if (!status_.stoppable()) return;
   log::warning("{}{}", message, recover ? "; continuing with the remaining nodes in a new round" : "");
-  Outcome cause =
-      Outcome::failure(kExitFailure, "ddplaunch: " + message + "; stopped the workers on this node", group_rank_);
+  Outcome cause = Outcome::failure(kExitFailure, lost_node_stop(message), group_rank_);
   if (!store_lost) publish(Outcome::failure(kExitFailure, message, group_rank_));
   stop_round(std::move(cause), recover, false);
 }

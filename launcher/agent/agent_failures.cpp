@@ -86,17 +86,12 @@ void Agent::on_outcome(const std::string& value) {
     outcome = Outcome::decode(value);
   } catch (const OutcomeError& e) {
     // Not ours: never an exit 0, never a restart on its word.
-    return stop_round(Outcome::failure(kExitFailure, std::string("ddplaunch: stopping: ") + e.what(), -1), false,
-                      false);
+    return stop_round(Outcome::failure(kExitFailure, malformed_outcome_stop(e.what()), -1), false, false);
   }
   if (outcome.succeeded()) {
     if (status_.state() == RoundState::Succeeded) return finish(kExitOk);
     // A success while this node's workers still run was not written by the last node to succeed.
-    return stop_round(Outcome::failure(kExitFailure,
-                                       "ddplaunch: stopping: the store says the job succeeded while workers on this "
-                                       "node still run; another program is writing ddplaunch's keys",
-                                       -1),
-                      false, false);
+    return stop_round(Outcome::failure(kExitFailure, forged_success_stop(), -1), false, false);
   }
   outcome.summary = reported_failure(outcome, hosts_);
   stop_round(std::move(outcome), true, false);

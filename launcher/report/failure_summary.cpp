@@ -169,6 +169,23 @@ std::string reported_failure(const Outcome& outcome, const std::vector<std::stri
   return fmt::format("ddplaunch: stopping: a failure{}:\n{}", where, printable(outcome.summary));
 }
 
+std::string malformed_outcome_stop(const std::string& why) {
+  return "ddplaunch: stopping: " + why;
+}
+
+std::string forged_success_stop() {
+  return "ddplaunch: stopping: the store says the job succeeded while workers on this node still run; another "
+         "program is writing ddplaunch's keys";
+}
+
+std::string lost_node_stop(const std::string& message) {
+  return "ddplaunch: " + message + "; stopped the workers on this node";
+}
+
+std::string workers_not_started(int node, const std::string& error) {
+  return fmt::format("node {} could not start its workers: {}", node, error);
+}
+
 std::string hang_failure(const std::string& text, const std::string& stacks_file, int node) {
   // The stacks of many ranks can be long: what goes through the store stays far below its value
   // limit, and the file keeps the whole report.

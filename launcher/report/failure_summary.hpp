@@ -61,6 +61,16 @@ std::string reported_failure(const Outcome& outcome, const std::vector<std::stri
 // report is, is named at the cut).
 std::string hang_failure(const std::string& text, const std::string& stacks_file, int node);
 
+// The summaries of a round this node stops for a reason other than a worker's failure:
+// - the outcome in the store is not one ddplaunch wrote (`why` says what is wrong with it);
+// - the store says the job succeeded while this node's workers still run;
+// - a node (or the store) was lost: `message` as the liveness watcher says it;
+// - this node could not start its workers (`error`, the usage error's text).
+std::string malformed_outcome_stop(const std::string& why);
+std::string forged_success_stop();
+std::string lost_node_stop(const std::string& message);
+std::string workers_not_started(int node, const std::string& error);
+
 // The first line of a summary that is not its frame: the reason the event log gives. "" for none.
 std::string summary_first_line(const std::string& summary);
 
