@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 BUILD="${BENCH_BUILD_DIR:-build}"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$PWD/.venv/bin/python" >/dev/null
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_BENCH=ON -DDDP_PYTHON="$PWD/.venv/bin/python" >/dev/null
 cmake --build "$BUILD" --target ddplaunch ddplaunch-store spawn_floor store_load rendezvous_scale log_spam allreduce_bench ddp_bench ddp_step_worker progress_cost gpu_bench >/dev/null
 # The scaling plots need matplotlib in the venv.
 .venv/bin/python -c "import matplotlib" 2>/dev/null || .venv/bin/pip install -q matplotlib >/dev/null

@@ -26,7 +26,7 @@ bash scripts/setup.sh
 jobs=$(nproc)
 if ((quick)); then
   echo "test: configuring and building build/ (main)"
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_BENCH=OFF -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
   cmake --build build -j "$jobs"
   echo "test: quick tier (unit tests, launcher end-to-end and first contact)"
   status=0
@@ -41,7 +41,7 @@ CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=
 cmake --build build-asan -j "$jobs"
 
 echo "test: configuring and building build/ (main)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_BENCH=OFF -DDDP_PYTHON="$root/.venv/bin/python" >/dev/null
 cmake --build build -j "$jobs"
 
 # Multi-process end-to-end tests share 2 cores with everything else here; a test that fails is
