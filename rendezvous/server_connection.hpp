@@ -49,6 +49,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   // "host:port" of the peer, for log lines.
   std::string peer() const;
+  const boost::asio::ip::tcp::endpoint& peer_endpoint() const { return peer_; }
   ClientId id() const { return id_; }
 
  private:

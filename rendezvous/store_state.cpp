@@ -122,6 +122,40 @@ void StoreState::start_barrier(ClientId id, Client& c, const std::string& key, s
   wake(key, false, out);
 }
 
+bool StoreState::is_protected(const std::string& key) const {
+  return key.compare(0, auth_.protected_prefix.size(), auth_.protected_prefix) == 0;
+}
+
+bool StoreState::authenticate(ClientId id, Client& c, Request& r, std::vector<Outgoing>& out) {
+  if (!auth_.enabled() || r.keys.size() != 1) return false;
+  std::string reply;
+  if (r.type == QueryType::Get && r.keys[0] == kAuthChallengeKey) {
+    c.challenge = new_auth_challenge();
+    put_str(reply, c.challenge);
+  } else if (r.type == QueryType::CompareSet && r.keys[0] == kAuthProofKey) {
+    const bool ok = !c.challenge.empty() && r.values[0] == c.challenge &&
+                    equal_in_constant_time(r.values[1], auth_.prove(c.challenge));
+    c.challenge.clear();  // one proof per challenge
+    c.proven = c.proven || ok;
+    put_str(reply, ok ? kAuthAccepted : kAuthDenied);
+  } else {
+    return false;
+  }
+  out.push_back({id, std::move(reply)});
+  return true;
+}
+
+void StoreState::check_access(const Client& c, const Request& r) const {
+  if (!auth_.enabled() || c.proven) return;
+  for (const auto& key : r.keys) {
+    if (is_protected(key)) {
+      throw ProtocolError(std::string(query_name(r.type)) +
+                          " of a launcher key without the job secret (only the job's launchers may touch '" +
+                          auth_.protected_prefix + "...')");
+    }
+  }
+}
+
 void StoreState::handle(ClientId id, Request r, std::vector<Outgoing>& out) {
   Client& c = client(id);
   if (!c.validated) {
@@ -131,6 +165,8 @@ void StoreState::handle(ClientId id, Request r, std::vector<Outgoing>& out) {
                           "PyTorch 2.x?)");
     }
   }
+  if (authenticate(id, c, r, out)) return;
+  check_access(c, r);
   std::string reply;
   switch (r.type) {
     case QueryType::Validate:
@@ -230,7 +266,11 @@ void StoreState::handle(ClientId id, Request r, std::vector<Outgoing>& out) {
       break;
     }
     case QueryType::ListKeys: {
-      const auto keys = kv_.keys();
+      auto keys = kv_.keys();
+      if (auth_.enabled() && !c.proven) {
+        keys.erase(std::remove_if(keys.begin(), keys.end(), [&](const auto& k) { return is_protected(k); }),
+                   keys.end());
+      }
       put_i64(reply, static_cast<std::int64_t>(keys.size()));
       for (const auto& k : keys) put_str(reply, k);
       break;

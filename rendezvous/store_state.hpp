@@ -17,6 +17,11 @@
 // BARRIER k n increments the decimal counter at k; the caller gets STOP_WAITING once the counter
 // reaches n and so does every connection parked in that barrier; below n the caller is parked.
 //
+// Authentication (store_auth.hpp): with StoreAuth enabled, the handshake's GET and COMPARE_SET
+// are answered here, and a request from an unproven connection that names a key under the
+// protected prefix throws ProtocolError (the connection is closed); LIST_KEYS leaves those keys
+// out for it. Without it every connection may touch every key, as in PyTorch's server.
+//
 // Not thread-safe: one event loop (or one lock) owns it.
 #pragma once
 
@@ -27,6 +32,7 @@
 #include <vector>
 
 #include "ddplaunch/rendezvous/key_value_map.hpp"
+#include "ddplaunch/rendezvous/store_auth.hpp"
 #include "rendezvous/request.hpp"
 
 namespace ddp::rendezvous {
@@ -41,6 +47,8 @@ struct Outgoing {
 
 class StoreState {
  public:
+  explicit StoreState(StoreAuth auth = {}) : auth_(std::move(auth)) {}
+
   // Registers a new connection; its first request must be VALIDATE with the right magic.
   void connect(ClientId client);
 
@@ -68,6 +76,8 @@ class StoreState {
     std::size_t missing = 0;
     std::vector<std::string> parked_on;  // keys (or barrier keys) it is parked on
     bool in_barrier = false;
+    bool proven = false;    // passed the authentication handshake
+    std::string challenge;  // issued and not used yet
   };
 
   Client& client(ClientId id);
@@ -77,6 +87,13 @@ class StoreState {
   // Wakes all (or, for a queue push, one) connection(s) parked on `key`.
   void wake(const std::string& key, bool only_one, std::vector<Outgoing>& out);
   void unpark(ClientId id, Client& c);
+  // Answers the authentication handshake's requests; false when `r` is not one of them.
+  bool authenticate(ClientId id, Client& c, Request& r, std::vector<Outgoing>& out);
+  // Throws ProtocolError when an unproven connection names a protected key.
+  void check_access(const Client& c, const Request& r) const;
+  bool is_protected(const std::string& key) const;
+
+  StoreAuth auth_;
 
   KeyValueMap kv_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;

@@ -104,6 +104,25 @@ void TcpStoreClient::handshake(Clock::time_point deadline) {
   if (get_u32(echo.data()) != nonce) {
     throw ProtocolError("store at " + socket_->peer() + " echoed a wrong PING nonce");
   }
+  if (options_.auth.enabled()) authenticate(deadline);
+}
+
+void TcpStoreClient::authenticate(Clock::time_point deadline) {
+  socket_->write_all(encode_request(make(QueryType::Get, {std::string(kAuthChallengeKey)})), deadline);
+  const std::string challenge = read_str(deadline);
+  if (challenge.empty()) {
+    throw AuthError("the store at " + socket_->peer() +
+                    " checks no job secret (node 0's launcher runs without one); give every node of the job the "
+                    "same secret, or none");
+  }
+  socket_->write_all(encode_request(make(QueryType::CompareSet, {std::string(kAuthProofKey)},
+                                         {challenge, options_.auth.prove(challenge)})),
+                     deadline);
+  if (read_str(deadline) != kAuthAccepted) {
+    throw AuthError("the store at " + socket_->peer() +
+                    " refused this launcher's job secret: node 0's launcher has another one; give every node of "
+                    "the job the same job secret (DDPLAUNCH_RDZV_TOKEN or --rdzv_conf token_file)");
+  }
 }
 
 Clock::time_point TcpStoreClient::reply_deadline() const {

@@ -52,7 +52,7 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
     : options_(std::move(options)),
       acceptor_(io_),
       accept_retry_(io_),
-      state_(std::make_unique<StoreState>()),
+      state_(std::make_unique<StoreState>(options_.auth)),
       report_timer_(io_) {
   max_connections_ = options_.max_connections;
   if (max_connections_ == 0) {
@@ -193,7 +193,15 @@ void TcpStoreServer::allow_only(const std::vector<std::string>& addresses) {
     if (ec) throw Error("allow_only: '" + text + "' is not an IP address");
     allowed.insert(plain(a));
   }
-  asio::post(io_, [this, allowed = std::move(allowed)]() mutable { allowed_ = std::move(allowed); });
+  asio::post(io_, [this, allowed = std::move(allowed)]() mutable {
+    allowed_ = std::move(allowed);
+    // Connections opened before the round formed get no lasting access: those from elsewhere go.
+    std::vector<ClientId> strangers;
+    for (const auto& [id, conn] : connections_) {
+      if (!admitted(conn->peer_endpoint().address())) strangers.push_back(id);
+    }
+    for (ClientId id : strangers) on_close(id, "closed: not an address of the job's nodes");
+  });
 }
 
 bool TcpStoreServer::admitted(const asio::ip::address& peer) const {

@@ -9,6 +9,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/rdzv/job_secret.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::launcher {
@@ -56,6 +57,7 @@ std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c
   so.port = static_cast<std::uint16_t>(c.master_port);
   so.host = store_bind_host(c);
   so.log = [](std::string_view line) { log::info("store: {}", line); };
+  so.auth = store_auth(c.rdzv_secret);
   std::unique_ptr<rendezvous::TcpStoreServer> server;
   try {
     server = std::make_unique<rendezvous::TcpStoreServer>(so);

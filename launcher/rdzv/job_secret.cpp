@@ -89,4 +89,14 @@ std::string store_namespace(std::string_view secret) {
   return "ddplaunch/" + to_hex(hmac_sha256(secret, "ddplaunch store namespace v1")).substr(0, 32);
 }
 
+rendezvous::StoreAuth store_auth(const std::string& secret) {
+  rendezvous::StoreAuth auth;
+  if (secret.empty()) return auth;
+  auth.protected_prefix = "/" + store_namespace("") + "/";
+  auth.prove = [secret](std::string_view challenge) {
+    return to_hex(hmac_sha256(secret, "ddplaunch store auth v1\n" + std::string(challenge)));
+  };
+  return auth;
+}
+
 }  // namespace ddp::launcher

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "ddplaunch/common/env_lookup.hpp"
+#include "ddplaunch/rendezvous/store_auth.hpp"
 #include "launcher/config/private_env.hpp"
 
 namespace ddp::launcher {
@@ -42,5 +43,10 @@ bool same_bytes(std::string_view a, std::string_view b);
 // The store namespace of a job with this secret: "ddplaunch/<32 hex digits derived from the
 // secret>", or "ddplaunch" without one. Launchers without the secret cannot name the keys.
 std::string store_namespace(std::string_view secret);
+
+// The store authentication of a job with this secret (store_auth.hpp): every ddplaunch key
+// ("/ddplaunch/..." on the wire) is for proven connections only, and the proof of a challenge is
+// its HMAC-SHA256 under the secret. Disabled (default StoreAuth) without a secret.
+rendezvous::StoreAuth store_auth(const std::string& secret);
 
 }  // namespace ddp::launcher

@@ -12,6 +12,7 @@
 #include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/rdzv/hosted_store.hpp"
+#include "launcher/rdzv/job_secret.hpp"
 
 namespace ddp::launcher {
 
@@ -36,6 +37,7 @@ StoreConnector StoreBackend::connector(std::optional<std::chrono::milliseconds> 
   // A node started before node 0 listens says so about every 10 s instead of staying silent for
   // up to --rdzv_timeout. DDPLAUNCH_STATUS_INTERVAL (seconds) changes the interval (tests).
   o.on_waiting = [](const std::string& line) { log::info("{}", line); };
+  o.auth = store_auth(c_.rdzv_secret);
   if (const char* v = std::getenv("DDPLAUNCH_STATUS_INTERVAL")) {
     if (const auto interval = parse_seconds(v)) o.waiting_interval = std::max(*interval, std::chrono::milliseconds(10));
   }

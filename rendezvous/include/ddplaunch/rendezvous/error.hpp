@@ -27,6 +27,13 @@ class ProtocolError : public Error {
   using Error::Error;
 };
 
+// The store refused this client's proof of the job secret, or cannot check one (store_auth.hpp).
+// Not retried: another attempt gives the same answer.
+class AuthError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Binding a listening socket failed (port taken, address not local).
 class BindError : public Error {
  public:

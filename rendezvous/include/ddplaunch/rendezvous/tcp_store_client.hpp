@@ -17,6 +17,7 @@
 
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/store.hpp"
+#include "ddplaunch/rendezvous/store_auth.hpp"
 
 namespace ddp::rendezvous {
 
@@ -38,6 +39,9 @@ struct TcpStoreClientOptions {
   // Deadline for every reply of a non-waiting call (set, add, …). Waits take their own timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string key_prefix = "/";
+  // When auth.prove is set, the handshake also proves the job secret (store_auth.hpp); the
+  // constructor throws AuthError, without retrying, when the store denies the proof or checks none.
+  StoreAuth auth;
 };
 
 // Thread-safe: one request at a time on the single connection (a mutex serialises callers).
@@ -48,7 +52,8 @@ struct TcpStoreClientOptions {
 // the connection stays usable.
 class TcpStoreClient final : public Store {
  public:
-  // Connects and handshakes; blocks up to options.connect_timeout.
+  // Connects and handshakes; blocks up to options.connect_timeout. Throws AuthError (see
+  // TcpStoreClientOptions::auth) or ConnectionError.
   explicit TcpStoreClient(TcpStoreClientOptions options);
   ~TcpStoreClient() override;
 
@@ -91,6 +96,7 @@ class TcpStoreClient final : public Store {
  private:
   void connect_with_retries();
   void handshake(std::chrono::steady_clock::time_point deadline);
+  void authenticate(std::chrono::steady_clock::time_point deadline);
   std::chrono::steady_clock::time_point reply_deadline() const;
   // Runs `body` holding the connection; if it throws, the connection is closed for good, since
   // the stream may hold unread reply bytes. `what` names the request in the broken-reason.

@@ -18,6 +18,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "ddplaunch/rendezvous/store_auth.hpp"
+
 namespace ddp::rendezvous {
 
 // The server's private parts (rendezvous/store_state.hpp), declared here so that this public
@@ -52,6 +54,8 @@ struct TcpStoreServerOptions {
   // Where connection-level events go (one line each, without a newline), e.g. why a connection
   // was closed. Default: stderr with a "ddplaunch-store: " prefix. Called on the loop thread.
   std::function<void(std::string_view)> log;
+  // Authenticated connections (store_auth.hpp): off by default.
+  StoreAuth auth;
 };
 
 class ServerConnection;
@@ -78,10 +82,11 @@ class TcpStoreServer {
   // requests see the connection close) and makes run() return. Joins the background thread.
   void stop();
 
-  // From now on, accepts new connections only from loopback and from `addresses` (IP literals;
-  // IPv4-mapped IPv6 peers count as their IPv4 address). Connections already open stay. Refused
-  // peers are counted in the summary line (see report_interval). Throws Error naming a value
-  // that is not an IP address. Thread-safe, non-blocking: takes effect on the loop shortly after.
+  // From now on, serves only loopback and `addresses` (IP literals; IPv4-mapped IPv6 peers count
+  // as their IPv4 address): connections already open from any other address are closed, and new
+  // ones refused. Closed and refused peers are counted in the summary line (see
+  // report_interval). Throws Error naming a value that is not an IP address. Thread-safe,
+  // non-blocking: takes effect on the loop shortly after.
   void allow_only(const std::vector<std::string>& addresses);
 
   // The loop's io_context, to attach signal handlers or timers to the same loop.
