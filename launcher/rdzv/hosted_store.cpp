@@ -26,7 +26,27 @@ bool resolves_to_loopback_only(const std::string& host) {
                      [](const auto& r) { return r.endpoint().address().is_loopback(); });
 }
 
+// Whether only this machine reaches `host`: a loopback address, or a name that resolves only to
+// loopback. "" (every interface) is reachable from everywhere.
+bool loopback_only(const std::string& host) {
+  if (host.empty()) return false;
+  const std::string bare = rendezvous::unbracket_host(host);
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(bare, ec);
+  if (!ec) return address.is_loopback();
+  return resolves_to_loopback_only(bare);
+}
+
 }  // namespace
+
+void warn_without_secret(const LaunchConfig& c, const std::string& store_host, int port) {
+  if (c.max_nodes < 2 || !c.rdzv_secret.empty() || c.uses_etcd() || loopback_only(store_host)) return;
+  log::warning(
+      "no job secret: any host that can reach the store at {} can join this job as a node before the round forms "
+      "and poison the workers' results; give every node the same secret (DDPLAUNCH_RDZV_TOKEN or --rdzv_conf "
+      "token_file, see docs/security.md)",
+      rendezvous::format_endpoint(store_host.empty() ? "*" : store_host, port));
+}
 
 // Where node 0's store listens: --rdzv_conf bind=ADDR ("*": every interface); for one node,
 // --master_addr (loopback by default), since all the workers dial it on this host; for several,
@@ -68,6 +88,7 @@ std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c
                      "bind=ADDR (bind=* for every interface)");
   }
   server->start();
+  warn_without_secret(c, so.host, server->port());
   return server;
 }
 

@@ -16,6 +16,11 @@ namespace ddp::launcher {
 // the port is taken.
 std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& config);
 
+// Without a job secret, on a multi-node job whose store is reachable beyond loopback (listening
+// on, or dialled at, `store_host`: "" is every interface): one warning line saying what any host
+// reaching the port can do. Blocks only for a name lookup.
+void warn_without_secret(const LaunchConfig& config, const std::string& store_host, int port);
+
 // The address the hosted store binds: "" for every interface. Blocks only for a name lookup.
 std::string store_bind_host(const LaunchConfig& config);
 

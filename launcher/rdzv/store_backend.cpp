@@ -18,7 +18,10 @@ namespace ddp::launcher {
 
 StoreBackend::StoreBackend(const LaunchConfig& c, EffectiveConfig& eff, bool host_store, StoreConnector connect_root)
     : c_(c), eff_(eff), connect_root_(std::move(connect_root)) {
-  if (!host_store || c.node_rank != 0) return;
+  if (!host_store || c.node_rank != 0) {
+    if (host_store) warn_without_secret(c, c.master_addr, c.master_port);
+    return;
+  }
   // Every worker of the job (all nodes) holds a connection to the store's host.
   eff.open_files_limit = raise_open_file_limit();
   server_ = host_job_store(c);

@@ -1,0 +1,241 @@
+"""A stranger who keeps trying, against a 4-node gloo job on five network-namespace hosts (issue 24).
+
+Hosts 10.232.0.1-4 run the job's four launchers (one PyTorch worker each, 300 all_reduces whose
+sums every rank checks); host 10.232.0.9 is the stranger, on the same bridge, with a PyTorch
+TCPStore client. The job's heartbeat timeout is 3 s and the stranger keeps trying for longer than
+it (and than the store's 10 s request deadline).
+
+With a job secret:
+  * a connection the stranger opened before the round formed is closed when it forms;
+  * before the round, the stranger cannot take node 3's place (nor read, write or delete any
+    launcher key: bad-MAC and plain outcome, heartbeat and node records): each such request
+    closes its connection;
+  * after the round, new connections are refused, for the whole attack;
+  * every launcher exits 0 and every rank's 300 sums are right.
+Without a secret:
+  * every launcher warns once that any host reaching the port can join as a node and poison
+    results;
+  * a stranger's `ddplaunch --node_rank=3` that arrives first becomes node 3 (the documented
+    outcome); the real node 3 is refused and exits non-zero saying so.
+
+Needs root and `ip netns` (skipped otherwise).
+    pytest test_stranger_netns.py --ddplaunch=/path/to/ddplaunch
+"""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.timeout(240)
+
+NODES = ["10.232.0.1", "10.232.0.2", "10.232.0.3", "10.232.0.4"]
+STRANGER = "10.232.0.9"
+PORT = 29561
+SECRET = "netns-job-secret-0123456789abcdef"
+HEARTBEAT_TIMEOUT = 3
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and iproute2")
+    tag = str(os.getpid())
+    switch = f"ddp_sw{tag}"
+    names = [f"ddp_h{i}_{tag}" for i in range(len(NODES))] + [f"ddp_s_{tag}"]
+    if sh("ip", "netns", "add", switch, check=False).returncode != 0:
+        pytest.skip("cannot create network namespaces here")
+    try:
+        sh("ip", "-n", switch, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", switch, "link", "set", "br0", "up")
+        for i, (ns, addr) in enumerate(zip(names, NODES + [STRANGER])):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", f"e{i}_{tag}", "netns", ns, "type", "veth", "peer", "name", f"p{i}_{tag}",
+               "netns", switch)
+            sh("ip", "-n", switch, "link", "set", f"p{i}_{tag}", "master", "br0", "up")
+            sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", f"e{i}_{tag}")
+            sh("ip", "-n", ns, "link", "set", f"e{i}_{tag}", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        yield [(ns, f"e{i}_{tag}") for i, ns in enumerate(names)]
+    finally:
+        for ns in names + [switch]:
+            sh("ip", "netns", "del", ns, check=False)
+
+
+@pytest.fixture
+def worker(tmp_path):
+    path = tmp_path / "allreduce.py"
+    path.write_text(textwrap.dedent("""\
+        import os, sys, torch, torch.distributed as dist
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        wrong = 0
+        for i in range(300):
+            t = torch.tensor([float(rank + i)])
+            dist.all_reduce(t)
+            wrong += t.item() != sum(r + i for r in range(world))
+        with open(os.path.join(sys.argv[1], f"sums_{rank}"), "w") as f:
+            f.write(f"{300 - wrong} of 300 right\\n")
+        dist.destroy_process_group()
+        """))
+    return str(path)
+
+
+class Job:
+    def __init__(self, ddplaunch, hosts, worker, out_dir, secret):
+        self.ddplaunch, self.hosts, self.worker, self.out_dir, self.secret = ddplaunch, hosts, worker, out_dir, secret
+        self.procs = {}
+
+    def start(self, rank, ns=None, out_name=None, rdzv_timeout=60):
+        """Starts node `rank`'s launcher on its host (ns="stranger": on the stranger's)."""
+        env = dict(os.environ)
+        env.pop("DDPLAUNCH_RDZV_TOKEN", None)
+        env["PYTHON_EXEC"] = sys.executable
+        if self.secret:
+            env["DDPLAUNCH_RDZV_TOKEN"] = self.secret
+        ns, ifname = self.hosts[-1] if ns == "stranger" else self.hosts[rank]
+        env["GLOO_SOCKET_IFNAME"] = ifname  # the host name resolves to loopback in every namespace
+        log = open(self.out_dir / f"{out_name or f'node{rank}'}.log", "w")
+        p = subprocess.Popen(
+            ["ip", "netns", "exec", ns, self.ddplaunch, "--nnodes=4", f"--node_rank={rank}",
+             f"--master_addr={NODES[0]}", f"--master_port={PORT}", "--nproc_per_node=1",
+             f"--heartbeat_timeout={HEARTBEAT_TIMEOUT}", f"--rdzv_timeout={rdzv_timeout}", self.worker, str(self.out_dir)],
+            stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.procs[out_name or f"node{rank}"] = p
+        return p
+
+    def finish(self, timeout=120):
+        codes = {}
+        try:
+            for name, p in self.procs.items():
+                codes[name] = p.wait(timeout=timeout)
+        finally:
+            for p in self.procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        return codes
+
+    def log(self, name):
+        return (self.out_dir / f"{name}.log").read_text()
+
+
+def stranger(hosts, script, timeout=90):
+    """Runs `script` (Python with torch, `store()` opens a new TCPStore connection) on the
+    stranger's host; returns its stdout lines."""
+    prelude = textwrap.dedent(f"""\
+        import time
+        from datetime import timedelta
+        import torch.distributed as dist
+        def store(timeout=3):
+            return dist.TCPStore("{NODES[0]}", {PORT}, is_master=False, timeout=timedelta(seconds=timeout),
+                                 use_libuv=True)
+        def closed(fn):
+            try:
+                fn()
+                return False
+            except Exception:
+                return True
+        """)
+    r = subprocess.run(["ip", "netns", "exec", hosts[-1][0], sys.executable, "-c", prelude + textwrap.dedent(script)],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.splitlines()
+
+
+def no_process_left(job):
+    for p in job.procs.values():
+        assert p.poll() is not None
+    left = sh("pgrep", "-f", job.worker, check=False).stdout.split()
+    assert not left, f"processes left running: {left}"
+
+
+def test_with_a_secret_a_stranger_who_keeps_trying_changes_nothing(ddplaunch, hosts, worker, tmp_path):
+    job = Job(ddplaunch, hosts, worker, tmp_path, SECRET)
+    job.start(0)
+    # Before the round: a connection kept open, and node 3's slot (and every launcher key a
+    # stranger or a sniffer could name) attacked, each on its own connection.
+    pre = subprocess.Popen(["ip", "netns", "exec", hosts[-1][0], sys.executable, "-c", textwrap.dedent(f"""\
+        import time, sys
+        from datetime import timedelta
+        import torch.distributed as dist
+        s = dist.TCPStore("{NODES[0]}", {PORT}, is_master=False, timeout=timedelta(seconds=3), use_libuv=True)
+        s.set("pre/round", "1")
+        print("open", flush=True)
+        sys.stdin.readline()
+        try:
+            s.set("after/round", "1"); s.get("after/round"); print("still served", flush=True)
+        except Exception as e:
+            print("closed", flush=True)
+        """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert pre.stdout.readline().strip() == "open"
+    lines = stranger(hosts, """\
+        names = ["ddplaunch/default", "ddplaunch/ddplaunch-job"]
+        attacks = []
+        for job in ["ddplaunch/none/default", "ddplaunch/0123456789abcdef0123456789abcdef/none"]:
+            attacks += [lambda s, job=job: s.set(f"{job}/r0/node/3", "3\\n1\\nevil\\nevil\\n66\\n"),
+                        lambda s, job=job: s.compare_set(f"{job}/r0/node/3", "", "evil"),
+                        lambda s, job=job: s.add(f"{job}/r0/joined", 1)]
+        refused = sum(closed(lambda a=a: (lambda s: (a(s), s.get("x/y")))(store())) for a in attacks)
+        print(f"refused {refused} of {len(attacks)}")
+        """)
+    assert lines[-1] == "refused 6 of 6", lines
+    for rank in (1, 2, 3):
+        job.start(rank)
+    # After the round: keep trying, on new connections, for longer than every timeout.
+    lines = stranger(hosts, f"""\
+        deadline = time.monotonic() + {HEARTBEAT_TIMEOUT * 4 + 2}
+        tries = served = 0
+        while time.monotonic() < deadline:
+            tries += 1
+            try:
+                s = store(timeout=1)
+                s.set("ddplaunch/x/r0/outcome", "ddps1:" + "0" * 64 + ":ddplaunch-outcome 1 failure 77 1\\n")
+                s.delete_key("ddplaunch/x/r0/hb/3")
+                served += 1
+            except Exception:
+                pass
+            time.sleep(0.2)
+        print(f"served {{served}} of {{tries}}")
+        """)
+    served, tries = lines[-1].split()[1], lines[-1].split()[3]
+    assert int(tries) >= 5 and served == "0", lines
+    pre.stdin.write("\n")
+    pre.stdin.flush()
+    assert pre.stdout.readline().strip() == "closed"
+    pre.wait(timeout=30)
+    codes = job.finish()
+    assert codes == {f"node{r}": 0 for r in range(4)}, {n: job.log(n) for n in codes}
+    for r in range(4):
+        assert (tmp_path / f"sums_{r}").read_text() == "300 of 300 right\n"
+    assert "closed: not an address of the job's nodes" in job.log("node0") or \
+        "not an address of the job's nodes" in job.log("node0")
+    no_process_left(job)
+
+
+def test_without_a_secret_the_warning_and_the_documented_outcome(ddplaunch, hosts, worker, tmp_path):
+    job = Job(ddplaunch, hosts, worker, tmp_path, None)
+    job.start(0)
+    job.start(1)
+    job.start(2)
+    # The stranger's own launcher arrives first as node 3 (from the stranger's host).
+    job.start(3, ns="stranger", out_name="stranger")
+    time.sleep(2)
+    real = job.start(3, rdzv_timeout=8)  # it cannot reach the store once the round formed
+    codes = job.finish()
+    for n in ("node0", "node1", "node2"):
+        assert job.log(n).count("no job secret: any host that can reach the store") == 1, job.log(n)
+        assert "join this job as a node before the round forms and poison the workers' results" in job.log(n)
+    assert codes["stranger"] == 0, job.log("stranger")  # it took node 3's place
+    assert codes["node3"] != 0, job.log("node3")
+    assert "could not reach the store at 10.232.0.1" in job.log("node3"), job.log("node3")
+    assert "refused: not an address of the job's nodes" in job.log("node0"), job.log("node0")
+    assert real.returncode != 0
+    no_process_left(job)
