@@ -25,7 +25,7 @@ int request_stacks(const LaunchConfig& config) {
   } catch (const Error& e) {
     log::error(
         "no running job with run id '{}' answers at {}:{} ({}); give its --master_addr, --master_port and "
-        "--rdzv_id (a job started less than a second ago is not listening yet)",
+        "--rdzv_id, and its job secret if it has one (a job started less than a second ago is not listening yet)",
         config.run_id, config.master_addr, config.master_port, e.what());
     return kExitFailure;
   }

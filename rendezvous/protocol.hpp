@@ -45,6 +45,11 @@ enum class WaitResponse : std::uint8_t { StopWaiting = 0, WaitCanceled = 1 };
 
 inline constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
 
+// ddplaunch's one extension: a store that refuses a peer's address (TcpStoreServer::allow_only)
+// answers the PING with this value in place of the nonce, then closes, so that our client can
+// say why instead of retrying. A PyTorch client sees a wrong echo, or a closed connection.
+inline constexpr std::uint32_t kRefusedAddressEcho = 0xDD7EF05E;
+
 // Limits checked before anything is allocated (the same as PyTorch's libuv server).
 inline constexpr std::size_t kMaxKeyLength = 8 * 1024;
 inline constexpr std::size_t kMaxValueLength = 8 * 1024 * 1024;

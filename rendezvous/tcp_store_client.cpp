@@ -101,6 +101,12 @@ void TcpStoreClient::handshake(Clock::time_point deadline) {
   hello += encode_request(make(QueryType::Ping, {}, {}, nonce));
   socket_->write_all(hello, deadline);
   const std::string echo = socket_->read_exact(4, deadline);
+  if (get_u32(echo.data()) == kRefusedAddressEcho) {  // never a nonce: pids stay below 2^22
+    throw RefusedError("the store at " + socket_->peer() + " refuses connections from this host (" +
+                       socket_->local_address() +
+                       "): the job's round formed without it; if this node was meant to be in it, another host "
+                       "holds its place (a job without a secret lets any host take it, see docs/security.md)");
+  }
   if (get_u32(echo.data()) != nonce) {
     throw ProtocolError("store at " + socket_->peer() + " echoed a wrong PING nonce");
   }

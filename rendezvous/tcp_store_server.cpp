@@ -13,6 +13,8 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/request.hpp"
 #include "rendezvous/server_connection.hpp"
 #include "rendezvous/store_state.hpp"
 
@@ -45,6 +47,8 @@ std::vector<tcp::endpoint> bind_candidates(asio::io_context& io, const std::stri
   for (const auto& r : results) out.push_back(r.endpoint());
   return out;
 }
+
+void refuse_address(boost::asio::ip::tcp::socket& socket);
 
 }  // namespace
 
@@ -155,8 +159,7 @@ void TcpStoreServer::accept_next() {
       accept_starved_ = false;
       if (!admitted(accepted_peer_.address())) {
         const std::string who = format_endpoint(accepted_peer_.address().to_string(), accepted_peer_.port());
-        boost::system::error_code ignored;  // refusing: nothing to report about a close
-        socket.close(ignored);
+        refuse_address(socket);
         count_closed(who, "refused: not an address of the job's nodes");
         return accept_next();
       }
@@ -178,6 +181,21 @@ void TcpStoreServer::accept_next() {
 }
 
 namespace {
+// Answers a refused peer's PING with kRefusedAddressEcho and closes, without waiting for anything:
+// what the client sent so far is read first, so the close is a FIN after the echo (closing with
+// unread input would send a reset, which may overtake it).
+void refuse_address(tcp::socket& socket) {
+  boost::system::error_code ignored;  // refusing: nothing to report about a failure here
+  socket.non_blocking(true, ignored);
+  std::array<char, 64> sink{};
+  socket.read_some(asio::buffer(sink), ignored);
+  std::string echo;
+  put_u32(echo, kRefusedAddressEcho);
+  socket.write_some(asio::buffer(echo), ignored);
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  socket.close(ignored);
+}
+
 // IPv4-mapped IPv6 addresses (a dual-stack socket's IPv4 peers) as plain IPv4.
 asio::ip::address plain(const asio::ip::address& a) {
   if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());

@@ -6,11 +6,12 @@ PyTorch TCPStore client as an attacker would use:
   * a forged failure whose text carries terminal escape bytes is printed escaped, as "reported by
     node N (host)", never raw;
   * a single-node job's store listens on loopback only;
-  * with a job secret (DDPLAUNCH_RDZV_TOKEN) every attack above, plus a decremented success
-    counter, a squatted node slot and forged heartbeats, changes nothing: the launchers' keys are
-    not where a stranger looks, and a stranger who learnt them (a sniffer) writes values that fail
-    the HMAC check, are ignored and reported once; the job ends with its workers' own result
-    (0, or a worker's failure code); a node with another secret never joins.
+  * with a job secret (DDPLAUNCH_RDZV_TOKEN) the store serves the launchers' keys to proven
+    launchers only: every attack above, plus a decremented success counter, a squatted node slot,
+    forged or deleted heartbeats and a --dump_stacks request, closes the stranger's connection
+    (whether it names the keys a stranger guesses or the real ones a sniffer saw), LIST_KEYS hides
+    them, and the job ends with its workers' own result (0, or a worker's failure code); a node
+    with another secret is refused at once.
 
     pytest test_stranger.py --ddplaunch=/path/to/ddplaunch   (PyTorch from the running interpreter)
 """
@@ -159,6 +160,8 @@ def attack(port, job):
         lambda s: s.get(f"{job}/r0/hb/0"),
         lambda s: s.check([f"{job}/r0/hb/1"]),
         lambda s: s.set(f"{job}/r0/ready", "error: forged verdict"),
+        lambda s: s.add(f"{job}/stacks/request", 1),       # --dump_stacks: neither trigger
+        lambda s: s.get(f"{job}/stacks/1/node/0"),          # nor read the answer
     ]
     for n in (0, 1):
         attacks += [lambda s, n=n: s.set(f"{job}/r0/hb/{n}", "999"),

@@ -34,6 +34,13 @@ class AuthError : public Error {
   using Error::Error;
 };
 
+// The store refuses connections from this host's address: a static job's round formed without
+// it (TcpStoreServer::allow_only). Not retried.
+class RefusedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Binding a listening socket failed (port taken, address not local).
 class BindError : public Error {
  public:

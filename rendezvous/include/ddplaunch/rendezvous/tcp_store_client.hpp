@@ -53,7 +53,8 @@ struct TcpStoreClientOptions {
 class TcpStoreClient final : public Store {
  public:
   // Connects and handshakes; blocks up to options.connect_timeout. Throws AuthError (see
-  // TcpStoreClientOptions::auth) or ConnectionError.
+  // TcpStoreClientOptions::auth), RefusedError (the store refuses this host's address) or
+  // ConnectionError.
   explicit TcpStoreClient(TcpStoreClientOptions options);
   ~TcpStoreClient() override;
 
