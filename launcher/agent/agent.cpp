@@ -114,6 +114,7 @@ void Agent::on_joined(const JoinedRound& joined) {
   if (exit_code_) return;  // interrupted meanwhile
   round_ = joined.round;
   hang_.reset();
+  lost_.reset();
   restart_count_ += joined.late_rounds;  // the job's restart count, as the members see it
   group_rank_ = joined.group_rank;
   nnodes_ = joined.ranks.num_nodes();
@@ -206,7 +207,9 @@ void Agent::on_lost(const std::string& message, bool store_lost) {
   if (!status_.stoppable()) return;
   log::warning("{}{}", message, recover ? "; continuing with the remaining nodes in a new round" : "");
   Outcome cause = Outcome::failure(kExitFailure, lost_node_stop(message), group_rank_);
-  if (!store_lost) publish(Outcome::failure(kExitFailure, message, group_rank_));
+  // A lost store is told as the round ends (end_round), quietly: it may live on without answering.
+  lost_ = Outcome::failure(kExitFailure, message, group_rank_);
+  if (!store_lost) publish(*lost_);
   stop_round(std::move(cause), recover, false);
 }
 
@@ -232,7 +235,9 @@ void Agent::end_round() {
   watch_->ended();
   // Wake our own watcher if no node published an outcome, then stop the monitor. (Quietly: the
   // store's host may have ended its part of the job already, and then there is nothing to wake.)
-  if (monitor_) publish(Outcome::failure(kExitFailure, "stopped", group_rank_), true);
+  // The value is why this node stopped, never a bare "stopped": node 0, when the others lost it
+  // (its launcher stopped, its link cut) while its store lived on, reads it later and says why.
+  if (monitor_) publish(lost_.value_or(*status_.cause()), true);
   monitor_.reset();
   retired_.push_back(std::move(procs_));
   if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));
@@ -293,9 +298,20 @@ int Agent::run() {
   }
   if (exit_code_ == kExitOk) discard_error_files();
   const bool store_host = backend_->hosts_store(group_rank_);
-  if (joiner_->job() && exit_code_ == kExitOk && nnodes_ > 1) {
-    leave_job(*joiner_->job(), key(""), nnodes_, store_host,
-              std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5)));
+  if (joiner_->job() && nnodes_ > 1 && status_.state() != RoundState::Joining && !lost_) {
+    // After a success or a failure alike: the store's host ends it only once the others have read
+    // the outcome and counted out, or a grace has passed (after a failure, the others may still
+    // be stopping workers, which needs no store). Not after a lost node or store: the lost one
+    // never counts out, and a store behind a cut link would hold the call.
+    JobExitOptions exit;
+    exit.nnodes = nnodes_;
+    exit.is_host = store_host;
+    exit.quiet = exit_code_ != kExitOk;
+    exit.wait = exit_code_ == kExitOk
+                    ? std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(5))
+                    : std::clamp<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1),
+                                                            std::chrono::seconds(10));
+    leave_job(*joiner_->job(), key(""), exit);
   }
   if (joiner_->job()) {
     const bool over = exit_code_ == kExitOk || (status_.cause() && restart_count_ >= c_.max_restarts);

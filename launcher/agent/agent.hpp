@@ -14,7 +14,9 @@
 //   4. a node whose workers all exited 0 sets "r<r>/done/<g>"; one that then sees every node's
 //      record sets a success Outcome (job_round.hpp, count_in). A node exits 0 only on a success while its own workers
 //      all exited 0; a malformed outcome, or a success while its workers run, stops it with exit 1;
-//   5. after a failure, with restarts left, every node goes to round r+1; otherwise it exits.
+//   5. after a failure, with restarts left, every node goes to round r+1; otherwise it exits,
+//      through the exit barrier (job_round.hpp, leave_job): the store's host waits, bounded, until
+//      the others have read the outcome and counted out, unless a node or the store was lost.
 // Where a round stands on this node (joining, running, succeeded, stopping, over) and why it
 // stops are kept by a RoundStatus (round_status.hpp), which checks every transition.
 #pragma once
@@ -147,6 +149,8 @@ class Agent {
   std::unique_ptr<JobMonitor> monitor_;
   std::optional<int> exit_code_;
   std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure
+  // This round stopped for a lost node or store: what the other nodes are told (no exit barrier).
+  std::optional<Outcome> lost_;
 };
 
 // Runs the job described by `config` (validated) on this node and returns the exit code:

@@ -1,12 +1,14 @@
-// Command-line parsing, in four steps: CLI11 reads the flags (cli_options.cpp), PET_* variables
-// fill in the ones not given (pet_defaults.cpp), the text becomes a LaunchConfig
-// (command_line_config.cpp), and validate() checks it (validate.cpp).
+// Command-line parsing, in four steps: CLI11 reads the flags (cli_options.cpp; an empty value is
+// refused by the flag's name, empty_values.cpp), PET_* variables fill in the ones not given
+// (pet_defaults.cpp), the text becomes a LaunchConfig (command_line_config.cpp), and validate()
+// checks it (validate.cpp).
 #include "launcher/cli/cli.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include "launcher/cli/cli_options.hpp"
 #include "launcher/cli/command_line_config.hpp"
+#include "launcher/cli/empty_values.hpp"
 #include "launcher/cli/pet_defaults.hpp"
 #include "launcher/cli/validate.hpp"
 
@@ -33,8 +35,13 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   CommandLineValues values;
   PetDefaults pet;
   declare_options(app, values, pet);
+  // `--flag=` is an empty value, as in argparse, not the flag alone (CLI11 would take the program
+  // as its value); an empty value is refused by the flag's name, unless empty means something.
+  const std::vector<std::string> args = check_empty_values(app, argc, argv);
+  std::vector<const char*> args_argv;
+  for (const std::string& arg : args) args_argv.push_back(arg.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args_argv.size()), args_argv.data());
   } catch (const CLI::CallForHelp&) {
     out.early_exit_text = app.help();
     return out;

@@ -57,30 +57,37 @@ CLI::Option* add_seconds(CLI::App& app, const std::string& names, std::string& v
 // Which nodes take part and where node 0's store is.
 void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
-  pet.add(app.add_option("--nnodes", v.nnodes, "N or MIN:MAX (elastic)"));
-  pet.add(app.add_option("--nproc_per_node,--nproc-per-node", v.nproc_per_node,
-                         "workers on this node: N, gpu, cpu or auto"));
+  pet.add(app.add_option("--nnodes", v.nnodes, "N or MIN:MAX (elastic)")->type_name("N|MIN:MAX"));
+  pet.add(
+      app.add_option("--nproc_per_node,--nproc-per-node", v.nproc_per_node, "workers on this node: N, gpu, cpu or auto")
+          ->type_name("N|gpu|cpu|auto"));
   pet.add(app.add_option("--node_rank,--node-rank", v.node_rank, "rank of this node, 0..nnodes-1")->type_name("INT"));
   pet.add(app.add_option("--master_addr,--master-addr", v.master_addr,
-                         "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)"));
+                         "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)")
+              ->type_name("HOST"));
   pet.add(app.add_option("--master_port,--master-port", v.master_port,
                          "store port on node 0 (default: a free port for a single node, 29500 for several; with "
                          "etcd-v3 a free port)")
               ->type_name("INT"));
-  pet.add(app.add_option("--local_addr,--local-addr", c.local_addr, "address this node advertises"));
+  pet.add(app.add_option("--local_addr,--local-addr", c.local_addr, "address this node advertises")->type_name("HOST"));
   pet.add(app.add_flag("--standalone", c.standalone, "single node on a free port with a random run id"));
 }
 
 // The rendezvous, failure detection and restarts.
 void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
-  pet.add(app.add_option("--rdzv_id,--rdzv-id", c.run_id, "job id shared by all nodes"));
+  pet.add(app.add_option("--rdzv_id,--rdzv-id", c.run_id, "job id shared by all nodes")->type_name("ID"));
   pet.add(app.add_option("--rdzv_endpoint,--rdzv-endpoint", c.rdzv_endpoint,
                          "host[:port] of the store (overrides --master_addr/--master_port); with etcd-v3: "
-                         "HOST:2379[,HOST:2379...], the etcd members"));
+                         "HOST:2379[,HOST:2379...], the etcd members")
+              ->type_name("HOST[:PORT]"));
   pet.add(app.add_option("--rdzv_backend,--rdzv-backend", c.rdzv_backend,
-                         "static and c10d: ddplaunch's own store on node 0; etcd-v3: meet in etcd (v3 API)"));
-  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf, rdzv_conf_help()));
+                         "static and c10d: ddplaunch's own store on node 0; etcd-v3: meet in etcd (v3 API)")
+              ->type_name("static|c10d|etcd-v3"));
+  // One value per --rdzv_conf (a vector option would take the program as a second one).
+  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf, rdzv_conf_help())
+              ->type_name("KEY=VALUE,...")
+              ->allow_extra_args(false));
   pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
   pet.add(app.add_option("--max_restarts,--max-restarts", v.max_restarts, "restarts of the whole job after a failure")
               ->type_name("INT"));
@@ -93,7 +100,7 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
 // How each worker is started and stopped.
 void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
-  pet.add(app.add_option("--role", c.role, "role name (ROLE_NAME)"));
+  pet.add(app.add_option("--role", c.role, "role name (ROLE_NAME)")->type_name("NAME"));
   pet.add(app.add_flag("--no_python,--no-python", c.no_python, "execute the program directly"));
   pet.add(app.add_flag("-m,--module", c.module, "run the program as python -m MODULE"));
   pet.add(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank,
@@ -105,7 +112,8 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
               "which rank never entered it, with stacks; for other workers, report a suspected hang when "
               "they use almost no CPU this long (default 0: off; 300 suits most training)");
   pet.add(app.add_option("--signals_to_handle,--signals-to-handle", v.signals_to_handle,
-                         "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2)"));
+                         "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2)")
+              ->type_name("SIGNAL,..."));
   app.add_flag("--use_env,--use-env", v.use_env,
                "legacy launcher flag (the default); --use_env=false appends --local_rank=i to worker args");
   app.add_flag("--local_rank_arg{underscore},--local-rank-arg{underscore}", v.local_rank_arg,
@@ -118,14 +126,19 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
 void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--log_dir,--log-dir", c.log_dir,
-                         "write <dir>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log"));
+                         "write <dir>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log")
+              ->type_name("DIR"));
   pet.add(app.add_option("-r,--redirects", v.redirects,
-                         "streams to files only: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:3"));
-  pet.add(app.add_option("-t,--tee", v.tee, "streams to files and the console (same syntax)"));
+                         "streams to files only: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:3")
+              ->type_name("0-3|RANK:0-3,..."));
+  pet.add(app.add_option("-t,--tee", v.tee, "streams to files and the console (same syntax)")
+              ->type_name("0-3|RANK:0-3,..."));
   pet.add(app.add_option("--local_ranks_filter,--local-ranks-filter", v.local_ranks_filter,
-                         "local ranks shown on the console, e.g. 0,3"));
+                         "local ranks shown on the console, e.g. 0,3")
+              ->type_name("RANK,..."));
   app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template,
-                 "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none");
+                 "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none")
+      ->type_name("TEMPLATE");
   app.add_option("--summary_json,--summary-json", c.summary_json,
                  "write every local rank's outcome and the root cause as JSON when the job ends")
       ->type_name("FILE");
@@ -137,7 +150,8 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
                "(--rdzv_id), without stopping it; no program");
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
   app.add_option("--log_level,--log-level", c.log_level,
-                 "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)");
+                 "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)")
+      ->type_name("LEVEL");
 }
 
 }  // namespace

@@ -2,11 +2,14 @@
 // is all this does: command_line_config.hpp turns the values into a LaunchConfig, validate.hpp
 // checks it. CLI11 validators here check only the form of a flag's text (a number of seconds, a
 // backend name); rules about the values live in validate(), which also sees what PET_* variables
-// and Slurm filled in.
+// and Slurm filled in. Each flag that takes a value names its form (type_name), which --help
+// shows and an empty value's error asks for.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "launcher/config/launch_config.hpp"
 
@@ -36,7 +39,9 @@ struct CommandLineValues {
   std::string redirects = "0";
   std::string tee = "0";
   std::string local_ranks_filter;
-  std::string rdzv_conf;
+  // Each --rdzv_conf given, in order; their keys are read as one list (a key given twice, in one
+  // flag or two, is refused: rdzv_conf.hpp).
+  std::vector<std::string> rdzv_conf;
   // Numbers of seconds, already checked by the flags' validator (see parse_seconds).
   std::string monitor_interval = "0.1";
   std::string shutdown_timeout = "30";
@@ -46,6 +51,12 @@ struct CommandLineValues {
   bool use_env = true;         // --use_env=false asks for --local_rank=i in the workers' arguments
   std::string local_rank_arg;  // --local_rank_arg[=underscore|dash]; "" when not given
 };
+
+// The flags whose empty value means something, as their default does: no --rdzv_conf keys, every
+// local rank on the console, no line prefix. Any other flag given an empty value on the command
+// line is refused by name (empty_values.hpp).
+inline constexpr std::string_view kEmptyValueMeans[] = {"--rdzv_conf", "--local_ranks_filter",
+                                                        "--log_line_prefix_template"};
 
 // Adds every flag, the help footer and --version to `app`, binding the flags to `values` (which
 // must outlive `app`); flags that torchrun reads from PET_* are registered with `pet`. Does not

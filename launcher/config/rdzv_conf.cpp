@@ -89,10 +89,14 @@ void refuse_secret(const std::string& key) {
 
 }  // namespace
 
-void apply_rdzv_conf(const std::string& text, LaunchConfig& c) {
+void apply_rdzv_conf(const std::vector<std::string>& flags, LaunchConfig& c) {
   std::array<std::optional<std::chrono::milliseconds>, std::size(kKeys)> durations;  // by table index
   std::map<std::string, std::string> given;
-  for (const std::string& item : split_list(text)) {
+  std::vector<std::string> items;
+  for (const std::string& text : flags) {
+    for (std::string& item : split_list(text)) items.push_back(std::move(item));
+  }
+  for (const std::string& item : items) {
     const auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       throw UsageError(fmt::format("--rdzv_conf item '{}' is not key=value (e.g. join_timeout=600)", item));

@@ -82,13 +82,16 @@ bool turn_away_late_nodes(rendezvous::Store& job, int next_round, const std::str
   }
 }
 
-void leave_job(rendezvous::Store& job, const std::string& round_prefix, int nnodes, bool is_host,
-               std::chrono::milliseconds wait) {
+void leave_job(rendezvous::Store& job, const std::string& round_prefix, const JobExitOptions& o) {
   try {
-    if (job.add(round_prefix + "left", 1) == nnodes) job.set(round_prefix + "all_left", "1");
-    if (is_host) job.get(round_prefix + "all_left", wait);  // a get: a SignedStore checks the value
+    if (job.add(round_prefix + "left", 1) == o.nnodes) job.set(round_prefix + "all_left", "1");
+    if (o.is_host) job.get(round_prefix + "all_left", o.wait);  // a get: a SignedStore checks the value
   } catch (const Error& e) {
-    log::warning("exit barrier: {}", e.what());
+    if (o.quiet) {
+      log::debug("exit barrier: {}", e.what());
+    } else {
+      log::warning("exit barrier: {}", e.what());
+    }
   }
 }
 

@@ -43,11 +43,20 @@ bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node,
 // --rdzv_timeout. Returns whether a node waits there. Never throws (a failure is logged).
 bool turn_away_late_nodes(rendezvous::Store& job, int next_round, const std::string& why);
 
-// The exit barrier of a successful multi-node job: every node counts itself out under
-// `round_prefix` ("r<round>/"); the store's host (`is_host`) then waits up to `wait` for all
-// `nnodes`, so no node mistakes a finished job for a lost store. Never throws: a node gone after
-// the success loses nothing, and is logged as a warning.
-void leave_job(rendezvous::Store& job, const std::string& round_prefix, int nnodes, bool is_host,
-               std::chrono::milliseconds wait);
+// How a node leaves a multi-node job (leave_job).
+struct JobExitOptions {
+  int nnodes = 1;
+  bool is_host = false;               // the store's host: it waits for the others
+  std::chrono::milliseconds wait{0};  // how long the host waits for every node to count itself out
+  bool quiet = false;                 // a store already gone is logged at debug level only
+};
+
+// The exit barrier of a multi-node job, after a success or a failure: every node counts itself
+// out under `round_prefix` ("r<round>/") once it has printed its summary (having read the
+// outcome and the other nodes' failure records); the store's host (`is_host`) then waits up to
+// `wait` for all `nnodes`, so no node mistakes the end of the job for a lost store and prints
+// that instead of the real outcome. Blocks up to `wait` on the host, one store call elsewhere.
+// Never throws: a node gone meanwhile loses nothing, and is logged (a warning unless `quiet`).
+void leave_job(rendezvous::Store& job, const std::string& round_prefix, const JobExitOptions& options);
 
 }  // namespace ddp::launcher

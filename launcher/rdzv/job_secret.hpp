@@ -18,6 +18,9 @@
 namespace ddp::launcher {
 
 inline constexpr std::size_t kMinSecretBytes = 16;
+// A secret or password file longer than this is refused: a secret is tens of bytes, and a file
+// that never ends (/dev/zero) must not be read into memory.
+inline constexpr std::size_t kMaxSecretFileBytes = 4096;
 
 // The job secret for this launcher: the contents of rdzv_conf["token_file"] (one trailing
 // newline removed) or else $DDPLAUNCH_RDZV_TOKEN; "" when neither is given (no authentication).
@@ -27,8 +30,11 @@ inline constexpr std::size_t kMinSecretBytes = 16;
 std::string load_job_secret(const std::map<std::string, std::string>& rdzv_conf, const EnvLookup& env);
 
 // The contents of a file holding a secret (one trailing newline removed), named by `flag` (e.g.
-// "--rdzv_conf token_file") in errors: throws UsageError saying `what` it should hold when it
-// cannot be read; warns (log) when other users may read it.
+// "--rdzv_conf token_file") in errors. Only a regular file (or a symlink to one) of at most
+// kMaxSecretFileBytes is read; a directory, a device (/dev/zero) or a FIFO is refused without
+// reading (a FIFO is opened non-blocking, so nothing blocks). Throws UsageError naming the file
+// and saying `what` it should hold when it cannot be read, is not a regular file or is too long;
+// then warns (log) when other users may read it.
 std::string read_secret_file(const std::string& flag, const std::string& path, const std::string& what);
 
 // HMAC-SHA256 of `data` under `key`: 32 raw bytes.

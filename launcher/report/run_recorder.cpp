@@ -15,6 +15,7 @@
 #include "common/log.hpp"
 #include "common/signals.hpp"
 #include "launcher/report/failure_summary.hpp"
+#include "launcher/report/output_file.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -53,7 +54,9 @@ json rank_json(const RankOutcome& o) {
 }  // namespace
 
 RunRecorder::RunRecorder(RunRecorderOptions options) : o_(std::move(options)) {
+  for (const std::string& path : o_.summary_json) check_output_file("--summary_json", path);
   if (o_.event_log.empty()) return;
+  check_output_file("--event_log", o_.event_log);
   fd_ = ::open(o_.event_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw UsageError("--event_log " + o_.event_log + ": cannot open: " + std::strerror(errno) +

@@ -29,8 +29,10 @@ struct RunRecorderOptions {
 
 class RunRecorder {
  public:
-  // Opens the event log (created 0644 when missing). Throws UsageError naming the file, the
-  // error and the fix when it cannot be opened. Does not block otherwise.
+  // Checks that the summary files and the event log can be written (output_file.hpp), so a bad
+  // path fails the start rather than losing the record at the end, then opens the event log
+  // (created 0644 when missing). Throws UsageError naming the file, the error and the fix when a
+  // file fails the check or cannot be opened. Does not block otherwise.
   explicit RunRecorder(RunRecorderOptions options);
   ~RunRecorder();
   RunRecorder(const RunRecorder&) = delete;

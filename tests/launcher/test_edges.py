@@ -3,7 +3,11 @@
   * a node started before node 0 listens prints a status line about every interval (10 s;
     DDPLAUNCH_STATUS_INTERVAL makes it short here) naming the address and the last error;
   * a second Ctrl-C during the shutdown grace sends SIGKILL at once, and the messages name the
-    signals actually sent.
+    signals actually sent;
+  * after a failure, node 0 keeps the store up until node 1 has read the outcome: node 1 reports
+    the worker's failure, never "lost the store on node 0", run after run;
+  * node 0's launcher stopped (SIGSTOP) past the heartbeat timeout: node 1 loses it and ends, and
+    node 0, continued, says why it stopped (node 1's words), not a bare "stopped".
 
     pytest test_edges.py --ddplaunch=/path/to/ddplaunch
 """
@@ -58,3 +62,50 @@ def test_a_second_ctrl_c_during_the_grace_kills_at_once(ddplaunch, tmp_path):
     assert p.returncode == 130
     assert "received SIGINT, forwarding it to the workers" in first
     assert "received SIGINT during the shutdown grace; sending SIGKILL to the workers" in err
+
+
+def test_after_a_failure_node_1_reads_it_before_node_0_closes_the_store(ddplaunch, tmp_path):
+    # Before: node 0 exited right after its summary, and node 1 now and then printed "lost the
+    # store on node 0 (closed by the server)" instead of the failure (4 runs of 14 under mpirun).
+    prog = tmp_path / "w.sh"
+    prog.write_text('#!/bin/bash\n[ "$RANK" = 0 ] && exit 3\nexec sleep 20\n')
+    prog.chmod(0o755)
+    start = time.monotonic()
+    for attempt in range(10):
+        port = free_port()
+        nodes = [subprocess.Popen([ddplaunch, "--nnodes=2", f"--node_rank={g}", "--master_addr=127.0.0.1",
+                                   f"--master_port={port}", f"--rdzv_id=fail{attempt}", "--heartbeat_timeout=2",
+                                   "--no_python", str(prog)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True) for g in (0, 1)]
+        errs = [p.communicate(timeout=TIMEOUT)[1] for p in nodes]
+        for g, (p, err) in enumerate(zip(nodes, errs)):
+            assert p.returncode == 3, f"attempt {attempt}, node {g}:\n{err}"
+            assert "lost the store" not in err and "lost node" not in err, f"attempt {attempt}, node {g}:\n{err}"
+        assert "reported by node 0" in errs[1], errs[1]
+    assert time.monotonic() - start < 30
+
+
+def test_node_0_lost_by_the_others_says_why_it_stopped(ddplaunch, tmp_path):
+    # Before: node 0 printed "a failure reported by node 1 (host):" and then only "stopped".
+    prog = tmp_path / "w.sh"
+    prog.write_text(f'#!/bin/bash\ntouch {tmp_path}/started.$RANK\nexec sleep 30\n')
+    prog.chmod(0o755)
+    port = free_port()
+    nodes = [subprocess.Popen([ddplaunch, "--nnodes=2", f"--node_rank={g}", "--master_addr=127.0.0.1",
+                               f"--master_port={port}", "--heartbeat_timeout=2", "--shutdown_timeout=2", "--no_python",
+                               str(prog)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for g in (0, 1)]
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not all((tmp_path / f"started.{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.05)  # no event for "a worker wrote a file" short of inotify
+        nodes[0].send_signal(signal.SIGSTOP)
+        _, err1 = nodes[1].communicate(timeout=TIMEOUT)
+    finally:
+        nodes[0].send_signal(signal.SIGCONT)
+    _, err0 = nodes[0].communicate(timeout=TIMEOUT)
+    assert nodes[1].returncode == 1 and "lost node 0" in err1, err1
+    assert nodes[0].returncode == 1, err0
+    assert "a failure reported by node 1" in err0 and "lost node 0" in err0, err0
+    assert "\nstopped\n" not in err0, err0

@@ -2,7 +2,8 @@
 
   * 8 ranks failing the same way give one root cause (the earliest by the error file's own
     timestamp, not the first exit seen) with one traceback, the others merged into one line, and
-    the rank ddplaunch stopped listed apart; --summary_json and --event_log say the same as JSON;
+    the rank ddplaunch stopped listed apart; --summary_json and --event_log say the same as JSON,
+    and either one into a missing directory is refused before any worker starts (exit 2);
   * a Python worker whose @record-decorated main raises gets an error file without --log_dir; the
     summary prints the exception and the formatted traceback from it (not the raw JSON); the
     run's directory of error files is removed after a success;
@@ -215,8 +216,20 @@ def test_a_summary_and_events_of_a_success_and_a_bad_event_log(ddplaunch, tmp_pa
     bad = run(ddplaunch, ["--nproc_per_node=1", f"--event_log={tmp_path}/no/such/dir/e.jsonl", "--no_python", "true"])
     assert bad.returncode == 2, bad.stderr
     assert bad.stderr.strip().splitlines() == [
-        f"ddplaunch: --event_log {tmp_path}/no/such/dir/e.jsonl: cannot open: No such file or directory; "
-        "give a writable file (its directory must exist)"], bad.stderr
+        f"ddplaunch: --event_log {tmp_path}/no/such/dir/e.jsonl: directory {tmp_path}/no/such/dir does not exist; "
+        "create it or give a file in an existing directory"], bad.stderr
+
+
+def test_a_summary_into_a_missing_directory_is_refused_before_any_worker_starts(ddplaunch, tmp_path):
+    # Before: the job ran, and its summary was lost at the end with a warning.
+    ran = tmp_path / "ran"
+    bad = run(ddplaunch, ["--nproc_per_node=1", f"--summary_json={tmp_path}/no/such/dir/s.json", "--no_python",
+                          "touch", str(ran)])
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        f"ddplaunch: --summary_json {tmp_path}/no/such/dir/s.json: directory {tmp_path}/no/such/dir does not exist; "
+        "create it or give a file in an existing directory"], bad.stderr
+    assert not ran.exists()
 
 
 TIMER_SCRIPT = '''\

@@ -22,6 +22,7 @@
 
 #include "common/exit_codes.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/rdzv/job_secret.hpp"
 #include "tests/support/usage_error_of.hpp"
 
 namespace {
@@ -332,6 +333,43 @@ TEST_CASE("durations take seconds, and rdzv_conf keys override them", "[cli]") {
           std::map<std::string, std::string>{{"last_call_timeout", "0.5"}, {"is_host", "1"}, {"store_type", "tcp"}});
     CHECK(c.rdzv_timeout == 900s);
   }
+  SECTION("rdzv_conf given twice: one list (torchrun keeps only the last flag)") {
+    const auto c = parse({"--rdzv_conf", "timeout=6", "--rdzv-conf=heartbeat_timeout=20,is_host=1", "prog"});
+    CHECK(c.rdzv_timeout == 6s);
+    CHECK(c.heartbeat_timeout == 20s);
+    CHECK(c.rdzv_conf.at("is_host") == "1");
+  }
+}
+
+TEST_CASE("an empty value is the flag's, never the program's, and is refused by the flag's name", "[cli]") {
+  // Before: CLI11 read --master_addr= as the flag alone and took ./train.sh as its value.
+  CHECK(usage_error({"--master_addr=", "./train.sh"}) ==
+        "--master_addr is empty; give --master_addr=HOST or leave the flag out (see ddplaunch --help)");
+  CHECK(usage_error({"--master_addr", "", "./train.sh"}) == usage_error({"--master_addr=", "./train.sh"}));
+  CHECK_THAT(usage_error({"--master-addr=", "./train.sh"}), Catch::StartsWith("--master_addr is empty"));
+  CHECK_THAT(usage_error({"--master_addr", "h", "--nnodes=", "prog"}),
+             Catch::StartsWith("--nnodes is empty; give --nnodes=N|MIN:MAX"));
+  for (const char* flag :
+       {"--nproc_per_node", "--node_rank", "--master_port", "--rdzv_id", "--rdzv_backend", "--rdzv_timeout",
+        "--max_restarts", "--log_dir", "--summary_json", "--redirects", "--signals_to_handle", "--log_level"}) {
+    INFO(flag);
+    CHECK_THAT(usage_error({std::string(flag) + "=", "prog"}),
+               Catch::StartsWith(std::string(flag) + " is empty; give "));
+  }
+  CHECK_THAT(usage_error({"-r", "", "prog"}), Catch::StartsWith("--redirects is empty"));
+  SECTION("where empty means something, it is the value, and the program stays the program") {
+    const auto c = parse({"--log_line_prefix_template=", "--rdzv_conf=", "--local_ranks_filter=", "prog", "x"});
+    CHECK(c.line_prefix_template.empty());
+    CHECK(c.rdzv_conf.empty());
+    CHECK(c.local_ranks_filter.empty());
+    CHECK(c.program == "prog");
+    CHECK(c.program_args == Args{"x"});
+  }
+  SECTION("the program's own arguments are untouched") {
+    const auto c = parse({"--nproc_per_node", "2", "prog", "--master_addr=", "--log_dir="});
+    CHECK(c.program == "prog");
+    CHECK(c.program_args == Args{"--master_addr=", "--log_dir="});
+  }
 }
 
 TEST_CASE("signals_to_handle takes names and numbers", "[cli]") {
@@ -419,6 +457,7 @@ TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
       {{"--rdzv_conf", "timeout=abc", "prog"}, "timeout=abc", {}},
       {{"--rdzv_conf", "join_timeout=5,foo=1", "prog"}, "'foo'", {}},
       {{"--rdzv_conf", "timeout=5,timeout=6", "prog"}, "gives timeout twice", {}},
+      {{"--rdzv_conf", "timeout=5", "--rdzv_conf", "timeout=6", "prog"}, "gives timeout twice", {}},
       {{"--rdzv_endpoint", "[::1]:x", "prog"}, "--rdzv_endpoint=[::1]:x is not host[:port]", {}},
       {{"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h1,:2379", "prog"}, "--rdzv_endpoint=:2379", {}},
       {{"--rdzv_timeout", "abc", "prog"}, "--rdzv_timeout: abc", {}},
@@ -551,6 +590,25 @@ TEST_CASE("the job secret comes from DDPLAUNCH_RDZV_TOKEN or a token file, never
     CHECK_THAT(usage_error({"--rdzv_conf", "token_file=" + dir + "/missing", "prog"}),
                Catch::Contains(dir + "/missing") && Catch::Contains("cannot be read"));
   }
+  SECTION("only a regular file of at most 4 KiB: a device, a FIFO, a directory or a long file is refused unread") {
+    // Before: /dev/zero was read until the OOM killer came, a FIFO hung, a directory gave "0 byte(s)".
+    const std::string fifo = dir + "/fifo", big = dir + "/big";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::ofstream(big) << std::string(ddp::launcher::kMaxSecretFileBytes + 1, 'x');
+    const std::vector<std::pair<std::string, std::string>> refused{{"/dev/zero", "a character device"},
+                                                                   {"/dev/urandom", "a character device"},
+                                                                   {fifo, "a FIFO"},
+                                                                   {dir, "a directory"},
+                                                                   {big, "longer than 4096 bytes"}};
+    for (const auto& [path, why] : refused) {
+      INFO(path);
+      CHECK_THAT(usage_error({"--rdzv_conf", "token_file=" + path, "prog"}),
+                 Catch::Contains("--rdzv_conf token_file=" + path) && Catch::Contains(why));
+    }
+    const std::string link = dir + "/link";
+    std::filesystem::create_symlink(file, link);
+    CHECK(parse({"--rdzv_conf", "token_file=" + link, "prog"}).rdzv_secret == "from-a-file-0123456789");
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -575,6 +633,9 @@ TEST_CASE("etcd-v3 takes its members from --rdzv_endpoint and its password never
   CHECK_THAT(shown, !Catch::Matchers::Contains("hunter2"));
   CHECK_THAT(usage_error({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "--rdzv_conf", "user=u", "prog"}),
              Catch::Matchers::Contains("needs a password"));
+  CHECK_THAT(usage_error({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "--rdzv_conf",
+                          "user=u,password_file=/dev/zero", "prog"}),
+             Catch::Matchers::Contains("password_file=/dev/zero is a character device"));
   CHECK_THAT(usage_error({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "--rdzv_conf", "cert=/c.pem", "prog"}),
              Catch::Matchers::Contains("go together"));
   const auto tls = parse({"--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "h", "--rdzv_conf",

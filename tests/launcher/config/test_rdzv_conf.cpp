@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "tests/support/usage_error_of.hpp"
 
@@ -63,6 +64,14 @@ TEST_CASE("rdzv_conf: a key given twice is refused, naming it", "[rdzv_conf]") {
   CHECK(error_of("timeout=5,bind=*,timeout=6") ==
         "--rdzv_conf gives timeout twice (timeout=5 and timeout=6); give it once");
   CHECK_THAT(error_of("user=a,user=a"), Catch::Contains("gives user twice"));
+  // In two --rdzv_conf flags too (torchrun would keep only the last flag's list).
+  LaunchConfig c;
+  CHECK(usage_error_of([&] {
+          apply_rdzv_conf(std::vector<std::string>{"timeout=5", "bind=*,timeout=6"}, c);
+        }) == "--rdzv_conf gives timeout twice (timeout=5 and timeout=6); give it once");
+  apply_rdzv_conf(std::vector<std::string>{"timeout=5", "", "bind=*"}, c);
+  CHECK(c.rdzv_timeout == 5s);
+  CHECK(c.rdzv_conf.at("bind") == "*");
 }
 
 TEST_CASE("rdzv_conf: an unknown key is refused, listing every known key", "[rdzv_conf]") {
