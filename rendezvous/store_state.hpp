@@ -17,6 +17,10 @@
 // BARRIER k n increments the decimal counter at k; the caller gets STOP_WAITING once the counter
 // reaches n and so does every connection parked in that barrier; below n the caller is parked.
 //
+// Memory: stored_bytes() counts what the map and the queues hold, and cost() bounds what one
+// request would add, before it is applied, so the server can keep the store within its memory
+// budget (memory_budget.hpp) without a request having allocated anything yet.
+//
 // Not thread-safe: one event loop (or one lock) owns it.
 #pragma once
 
@@ -39,6 +43,12 @@ struct Outgoing {
   std::string bytes;
 };
 
+// What one request may cost before it is applied (StoreState::cost): upper bounds.
+struct RequestCost {
+  std::size_t stored = 0;  // growth of stored_bytes()
+  std::size_t reply = 0;   // bytes of the reply to its sender
+};
+
 class StoreState {
  public:
   // Registers a new connection; its first request must be VALIDATE with the right magic.
@@ -53,6 +63,14 @@ class StoreState {
 
   // Forgets the connection and every wait it had parked. Unknown ids are ignored.
   void disconnect(ClientId client);
+
+  // Upper bounds of what handle(client, request) would add to stored_bytes() and of its reply
+  // to `client` (woken waiters get one byte each, not counted here). Pure; O(keys of the
+  // request), and O(keys in the store) for LIST_KEYS. Never throws.
+  RequestCost cost(const Request& request) const;
+  // Memory held by the key-value map and the queues (KeyValueMap::bytes, plus per queue and
+  // element fixed costs). O(1).
+  std::size_t stored_bytes() const { return kv_.bytes() + queue_bytes_; }
 
   std::size_t num_keys() const { return kv_.size(); }
   std::size_t num_clients() const { return clients_.size(); }
@@ -77,9 +95,15 @@ class StoreState {
   // Wakes all (or, for a queue push, one) connection(s) parked on `key`.
   void wake(const std::string& key, bool only_one, std::vector<Outgoing>& out);
   void unpark(ClientId id, Client& c);
+  // Queue changes that keep queue_bytes_ in step.
+  void push_queue(const std::string& key, std::string value);
+  void pop_queue(std::unordered_map<std::string, std::deque<std::string>>::iterator it);
+  static constexpr std::size_t kQueueOverhead = 640;   // hash node, deque map and first block
+  static constexpr std::size_t kElementOverhead = 32;  // the string's header in a deque block
 
   KeyValueMap kv_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
+  std::size_t queue_bytes_ = 0;
   std::unordered_map<ClientId, Client> clients_;
   std::unordered_map<std::string, std::vector<ClientId>> waiters_;
   std::unordered_map<std::string, std::vector<ClientId>> barrier_waiters_;

@@ -13,6 +13,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "rendezvous/memory_budget.hpp"
 #include "rendezvous/server_connection.hpp"
 #include "rendezvous/store_state.hpp"
 
@@ -53,6 +54,7 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
       acceptor_(io_),
       accept_retry_(io_),
       state_(std::make_unique<StoreState>()),
+      budget_(std::make_unique<MemoryBudget>(options_.memory_budget)),
       report_timer_(io_) {
   max_connections_ = options_.max_connections;
   if (max_connections_ == 0) {
@@ -213,14 +215,26 @@ void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_cl
   if (debug) log_waiters(before, "disconnect", *it->second);
   it->second->close(peer_closed);
   connections_.erase(it);
+  publish_memory_used();
 }
 
 void TcpStoreServer::handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out) {
-  if (!log::enabled(log::Level::Debug)) return state_->handle(conn.id(), std::move(request), out);
-  const std::size_t before = state_->num_waiting();
-  const QueryType type = request.type;
-  state_->handle(conn.id(), std::move(request), out);
-  log_waiters(before, query_name(type), conn);
+  const RequestCost cost = state_->cost(request);
+  const std::string refused = budget_->refusal(cost.stored, cost.reply);
+  if (!refused.empty()) throw Error(std::string(query_name(request.type)) + " refused: " + refused);
+  if (!log::enabled(log::Level::Debug)) {
+    state_->handle(conn.id(), std::move(request), out);
+  } else {
+    const std::size_t before = state_->num_waiting();
+    const QueryType type = request.type;
+    state_->handle(conn.id(), std::move(request), out);
+    log_waiters(before, query_name(type), conn);
+  }
+  budget_->adjust(MemoryBudget::Kind::Stored, budget_->used(MemoryBudget::Kind::Stored), state_->stored_bytes());
+}
+
+void TcpStoreServer::publish_memory_used() {
+  memory_used_.store(budget_->used(), std::memory_order_relaxed);
 }
 
 void TcpStoreServer::deliver(std::vector<Outgoing>& outgoing) {
