@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -56,6 +57,10 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
       state_(std::make_unique<StoreState>()),
       budget_(std::make_unique<MemoryBudget>(options_.memory_budget)),
       report_timer_(io_) {
+  // One connection pauses before it holds an eighth of the budget in replies: a client that
+  // GETs large values without reading then costs one or two replies' copying, not a share of
+  // the budget's worth of work that delays every other client.
+  options_.max_unsent_bytes = std::min(options_.max_unsent_bytes, options_.memory_budget / 8);
   max_connections_ = options_.max_connections;
   if (max_connections_ == 0) {
     rlimit lim{};

@@ -60,7 +60,8 @@ struct TcpStoreServerOptions {
   //    before one client could grow it until the OOM killer came;
   //  - a connection whose replies the client does not read stops being read once more than
   //    `max_unsent_bytes` of replies wait for it, until they drain (TCP back-pressure for one
-  //    pipelining client, well before the budget is reached);
+  //    pipelining client). It is lowered to memory_budget / 8 when larger, so that one client
+  //    pauses well before the budget is reached, and many silent readers cost little work;
   //  - beyond `max_connections` open connections, new ones are closed at accept (0: the soft
   //    descriptor limit minus 64, kept for the process's own files).
   // Closed and refused connections are logged as one summary line per `report_interval` (the
