@@ -2,6 +2,7 @@
 #include "rendezvous/server_connection.hpp"
 
 #include <fmt/format.h>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
 #include "ddplaunch/rendezvous/endpoint.hpp"
@@ -135,6 +136,11 @@ void ServerConnection::flush() {
   write_pending();
   update_deadline();
   server_.publish_memory_used();
+  // Paused, but the kernel took every byte at once: no write completion will come to resume
+  // reading, so resume from the loop (posted: flush may run inside handle_input).
+  if (paused_ && !writing_ && !closed_ && !batching_) {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->resume(); });
+  }
 }
 
 void ServerConnection::write_pending() {

@@ -93,6 +93,10 @@ class RawConnection {
     return ntohs(addr.sin_port);
   }
 
+  // Limits the kernel's receive buffer (a client that never reads then holds little in the
+  // kernel, and the server's unsent replies grow in the server, as over a slow network).
+  void limit_receive_buffer(int bytes) { ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes); }
+
   // Closes with a reset (SO_LINGER 0) instead of an orderly FIN.
   void reset() {
     linger l{1, 0};

@@ -93,7 +93,9 @@ TEST_CASE("APPEND may not grow a value past the value limit", "[budget]") {
 TEST_CASE("50 clients that GET a large value and never read stay within the budget", "[budget]") {
   BudgetLoopback lb;
   auto writer = connect(lb.port());
-  const std::string big(std::size_t{2} << 20, 'v');
+  // Over max_unsent_bytes (budget / 8): each reader is paused after one reply, which the kernel
+  // takes ~4 MiB of; the rest of each waits in the server until the budget refuses further ones.
+  const std::string big(std::size_t{6} << 20, 'v');
   writer->set("big", big);
   REQUIRE(writer->get("big", kLong).size() == big.size());
   std::string gets = validate_bytes();
@@ -101,9 +103,10 @@ TEST_CASE("50 clients that GET a large value and never read stay within the budg
   std::vector<std::unique_ptr<RawConnection>> silent;
   for (int i = 0; i < 50; ++i) {
     silent.push_back(std::make_unique<RawConnection>(lb.port()));
+    silent.back()->limit_receive_buffer(64 * 1024);
     silent.back()->send_bytes(gets);  // may fail once the server has closed it
   }
-  // 50 × 10 × 2 MiB of replies asked for; the kernel's buffers take some, the budget the rest.
+  // 50 × 10 × 6 MiB of replies asked for.
   CHECK(lb.log.wait_for_line({"closed connection", "GET refused", "memory budget"}, kLong));
   INFO("server log:\n" << lb.log.all());
   CHECK(lb.server.memory_used() <= kBudget);
