@@ -102,7 +102,7 @@ class Harness {
       rdzv::put_u32(out, rdzv::kValidationMagic);
     }
     const std::string key = key_pick ? "/b" : "/a";
-    const std::string value(std::size_t{arg >> 3} * 16 * 1024, 'v');
+    const std::string value(static_cast<std::size_t>(arg >> 3) * 16 * 1024, 'v');
     rdzv::Request r;
     r.keys = {key};
     switch (arg & 7) {
