@@ -1,11 +1,20 @@
 // Key-value semantics; see key_value_map.hpp.
 #include "ddplaunch/rendezvous/key_value_map.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include "ddplaunch/rendezvous/error.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace ddp::rendezvous {
+
+template <typename Change>
+void KeyValueMap::update(std::unordered_map<std::string, std::string>::iterator it, Change change) {
+  bytes_ -= entry_bytes(it->first, it->second);
+  change(it->second);
+  bytes_ += entry_bytes(it->first, it->second);
+}
 
 const std::string* KeyValueMap::find(const std::string& key) const {
   const auto it = map_.find(key);
@@ -13,11 +22,30 @@ const std::string* KeyValueMap::find(const std::string& key) const {
 }
 
 void KeyValueMap::set(const std::string& key, std::string value) {
-  map_[key] = std::move(value);
+  auto [it, inserted] = map_.try_emplace(key);
+  if (inserted) bytes_ += entry_bytes(it->first, it->second);
+  update(it, [&](std::string& v) { v = std::move(value); });
+}
+
+std::size_t KeyValueMap::grown_capacity(std::size_t capacity, std::size_t need) {
+  if (need <= capacity) return capacity;
+  return std::max(need, std::min(2 * capacity, kMaxValueLength));
 }
 
 void KeyValueMap::append(const std::string& key, std::string_view bytes) {
-  map_[key].append(bytes);
+  const std::string* old = find(key);
+  const std::size_t size = old ? old->size() : 0;
+  if (bytes.size() > kMaxValueLength - std::min(size, kMaxValueLength)) {
+    throw ProtocolError("APPEND of " + std::to_string(bytes.size()) + " bytes to key '" + key.substr(0, 256) + "' (" +
+                        std::to_string(size) + " bytes) would pass the value limit of " +
+                        std::to_string(kMaxValueLength) + " bytes");
+  }
+  auto [it, inserted] = map_.try_emplace(key);
+  if (inserted) bytes_ += entry_bytes(it->first, it->second);
+  update(it, [&](std::string& v) {
+    v.reserve(grown_capacity(v.capacity(), v.size() + bytes.size()));
+    v.append(bytes);
+  });
 }
 
 std::int64_t KeyValueMap::add(const std::string& key, std::int64_t delta) {
@@ -36,7 +64,7 @@ std::int64_t KeyValueMap::add(const std::string& key, std::int64_t delta) {
   }
   // Wrap like the two's-complement arithmetic of PyTorch's servers instead of overflowing.
   const auto sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(current) + static_cast<std::uint64_t>(delta));
-  map_[key] = std::to_string(sum);
+  set(key, std::to_string(sum));
   return sum;
 }
 
@@ -47,17 +75,23 @@ std::string KeyValueMap::compare_set(const std::string& key, const std::string& 
   if (it == map_.end()) {
     if (!expected.empty()) return expected;
     changed = true;
-    map_.emplace(key, desired);
+    set(key, desired);
     return desired;
   }
   if (it->second != expected) return it->second;
   changed = true;
-  it->second = desired;
-  return desired;
+  std::string result = desired;
+  // Moved, not copied: the entry takes the request's capacity, as StoreState::cost assumes.
+  update(it, [&](std::string& v) { v = std::move(desired); });
+  return result;
 }
 
 bool KeyValueMap::erase(const std::string& key) {
-  return map_.erase(key) != 0;
+  auto it = map_.find(key);
+  if (it == map_.end()) return false;
+  bytes_ -= entry_bytes(it->first, it->second);
+  map_.erase(it);
+  return true;
 }
 
 std::vector<std::string> KeyValueMap::keys() const {

@@ -54,6 +54,11 @@ inline constexpr std::uint32_t kRefusedAddressEcho = 0xDD7EF05E;
 inline constexpr std::size_t kMaxKeyLength = 8 * 1024;
 inline constexpr std::size_t kMaxValueLength = 8 * 1024 * 1024;
 inline constexpr std::size_t kMaxKeyCount = 128 * 1024;
+// All keys and values of one request together (a MULTI_SET, a MULTI_GET's keys): 64 MiB, eight
+// maximal values. PyTorch's servers have no such total; its clients send far less (a MULTI_SET
+// of a rendezvous round is kilobytes), and without it one request could be 1 TiB.
+inline constexpr std::size_t kMaxRequestBytes = 64 * 1024 * 1024;
+// APPEND refuses to grow a value past kMaxValueLength (the connection is closed with the reason).
 
 // Name of a query type for log lines ("SET", "WAIT", …); "UNKNOWN(n)" is not produced here,
 // callers check is_known_query_type first.

@@ -56,8 +56,19 @@ bool RequestParser::fill_fixed(std::string_view& input, std::size_t width) {
   return true;
 }
 
+namespace {
+// What a std::string in a vector costs beyond its characters (its header, allocator rounding).
+constexpr std::size_t kFieldOverhead = 48;
+}  // namespace
+
+std::size_t RequestParser::buffered_bytes() const {
+  if (!have_type_) return 0;
+  return held_ + (in_string_ ? string_.capacity() + kFieldOverhead : 0);
+}
+
 void RequestParser::finish_string(Field field) {
   in_string_ = false;
+  held_ += string_.capacity() + kFieldOverhead;
   (field == Field::Key ? req_.keys : req_.values).push_back(std::move(string_));
   string_.clear();
 }
@@ -74,6 +85,8 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
     req_.type = static_cast<QueryType>(byte);
     have_type_ = true;
     have_integer_ = have_count_ = false;
+    held_ = 0;
+    announced_ = 0;
   }
   for (Field field = next_field(); field != Field::Done; field = next_field()) {
     switch (field) {
@@ -107,6 +120,13 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
                                 (field == Field::Key ? "key" : "value") + " of " + std::to_string(len) +
                                 " bytes, over the limit of " + std::to_string(limit));
           }
+          if (len > kMaxRequestBytes - announced_) {
+            throw ProtocolError(std::string(query_name(req_.type)) + " announces more than " +
+                                std::to_string(kMaxRequestBytes) + " bytes of keys and values (" +
+                                std::to_string(announced_) + " so far, then " + std::to_string(len) +
+                                "), over the limit per request");
+          }
+          announced_ += len;
           in_string_ = true;
           string_left_ = len;
           // Reserve at most 64 KiB up front: a peer that announces 8 MiB and sends nothing
@@ -114,6 +134,12 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
           string_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(len, 64 * 1024)));
         }
         const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(string_left_, input.size()));
+        if (string_.size() + take > string_.capacity()) {
+          // Grow geometrically but never past the announced length, so the capacity that
+          // buffered_bytes() counts stays within what the peer has announced.
+          const std::size_t total = string_.size() + static_cast<std::size_t>(string_left_);
+          string_.reserve(std::min(total, std::max(2 * string_.capacity(), string_.size() + take)));
+        }
         string_.append(input.data(), take);
         input.remove_prefix(take);
         string_left_ -= take;

@@ -2,7 +2,9 @@
 // at a time is fine), whole Request values come out.
 //
 // Every length and count is checked against the limits in protocol.hpp before anything is
-// allocated for it, so a peer announcing a 1 TiB key costs nothing but a closed connection.
+// allocated for it (each field, and all of one request's keys and values together against
+// kMaxRequestBytes), so a peer announcing a 1 TiB key costs nothing but a closed connection.
+// A partial request costs memory; buffered_bytes() says how much, for the store's budget.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,12 @@ class RequestParser {
 
   // True when no partial request is buffered.
   bool idle() const { return !have_type_; }
+  // Memory the partial request holds: its complete fields, the field being filled (its
+  // capacity: a string never reserves more than its announced length) and a fixed cost per
+  // field. 0 when idle. O(1).
+  std::size_t buffered_bytes() const;
+  // Name of the partial request's type ("MULTI_SET"), "" when idle; for log lines.
+  std::string_view query() const { return have_type_ ? query_name(req_.type) : std::string_view(); }
 
  private:
   enum class Field { U32, I64, Count, Key, Value, Done };
@@ -35,6 +43,8 @@ class RequestParser {
 
   bool have_type_ = false;
   Request req_;
+  std::size_t held_ = 0;         // complete fields of req_, as buffered_bytes() counts them
+  std::uint64_t announced_ = 0;  // lengths of req_'s strings so far, against kMaxRequestBytes
   bool have_integer_ = false;
   bool have_count_ = false;
   std::uint64_t count_ = 0;

@@ -1,6 +1,8 @@
 // Per-connection reading, parsing and writing; see server_connection.hpp.
 #include "rendezvous/server_connection.hpp"
 
+#include <fmt/format.h>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
 #include "ddplaunch/rendezvous/endpoint.hpp"
@@ -11,9 +13,19 @@ namespace ddp::rendezvous {
 
 namespace asio = boost::asio;
 
+namespace {
+// Buffer capacity an idle connection may keep for its next replies; beyond it the buffer is freed.
+constexpr std::size_t kKeptCapacity = 64 * 1024;
+}  // namespace
+
 ServerConnection::ServerConnection(TcpStoreServer& server, ClientId id, asio::ip::tcp::socket socket,
                                    const asio::ip::tcp::endpoint& peer)
-    : server_(server), id_(id), socket_(std::move(socket)), peer_(peer), handshake_timer_(socket_.get_executor()) {
+    : server_(server),
+      id_(id),
+      socket_(std::move(socket)),
+      peer_(peer),
+      charge_(*server.budget_),
+      deadline_(socket_.get_executor()) {
   boost::system::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);  // latency only; failure is harmless
   // Writes go straight to the socket (flush); Asio would set this for its own operations anyway.
@@ -27,12 +39,35 @@ std::string ServerConnection::peer() const {
 
 void ServerConnection::start() {
   if (closed_) return server_.on_close(id_, "cannot make the socket non-blocking");
-  handshake_timer_.expires_after(server_.options_.handshake_timeout);
-  handshake_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    if (ec || self->closed_) return;
-    self->server_.on_close(self->id_, "no complete request within the handshake deadline");
-  });
+  arm_deadline(server_.options_.handshake_timeout);
   read_some();
+}
+
+void ServerConnection::arm_deadline(std::chrono::milliseconds after) {
+  deadline_armed_ = true;
+  const std::uint64_t generation = ++deadline_generation_;
+  deadline_.expires_after(after);
+  deadline_.async_wait([self = shared_from_this(), generation](const boost::system::error_code& ec) {
+    if (ec || self->closed_ || generation != self->deadline_generation_) return;
+    self->deadline_armed_ = false;
+    self->server_.on_close(self->id_, self->deadline_reason());
+  });
+}
+
+void ServerConnection::update_deadline() {
+  if (closed_ || !handshaken_) return;  // the handshake deadline runs until the first request
+  const bool owes = !parser_.idle() || writing_;
+  if (owes == deadline_armed_) return;
+  if (owes) return arm_deadline(server_.options_.request_timeout);
+  deadline_armed_ = false;
+  ++deadline_generation_;
+}
+
+std::string ServerConnection::deadline_reason() const {
+  if (!handshaken_) return "no complete request within the handshake deadline";
+  const std::string limit = fmt::format("{:g} s", server_.options_.request_timeout.count() / 1000.0);
+  if (!parser_.idle()) return "a request was started but not completed within the request deadline (" + limit + ")";
+  return "replies were not read within the request deadline (" + limit + ", " + format_bytes(unsent()) + " unsent)";
 }
 
 void ServerConnection::read_some() {
@@ -56,9 +91,11 @@ bool ServerConnection::handle_input(std::string_view input) {
   try {
     Request request;
     while (unsent() <= server_.options_.max_unsent_bytes && parser_.parse(input, request)) {
+      charge_.buffer(0);  // the request's bytes are the state's now (handle checks their cost)
       if (!handshaken_) {
         handshaken_ = true;
-        handshake_timer_.cancel();
+        deadline_armed_ = false;
+        ++deadline_generation_;
       }
       server_.handle(*this, std::move(request), outgoing);
       server_.deliver(outgoing);
@@ -73,6 +110,13 @@ bool ServerConnection::handle_input(std::string_view input) {
     return false;
   }
   batching_ = false;
+  if (!charge_.buffer(parser_.buffered_bytes(), server_.exempt(id_))) {
+    flush();
+    server_.on_close(id_, "a partial " + std::string(parser_.query()) + " request of " +
+                              format_bytes(parser_.buffered_bytes()) + " would pass the store's memory budget (" +
+                              server_.budget_->describe() + ")");
+    return false;
+  }
   // Over the cap: keep the rest of the input and stop reading until the replies drain (flush()
   // resumes). The parser holds any partial request itself, so only unparsed bytes wait here.
   paused_ = !input.empty();
@@ -84,10 +128,22 @@ bool ServerConnection::handle_input(std::string_view input) {
 void ServerConnection::send(std::string_view bytes) {
   if (closed_) return;
   pending_.append(bytes);
+  charge_.queued(bytes.size());
   if (!batching_) flush();
 }
 
 void ServerConnection::flush() {
+  write_pending();
+  update_deadline();
+  server_.publish_memory_used();
+  // Paused, but the kernel took every byte at once: no write completion will come to resume
+  // reading, so resume from the loop (posted: flush may run inside handle_input).
+  if (paused_ && !writing_ && !closed_ && !batching_) {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->resume(); });
+  }
+}
+
+void ServerConnection::write_pending() {
   if (closed_ || writing_ || pending_.empty()) return;
   boost::system::error_code ec;
   const std::size_t n = socket_.write_some(asio::buffer(pending_), ec);
@@ -96,8 +152,14 @@ void ServerConnection::flush() {
     server_.on_close(id_, "write failed: " + ec.message());
     return;
   }
-  pending_.erase(0, ec ? 0 : n);
-  if (pending_.empty()) return;
+  const std::size_t sent = ec ? 0 : n;
+  pending_.erase(0, sent);
+  charge_.sent(sent);
+  if (pending_.empty()) {
+    // A large reply leaves a large buffer behind, which the budget no longer counts: free it.
+    if (pending_.capacity() > kKeptCapacity) std::string().swap(pending_);
+    return;
+  }
   // The kernel's send buffer is full (a slow reader, a large value): finish asynchronously;
   // whatever is sent meanwhile collects in pending_ and follows.
   writing_ = true;
@@ -107,7 +169,8 @@ void ServerConnection::flush() {
                       if (self->closed_) return;
                       if (wec) return self->server_.on_close(self->id_, "write failed: " + wec.message());
                       self->writing_ = false;
-                      self->in_flight_.clear();
+                      self->charge_.sent(self->in_flight_.size());
+                      std::string().swap(self->in_flight_);  // freed, not kept (see write_pending)
                       self->flush();
                       self->resume();
                     });
@@ -127,7 +190,12 @@ void ServerConnection::close(bool peer_closed) {
   // After the peer's EOF close() alone sends our FIN; shutdown() would be one more system call.
   if (!peer_closed) socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  handshake_timer_.cancel();
+  deadline_.cancel();
+  charge_.release_all();
+  // pending_ is freed now; in_flight_ only with the connection, as an aborted write may still
+  // name its buffer until its handler has run.
+  std::string().swap(pending_);
+  std::string().swap(backlog_);
 }
 
 }  // namespace ddp::rendezvous

@@ -12,12 +12,21 @@
 //      straight to the non-blocking socket: one write() and no trip through the event loop.
 //   3. Only what the kernel does not take at once waits for an async write, and bytes sent
 //      meanwhile queue behind it, in order.
-// Limits (TcpStoreServerOptions): no complete request within the handshake deadline closes the
-// connection; with more than max_unsent_bytes of replies unsent, the connection's remaining
-// input waits (parsing and reading pause) until the client has read enough of them.
+// Limits (TcpStoreServerOptions):
+//   - one deadline timer: armed at accept for the handshake (the first complete request); after
+//     it, armed when the connection starts owing something (a partial request is buffered, or
+//     replies wait for an async write) and disarmed when it owes nothing again, so a client
+//     parked in WAIT is never timed out. Expiry closes the connection;
+//   - with more than max_unsent_bytes of replies unsent, the connection's remaining input waits
+//     (parsing and reading pause) until the client has read enough of them;
+//   - its partial request and unsent replies are charged to the server's memory budget
+//     (ConnectionCharge); a partial request that does not fit closes it, and so does a request
+//     the server refuses (TcpStoreServer::handle).
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,6 +34,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "rendezvous/memory_budget.hpp"
 #include "rendezvous/request_parser.hpp"
 #include "rendezvous/store_state.hpp"
 
@@ -55,8 +65,10 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
  private:
   void read_some();
   void on_read(std::size_t n);
-  // Hands pending_ to the kernel (step 2) or to an async write (step 3).
+  // Hands pending_ to the kernel (step 2) or to an async write (step 3), then updates the
+  // deadline and the server's published memory count.
   void flush();
+  void write_pending();
   // Parses and handles what is in `input` until it is used up or the unsent replies exceed the
   // cap; keeps the rest in backlog_. Returns false when the connection was closed meanwhile.
   bool handle_input(std::string_view input);
@@ -64,6 +76,11 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   // handles the backlog and reads on.
   void resume();
   std::size_t unsent() const { return pending_.size() + in_flight_.size(); }
+  // Arms or disarms the deadline after an event changed what the connection owes (above).
+  void update_deadline();
+  void arm_deadline(std::chrono::milliseconds after);
+  // Why the deadline closed the connection, for the log line.
+  std::string deadline_reason() const;
 
   TcpStoreServer& server_;
   ClientId id_;
@@ -76,10 +93,15 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   bool writing_ = false;   // an async write is in flight
   bool batching_ = false;  // handling this connection's requests: collect its replies
   bool closed_ = false;
-  bool handshaken_ = false;                    // a complete request arrived: the handshake deadline is off
-  bool paused_ = false;                        // input waits in backlog_ until the unsent replies drain
-  std::string backlog_;                        // input not parsed yet because of the cap
-  boost::asio::steady_timer handshake_timer_;  // cancelled by the first complete request
+  bool handshaken_ = false;  // a complete request arrived: the handshake deadline is off
+  bool paused_ = false;      // input waits in backlog_ until the unsent replies drain
+  std::string backlog_;      // input not parsed yet because of the cap
+  ConnectionCharge charge_;  // this connection's part of the memory budget
+  boost::asio::steady_timer deadline_;
+  bool deadline_armed_ = false;
+  // Bumped by every arm and disarm: a timer handler of an earlier arming does nothing (disarming
+  // does not cancel the wait, it lets it lapse; re-arming replaces it).
+  std::uint64_t deadline_generation_ = 0;
 };
 
 }  // namespace ddp::rendezvous

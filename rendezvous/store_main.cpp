@@ -1,6 +1,7 @@
 // ddplaunch-store: runs the TCPStore server alone in the foreground, for debugging, benchmarks
 // and users who host the store on a separate machine. Prints the bound address, stops cleanly
-// on SIGINT/SIGTERM (exit 0), exits 2 with a one-line message on bad flags or a taken port.
+// on SIGINT/SIGTERM (exit 0), exits 2 with a one-line message on bad flags (e.g. a --memory_budget
+// that is not a size of at least 1 MiB) or a taken port.
 // Every rank holds a connection, so it raises its soft descriptor limit to the hard one at start
 // (a common soft limit of 1024 would otherwise stop it near 1000 ranks).
 #include <csignal>
@@ -15,6 +16,7 @@
 #include "common/signals.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
+#include "rendezvous/memory_budget.hpp"
 
 int main(int argc, char** argv) {
   namespace rdzv = ddp::rendezvous;
@@ -29,6 +31,18 @@ int main(int argc, char** argv) {
   app.add_option("--port", port, "TCP port (0 picks a free one)")->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("--backlog", options.backlog, "listen backlog (default: net.core.somaxconn)")
       ->check(CLI::NonNegativeNumber);
+  std::size_t memory_budget = options.memory_budget;
+  app.add_option("--memory_budget,--memory-budget", memory_budget,
+                 "memory for stored data, partial requests and unsent replies together, e.g. 512MiB or 2G "
+                 "(default 1GiB, at least 1MiB); the client that would pass it is disconnected")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(
+          [](const std::string& bytes) -> std::string {
+            // After the transform: a plain number of bytes.
+            if (std::stoull(bytes) >= rdzv::MemoryBudget::kMinLimit) return "";
+            return "the store's memory budget must be at least 1MiB, got " + bytes + " bytes";
+          },
+          "at least 1MiB");
   app.add_flag("-q,--quiet", quiet, "do not log closed connections");
   std::string log_level;
   app.add_option("--log_level,--log-level", log_level,
@@ -49,6 +63,7 @@ int main(int argc, char** argv) {
     return ddp::kExitUsage;
   }
   options.port = static_cast<std::uint16_t>(port);
+  options.memory_budget = memory_budget;
   ddp::raise_open_file_limit();
   if (quiet) options.log = [](std::string_view) {};
   try {

@@ -122,6 +122,11 @@ void StoreState::start_barrier(ClientId id, Client& c, const std::string& key, s
   wake(key, false, out);
 }
 
+bool StoreState::proven(ClientId id) const {
+  const auto it = clients_.find(id);
+  return it != clients_.end() && it->second.proven;
+}
+
 bool StoreState::is_protected(const std::string& key) const {
   return key.compare(0, auth_.protected_prefix.size(), auth_.protected_prefix) == 0;
 }
@@ -246,7 +251,7 @@ void StoreState::handle(ClientId id, Request r, std::vector<Outgoing>& out) {
       reply = byte_reply(static_cast<std::uint8_t>(WaitResponse::WaitCanceled));
       break;
     case QueryType::QueuePush:
-      queues_[r.keys[0]].push_back(std::move(r.values[0]));
+      push_queue(r.keys[0], std::move(r.values[0]));
       wake(r.keys[0], true, out);
       return;
     case QueryType::QueuePop: {
@@ -255,8 +260,7 @@ void StoreState::handle(ClientId id, Request r, std::vector<Outgoing>& out) {
       put_i64(reply, static_cast<std::int64_t>(len));
       if (len > 0) {
         put_str(reply, it->second.front());
-        it->second.pop_front();
-        if (it->second.empty()) queues_.erase(it);
+        pop_queue(it);
       }
       break;
     }

@@ -22,6 +22,10 @@
 // protected prefix throws ProtocolError (the connection is closed); LIST_KEYS leaves those keys
 // out for it. Without it every connection may touch every key, as in PyTorch's server.
 //
+// Memory: stored_bytes() counts what the map and the queues hold, and cost() bounds what one
+// request would add, before it is applied, so the server can keep the store within its memory
+// budget (memory_budget.hpp) without a request having allocated anything yet.
+//
 // Not thread-safe: one event loop (or one lock) owns it.
 #pragma once
 
@@ -45,6 +49,12 @@ struct Outgoing {
   std::string bytes;
 };
 
+// What one request may cost before it is applied (StoreState::cost): upper bounds.
+struct RequestCost {
+  std::size_t stored = 0;  // growth of stored_bytes()
+  std::size_t reply = 0;   // bytes of the reply to its sender
+};
+
 class StoreState {
  public:
   explicit StoreState(StoreAuth auth = {}) : auth_(std::move(auth)) {}
@@ -61,6 +71,17 @@ class StoreState {
 
   // Forgets the connection and every wait it had parked. Unknown ids are ignored.
   void disconnect(ClientId client);
+
+  // Upper bounds of what handle(client, request) would add to stored_bytes() and of its reply
+  // to `client` (woken waiters get one byte each, not counted here). Pure; O(keys of the
+  // request), and O(keys in the store) for LIST_KEYS. Never throws.
+  RequestCost cost(const Request& request) const;
+  // Memory held by the key-value map and the queues (KeyValueMap::bytes, plus per queue and
+  // element fixed costs). O(1).
+  std::size_t stored_bytes() const { return kv_.bytes() + queue_bytes_; }
+
+  // Whether `client` passed the authentication handshake (false for unknown ids).
+  bool proven(ClientId client) const;
 
   std::size_t num_keys() const { return kv_.size(); }
   std::size_t num_clients() const { return clients_.size(); }
@@ -93,10 +114,16 @@ class StoreState {
   void check_access(const Client& c, const Request& r) const;
   bool is_protected(const std::string& key) const;
 
-  StoreAuth auth_;
+  // Queue changes that keep queue_bytes_ in step.
+  void push_queue(const std::string& key, std::string value);
+  void pop_queue(std::unordered_map<std::string, std::deque<std::string>>::iterator it);
+  static constexpr std::size_t kQueueOverhead = 640;   // hash node, deque map and first block
+  static constexpr std::size_t kElementOverhead = 32;  // the string's header in a deque block
 
+  StoreAuth auth_;
   KeyValueMap kv_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
+  std::size_t queue_bytes_ = 0;
   std::unordered_map<ClientId, Client> clients_;
   std::unordered_map<std::string, std::vector<ClientId>> waiters_;
   std::unordered_map<std::string, std::vector<ClientId>> barrier_waiters_;

@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -15,6 +16,7 @@
 #include "ddplaunch/rendezvous/error.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
+#include "rendezvous/memory_budget.hpp"
 #include "rendezvous/server_connection.hpp"
 #include "rendezvous/store_state.hpp"
 
@@ -57,7 +59,12 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
       acceptor_(io_),
       accept_retry_(io_),
       state_(std::make_unique<StoreState>(options_.auth)),
+      budget_(std::make_unique<MemoryBudget>(options_.memory_budget)),
       report_timer_(io_) {
+  // One connection pauses before it holds an eighth of the budget in replies: a client that
+  // GETs large values without reading then costs one or two replies' copying, not a share of
+  // the budget's worth of work that delays every other client.
+  options_.max_unsent_bytes = std::min(options_.max_unsent_bytes, options_.memory_budget / 8);
   max_connections_ = options_.max_connections;
   if (max_connections_ == 0) {
     rlimit lim{};
@@ -239,14 +246,30 @@ void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_cl
   if (debug) log_waiters(before, "disconnect", *it->second);
   it->second->close(peer_closed);
   connections_.erase(it);
+  publish_memory_used();
 }
 
 void TcpStoreServer::handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out) {
-  if (!log::enabled(log::Level::Debug)) return state_->handle(conn.id(), std::move(request), out);
-  const std::size_t before = state_->num_waiting();
-  const QueryType type = request.type;
-  state_->handle(conn.id(), std::move(request), out);
-  log_waiters(before, query_name(type), conn);
+  const RequestCost cost = state_->cost(request);
+  const std::string refused = budget_->refusal(cost.stored, cost.reply);
+  if (!refused.empty() && !exempt(conn.id())) throw Error(std::string(query_name(request.type)) + " refused: " + refused);
+  if (!log::enabled(log::Level::Debug)) {
+    state_->handle(conn.id(), std::move(request), out);
+  } else {
+    const std::size_t before = state_->num_waiting();
+    const QueryType type = request.type;
+    state_->handle(conn.id(), std::move(request), out);
+    log_waiters(before, query_name(type), conn);
+  }
+  budget_->adjust(MemoryBudget::Kind::Stored, budget_->used(MemoryBudget::Kind::Stored), state_->stored_bytes());
+}
+
+bool TcpStoreServer::exempt(ClientId id) const {
+  return state_->proven(id);
+}
+
+void TcpStoreServer::publish_memory_used() {
+  memory_used_.store(budget_->used(), std::memory_order_relaxed);
 }
 
 void TcpStoreServer::deliver(std::vector<Outgoing>& outgoing) {

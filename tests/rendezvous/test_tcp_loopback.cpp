@@ -40,6 +40,8 @@
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
 #include "tests/rendezvous/blocking_checks.hpp"
+#include "tests/rendezvous/log_capture.hpp"
+#include "tests/rendezvous/raw_connection.hpp"
 
 namespace {
 
@@ -54,44 +56,6 @@ using rdzv::TcpStoreServer;
 using rdzv::TcpStoreServerOptions;
 
 constexpr std::chrono::milliseconds kShort = 150ms;
-
-// Server log lines, captured thread-safely (the server calls the sink on its loop thread).
-// Declare it before the server, so that it outlives the server.
-class LogCapture {
- public:
-  std::function<void(std::string_view)> sink() {
-    return [this](std::string_view line) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        lines_.emplace_back(line);
-      }
-      changed_.notify_all();
-    };
-  }
-
-  // Waits until a line containing every one of `needles` was logged.
-  bool wait_for_line(const std::vector<std::string>& needles, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] {
-      return std::any_of(lines_.begin(), lines_.end(), [&](const std::string& line) {
-        return std::all_of(needles.begin(), needles.end(),
-                           [&](const std::string& n) { return line.find(n) != std::string::npos; });
-      });
-    });
-  }
-
-  std::string all() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::string out;
-    for (const auto& l : lines_) out += l + "\n";
-    return out;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::string> lines_;
-};
 
 TcpStoreServerOptions server_options(std::string host = "127.0.0.1", std::uint16_t port = 0) {
   TcpStoreServerOptions o;
@@ -137,140 +101,6 @@ void check_usable(TcpStoreClient& c, const std::string& tag) {
   const std::string key = "usable/" + tag;
   c.set(key, "yes\0"s + tag);
   CHECK(c.get(key, kLong) == "yes\0"s + tag);
-}
-
-// A plain POSIX TCP connection to 127.0.0.1, for peers that break the protocol on purpose.
-// Every read is bounded by poll().
-class RawConnection {
- public:
-  explicit RawConnection(std::uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw std::runtime_error("socket: "s + std::strerror(errno));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    // Connecting to a listening loopback port completes at once (the backlog absorbs it).
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      const int e = errno;
-      ::close(fd_);
-      throw std::runtime_error("connect: "s + std::strerror(e));
-    }
-    const int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  ~RawConnection() { close(); }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  // False when the peer is gone (EPIPE/ECONNRESET); never raises SIGPIPE.
-  bool send_bytes(std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return false;
-      bytes.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return true;
-  }
-
-  // Exactly `n` bytes; throws on EOF, error or the deadline.
-  std::string read_exact(std::size_t n, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    std::string out;
-    while (out.size() < n) {
-      if (!readable_before(deadline)) throw std::runtime_error("raw read timed out");
-      char buf[4096];
-      const ssize_t r = ::recv(fd_, buf, std::min(sizeof buf, n - out.size()), 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) throw std::runtime_error("raw read: connection closed");
-      out.append(buf, static_cast<std::size_t>(r));
-    }
-    return out;
-  }
-
-  // Waits until the server closes the connection (EOF or reset), discarding anything it sends.
-  // False when the connection is still open at the deadline.
-  bool closed_by_peer_within(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    for (;;) {
-      if (!readable_before(deadline)) return false;
-      char buf[4096];
-      const ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) return true;                // orderly close
-      if (r < 0) return errno == ECONNRESET;  // closed with unread data: reset
-    }
-  }
-
-  std::uint16_t local_port() const {
-    sockaddr_in addr{};
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    return ntohs(addr.sin_port);
-  }
-
-  // Closes with a reset (SO_LINGER 0) instead of an orderly FIN.
-  void reset() {
-    linger l{1, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    close();
-  }
-
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  bool readable_before(Clock::time_point deadline) {
-    for (;;) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(left));
-      if (r < 0 && errno == EINTR) continue;
-      return r > 0;
-    }
-  }
-
-  int fd_ = -1;
-};
-
-// Raw request bytes, built field by field (strings: u64 length + bytes; integers little-endian).
-std::string validate_bytes(std::uint32_t magic = rdzv::kValidationMagic) {
-  std::string b;
-  rdzv::put_u8(b, static_cast<std::uint8_t>(rdzv::QueryType::Validate));
-  rdzv::put_u32(b, magic);
-  return b;
-}
-
-std::string ping_bytes(std::uint32_t nonce) {
-  std::string b;
-  rdzv::put_u8(b, static_cast<std::uint8_t>(rdzv::QueryType::Ping));
-  rdzv::put_u32(b, nonce);
-  return b;
-}
-
-std::string keyed_bytes(rdzv::QueryType type, const std::string& key) {
-  std::string b;
-  rdzv::put_u8(b, static_cast<std::uint8_t>(type));
-  rdzv::put_str(b, key);
-  return b;
-}
-
-std::string set_bytes(const std::string& key, const std::string& value) {
-  std::string b = keyed_bytes(rdzv::QueryType::Set, key);
-  rdzv::put_str(b, value);
-  return b;
-}
-
-std::string wait_bytes(const std::string& key) {
-  std::string b;
-  rdzv::put_u8(b, static_cast<std::uint8_t>(rdzv::QueryType::Wait));
-  rdzv::put_i64(b, 1);
-  rdzv::put_str(b, key);
-  return b;
 }
 
 }  // namespace

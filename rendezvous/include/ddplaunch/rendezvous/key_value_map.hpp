@@ -1,5 +1,6 @@
 // The key-value semantics shared by the TCP server's state and the in-memory store: counters as
 // decimal text, COMPARE_SET's four cases, append. No waiting, no locking: callers add those.
+// It counts the memory it holds (bytes()), so the server can keep the store within a budget.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,8 @@ class KeyValueMap {
   bool contains(const std::string& key) const { return map_.count(key) != 0; }
 
   void set(const std::string& key, std::string value);
+  // Throws ProtocolError (naming the key and the sizes) when the value would grow past
+  // kMaxValueLength (rendezvous/protocol.hpp); the map is then unchanged.
   void append(const std::string& key, std::string_view bytes);
 
   // Adds `delta` to the counter under `key` (0 when missing), stores the result as decimal text
@@ -34,8 +37,24 @@ class KeyValueMap {
   std::size_t size() const { return map_.size(); }
   std::vector<std::string> keys() const;
 
+  // Memory held, approximately and in the safe direction: per entry the key's and the value's
+  // capacity plus kEntryOverhead (the hash node, the bucket, allocator rounding). O(1).
+  std::size_t bytes() const { return bytes_; }
+  static constexpr std::size_t kEntryOverhead = 128;
+  static std::size_t entry_bytes(const std::string& key, const std::string& value) {
+    return key.capacity() + value.capacity() + kEntryOverhead;
+  }
+  // The capacity a value of `capacity` gets when it must hold `need` bytes after an APPEND:
+  // doubling (so repeated small appends stay linear), never past kMaxValueLength.
+  static std::size_t grown_capacity(std::size_t capacity, std::size_t need);
+
  private:
+  // Replaces the entry's count in bytes_ after `change` ran on the entry at `it`.
+  template <typename Change>
+  void update(std::unordered_map<std::string, std::string>::iterator it, Change change);
+
   std::unordered_map<std::string, std::string> map_;
+  std::size_t bytes_ = 0;
 };
 
 }  // namespace ddp::rendezvous

@@ -2,6 +2,7 @@
 // guard the key-value state. Speaks PyTorch's c10d TCPStore protocol (protocol.hpp).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -25,6 +26,7 @@ namespace ddp::rendezvous {
 // The server's private parts (rendezvous/store_state.hpp), declared here so that this public
 // header does not pull them in.
 class StoreState;
+class MemoryBudget;
 struct Outgoing;
 struct Request;
 using ClientId = std::uint64_t;
@@ -39,15 +41,40 @@ struct TcpStoreServerOptions {
   // clients are served:
   //  - a connection that sends no complete request within `handshake_timeout` is closed (idle
   //    floods, half-open handshakes);
+  //  - once handshaken, a connection that has started a request (part of it arrived) must
+  //    complete it, and replies the kernel could not take at once must be read, within
+  //    `request_timeout` of the start; otherwise it is closed (slowloris, half a header then
+  //    silence). A connection with nothing half-done is never timed out: a client parked in WAIT
+  //    may wait forever. So a real client must send a whole request (at most kMaxRequestBytes,
+  //    64 MiB: 6.4 MB/s at the default) and read a reply within it;
+  //  - `memory_budget` bounds all the memory the store holds for its clients together: stored
+  //    keys and values (map and queues), partial requests and unsent replies of every
+  //    connection (rendezvous/memory_budget.hpp has the counting and the rule: neither stored
+  //    data nor partial requests plus unsent replies may take more than 3/4 of it). The
+  //    connection whose request, partial request or reply would pass it is closed, with the
+  //    reason in the summary line: a writer when the store is full, a reader whose reply does
+  //    not fit (e.g. one that GETs a large value and never reads). One request is at most
+  //    kMaxRequestBytes and APPEND never grows a value past kMaxValueLength (8 MiB).
+  //    Connections proven with the job secret (`auth`) are exempt: strangers who fill the
+  //    budget before a round forms cannot lock the job's own launchers out.
+  //    Default 1 GiB: a job's real rendezvous data is kilobytes per rank (tens of MiB for ten
+  //    thousand ranks) and the replies in flight a few values, so it leaves a wide margin while
+  //    bounding node 0's launcher, which shares its host with training processes, to about
+  //    1 GiB plus fixed costs (~5 KiB per open connection, bounded by max_connections), where
+  //    before one client could grow it until the OOM killer came;
   //  - a connection whose replies the client does not read stops being read once more than
-  //    `max_unsent_bytes` of replies wait for it, until they drain (a client that GETs a large
-  //    value in a loop and never reads grows nothing beyond this);
+  //    `max_unsent_bytes` of replies wait for it, until they drain (TCP back-pressure for one
+  //    pipelining client). It is lowered to memory_budget / 8 when larger, so that one client
+  //    pauses well before the budget is reached, and many silent readers cost little work;
   //  - beyond `max_connections` open connections, new ones are closed at accept (0: the soft
   //    descriptor limit minus 64, kept for the process's own files).
   // Closed and refused connections are logged as one summary line per `report_interval` (the
   // count and an example), never a line per connection; each is at debug level too. A zero
   // interval logs each one (tests that check the reason of every close).
+  // The constructor throws Error for a memory_budget under 1 MiB.
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
+  std::size_t memory_budget = std::size_t{1} << 30;
   std::size_t max_unsent_bytes = std::size_t{64} << 20;
   std::size_t max_connections = 0;
   std::chrono::milliseconds report_interval{std::chrono::seconds(10)};
@@ -63,7 +90,7 @@ class ServerConnection;
 class TcpStoreServer {
  public:
   // Binds and listens; does not block. Throws BindError naming the address and the fix when the
-  // port is taken or the address is not local.
+  // port is taken or the address is not local, Error for a memory_budget under 1 MiB.
   explicit TcpStoreServer(TcpStoreServerOptions options);
   // Stops and joins the background thread if start() was used.
   ~TcpStoreServer();
@@ -71,6 +98,9 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   std::uint16_t port() const { return port_; }
+  // Bytes currently counted against memory_budget (see memory_budget.hpp). Thread-safe: an
+  // atomic copy the loop refreshes after every read and write event, so it may lag slightly.
+  std::size_t memory_used() const { return memory_used_.load(std::memory_order_relaxed); }
   // Bound address, "host:port" with brackets for IPv6 ("[::]:29500").
   std::string address() const;
 
@@ -98,9 +128,16 @@ class TcpStoreServer {
   // Forgets a connection and closes it; logs `reason` unless empty. `peer_closed`: after EOF.
   void on_close(ClientId id, std::string_view reason, bool peer_closed = false);
   // Applies one request of `conn` to the state; replies go to `out`. Throws what
-  // StoreState::handle throws. At debug level, logs the waiter count when it changed.
+  // StoreState::handle throws, and Error when the request's growth of the stored data or its
+  // reply does not fit the memory budget (nothing is applied then). At debug level, logs the
+  // waiter count when it changed.
   void handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out);
   void deliver(std::vector<Outgoing>& outgoing);
+  // Whether connection `id` is exempt from the memory budget: a launcher that proved the job
+  // secret (its records are small), so that strangers who fill the budget before the round
+  // cannot lock the job's own launchers out. Loop thread.
+  bool exempt(ClientId id) const;
+  void publish_memory_used();  // refreshes memory_used_
   void log(const std::string& line) const;
   // Counts a closed or refused connection for the next summary line (see report_interval).
   void count_closed(const std::string& peer, std::string_view reason);
@@ -128,6 +165,7 @@ class TcpStoreServer {
   bool accept_starved_ = false;
   std::uint16_t port_ = 0;
   std::unique_ptr<StoreState> state_;
+  std::unique_ptr<MemoryBudget> budget_;  // before connections_: their charges release into it
   ClientId next_id_ = 1;
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
   std::optional<std::set<boost::asio::ip::address>> allowed_;  // loop thread; nullopt: everyone
@@ -135,6 +173,7 @@ class TcpStoreServer {
   boost::asio::steady_timer report_timer_;                     // armed while closed_count_ > 0
   std::size_t closed_count_ = 0;                               // since the last summary line
   std::string closed_example_;                                 // "peer: reason" of the first of them
+  std::atomic<std::size_t> memory_used_{0};
   std::thread thread_;
   bool stopped_ = false;
 };
