@@ -48,6 +48,23 @@ std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
 }
 
+std::optional<std::size_t> parse_bytes(std::string_view text) {
+  std::uint64_t number = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, number);
+  if (ec != std::errc() || stop == text.data()) return std::nullopt;
+  const std::string_view unit = text.substr(static_cast<std::size_t>(stop - text.data()));
+  static constexpr std::pair<std::string_view, int> kUnits[] = {
+      {"", 0},  {"B", 0},   {"K", 10},  {"KB", 10}, {"KiB", 10}, {"M", 20},
+      {"MB", 20}, {"MiB", 20}, {"G", 30}, {"GB", 30}, {"GiB", 30}};
+  for (const auto& [name, shift] : kUnits) {
+    if (unit != name) continue;
+    if (number > (std::uint64_t{1} << (50 - shift))) return std::nullopt;
+    return static_cast<std::size_t>(number << shift);
+  }
+  return std::nullopt;
+}
+
 int parse_whole_number(std::string_view flag, const std::string& text) {
   if (!is_digits(std::string_view(text).substr(!text.empty() && text[0] == '-' ? 1 : 0), 1, 9)) {
     throw UsageError(fmt::format("{}={} is not a whole number", flag, text));

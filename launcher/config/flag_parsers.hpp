@@ -27,6 +27,11 @@ inline constexpr std::string_view kSecondsExpected = "a number of seconds in 0..
 // in 0..1e7 (about 115 days, so the milliseconds cannot overflow). Pure; never throws.
 std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text);
 
+inline constexpr std::string_view kBytesExpected = "a size such as 512MiB, 2GiB or 1073741824 (bytes)";
+// A size in bytes: digits, optionally followed by B, KiB, MiB, GiB (or K, M, G, KB, MB, GB: the
+// same powers of 1024). nullopt for anything else or above 2^50. Pure.
+std::optional<std::size_t> parse_bytes(std::string_view text);
+
 // "42", "-3" → the number (at most 9 digits). Throws UsageError "FLAG=TEXT is not a whole number".
 int parse_whole_number(std::string_view flag, const std::string& text);
 

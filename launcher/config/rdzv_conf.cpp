@@ -23,6 +23,10 @@ enum class Backend { Any, EtcdV3, Unused };
 
 // The form of a value that must be a number of seconds; any other form is free text.
 constexpr std::string_view kSeconds = "SECONDS";
+// The form of a value that must be a size in bytes (parse_bytes).
+constexpr std::string_view kSize = "SIZE";
+// The smallest store budget TcpStoreServer takes (rendezvous/memory_budget.hpp, kMinLimit).
+constexpr std::size_t kMinStoreMemory = std::size_t{1} << 20;
 
 struct RdzvConfKey {
   std::string_view name;
@@ -41,6 +45,7 @@ constexpr RdzvConfKey kKeys[] = {
     // ddplaunch's own: the job secret's file (rdzv/job_secret.hpp) and the store's bind address.
     {"token_file", "PATH", Backend::Any, "the job secret, the same on every node (mode 600)"},
     {"bind", "ADDR", Backend::Any, "where node 0's store listens (* for every interface)"},
+    {"store_memory", kSize, Backend::Any, "node 0's store memory budget, e.g. 512MiB (default 1GiB, at least 1MiB)"},
     // etcd-v3 (etcd/etcd_config.hpp): authentication, and TLS through ddplaunch-etcd-tls.
     {"user", "NAME", Backend::EtcdV3, "the etcd user"},
     {"password_file", "PATH", Backend::EtcdV3, "its password (mode 600; or DDPLAUNCH_ETCD_PASSWORD)"},
@@ -107,6 +112,9 @@ void apply_rdzv_conf(const std::vector<std::string>& flags, LaunchConfig& c) {
     const auto seconds = parse_seconds(value);
     if (known.value == kSeconds && !seconds) {
       throw UsageError(fmt::format("--rdzv_conf {}={} is not {}", key, value, kSecondsExpected));
+    }
+    if (known.value == kSize && parse_bytes(value).value_or(0) < kMinStoreMemory) {
+      throw UsageError(fmt::format("--rdzv_conf {}={} is not {}, at least 1MiB", key, value, kBytesExpected));
     }
     if (!given.emplace(key, value).second) {
       throw UsageError(

@@ -9,6 +9,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/config/flag_parsers.hpp"
 #include "launcher/rdzv/job_secret.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 
@@ -78,6 +79,9 @@ std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c
   so.host = store_bind_host(c);
   so.log = [](std::string_view line) { log::info("store: {}", line); };
   so.auth = store_auth(c.rdzv_secret);
+  if (const auto it = c.rdzv_conf.find("store_memory"); it != c.rdzv_conf.end()) {
+    so.memory_budget = parse_bytes(it->second).value();  // checked by apply_rdzv_conf
+  }
   std::unique_ptr<rendezvous::TcpStoreServer> server;
   try {
     server = std::make_unique<rendezvous::TcpStoreServer>(so);

@@ -259,3 +259,32 @@ TEST_CASE("allow_only closes connections already open from other addresses", "[s
   CHECK(std::chrono::steady_clock::now() - start < 10s);
   server.stop();
 }
+
+TEST_CASE("a proven launcher is served when strangers have filled the memory budget", "[store_auth][loopback]") {
+  rdzv::TcpStoreServerOptions so;
+  so.host = "127.0.0.1";
+  so.auth = test_auth("s3cret");
+  so.memory_budget = std::size_t{8} << 20;  // stored data may take 3/4 of it
+  so.report_interval = 0ms;
+  so.log = [](std::string_view) {};
+  rdzv::TcpStoreServer server(so);
+  server.start();
+  // Strangers store 1 MiB values until the store refuses them (each refusal closes a connection).
+  const std::string mib(std::size_t{1} << 20, 'x');
+  int stored = 0;
+  for (int i = 0; i < 12; ++i) {
+    rdzv::TcpStoreClient stranger(client_options(server.port(), ""));
+    try {
+      stranger.set("fill/" + std::to_string(i), mib);
+      stranger.num_keys();  // a SET has no reply: this one sees a refusal
+      ++stored;
+    } catch (const rdzv::ConnectionError&) {
+    }
+  }
+  CHECK(stored >= 4);
+  CHECK(stored < 12);
+  rdzv::TcpStoreClient launcher(client_options(server.port(), "s3cret"));
+  launcher.set("ddplaunch/x/r0/node/1", mib);
+  CHECK(launcher.get("ddplaunch/x/r0/node/1", 1s) == mib);
+  server.stop();
+}

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/config/flag_parsers.hpp"
 #include "tests/support/usage_error_of.hpp"
 
 namespace {
@@ -25,6 +26,7 @@ const char* const kAllKeys[] = {"timeout",
                                 "heartbeat_timeout",
                                 "token_file",
                                 "bind",
+                                "store_memory",
                                 "user",
                                 "password_file",
                                 "protocol",
@@ -58,6 +60,21 @@ TEST_CASE("rdzv_conf: durations are applied, the other keys kept", "[rdzv_conf]"
   apply_rdzv_conf("", untouched);
   CHECK(untouched.rdzv_conf.empty());
   CHECK(untouched.rdzv_timeout == LaunchConfig().rdzv_timeout);
+}
+
+TEST_CASE("rdzv_conf: store_memory takes a size of at least 1MiB", "[rdzv_conf]") {
+  LaunchConfig c;
+  apply_rdzv_conf("store_memory=512MiB", c);
+  CHECK(c.rdzv_conf.at("store_memory") == "512MiB");
+  CHECK(parse_bytes("512MiB") == std::size_t{512} << 20);
+  CHECK(parse_bytes("2G") == std::size_t{2} << 30);
+  CHECK(parse_bytes("1048576") == std::size_t{1} << 20);
+  CHECK(parse_bytes("1.5GiB") == std::nullopt);
+  CHECK(parse_bytes("MiB") == std::nullopt);
+  CHECK(parse_bytes("99999999999PiB") == std::nullopt);
+  CHECK(error_of("store_memory=1000") ==
+        "--rdzv_conf store_memory=1000 is not a size such as 512MiB, 2GiB or 1073741824 (bytes), at least 1MiB");
+  CHECK_THAT(error_of("store_memory=lots"), Catch::Contains("store_memory=lots is not a size"));
 }
 
 TEST_CASE("rdzv_conf: a key given twice is refused, naming it", "[rdzv_conf]") {
