@@ -51,16 +51,24 @@ std::string read_beat(rendezvous::Store& store, const std::string& key, std::chr
 //     reported after the timeout plus at most one interval.
 class StoreHeartbeats : public NodeLiveness {
  public:
-  StoreHeartbeats(std::shared_ptr<rendezvous::Store> beats, std::shared_ptr<rendezvous::Store> reads,
-                  const JobMonitorOptions& o)
-      : beats_(std::move(beats)), reads_(std::move(reads)), o_(o) {}
+  // Connects the beats' connection (blocks; throws ddp::Error); run() connects the reads' one once
+  // the first beat is on its way, so that a slow connect does not delay it.
+  StoreHeartbeats(const StoreConnector& connect, const JobMonitorOptions& o)
+      : connect_(connect), beats_(connect()), o_(o) {}
 
   std::optional<NodeLoss> run() override {
     std::thread beater([this] { beat(); });
     std::optional<NodeLoss> loss;
     std::optional<std::string> error;
     try {
-      loss = check();
+      std::shared_ptr<rendezvous::Store> reads = connect_();
+      bool interrupted = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        reads_ = reads;
+        interrupted = interrupted_;
+      }
+      if (!interrupted) loss = check(*reads);
     } catch (const ddp::Error& e) {
       error = e.what();
     }
@@ -71,7 +79,7 @@ class StoreHeartbeats : public NodeLiveness {
     cv_.notify_all();
     beats_->interrupt();  // a SET held up by a full socket buffer
     beater.join();
-    if (!error) error = beat_error_;  // the beater has ended: no lock needed
+    if (!error && !loss) error = beat_error_;  // the beater has ended: no lock needed
     if (error) throw ddp::Error("lost node 0, which hosts the store (" + *error + ")");
     return loss;
   }
@@ -84,7 +92,12 @@ class StoreHeartbeats : public NodeLiveness {
     }
     cv_.notify_all();
     beats_->interrupt();
-    reads_->interrupt();
+    std::shared_ptr<rendezvous::Store> reads;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      reads = reads_;
+    }
+    if (reads) reads->interrupt();
   }
 
  private:
@@ -121,7 +134,7 @@ class StoreHeartbeats : public NodeLiveness {
     bool told = false;               // the "not counted" line was logged for this silence
   };
 
-  std::optional<NodeLoss> check() {
+  std::optional<NodeLoss> check(rendezvous::Store& reads) {
     std::map<int, Peer> peers;
     auto due = Clock::now();
     do {
@@ -129,10 +142,10 @@ class StoreHeartbeats : public NodeLiveness {
       for (int n = 0; n < o_.nnodes; ++n) {
         if (n == o_.node) continue;
         const auto sent = Clock::now();
-        const bool answered = reads_->check({o_.heartbeat_prefix + std::to_string(n)});
+        const bool answered = reads.check({o_.heartbeat_prefix + std::to_string(n)});
         const auto answer = Clock::now();
         const std::string beat =
-            answered ? read_beat(*reads_, o_.heartbeat_prefix + std::to_string(n), o_.interval) : std::string();
+            answered ? read_beat(reads, o_.heartbeat_prefix + std::to_string(n), o_.interval) : std::string();
         Peer& p = peers[n];
         const Clock::duration span = sent - p.last_read;
         if (!p.seen || beat != p.beat) {
@@ -169,8 +182,9 @@ class StoreHeartbeats : public NodeLiveness {
     return cv_.wait_until(lock, t, [&] { return interrupted_; });
   }
 
+  StoreConnector connect_;
   std::shared_ptr<rendezvous::Store> beats_;
-  std::shared_ptr<rendezvous::Store> reads_;
+  std::shared_ptr<rendezvous::Store> reads_;  // set by run(), under mutex_
   JobMonitorOptions o_;
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -215,7 +229,7 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
   liveness_ = std::thread([shared, connect, o, on_lost] {
     try {
       std::shared_ptr<NodeLiveness> liveness =
-          o.liveness ? o.liveness(o) : std::make_unique<StoreHeartbeats>(connect(), connect(), o);
+          o.liveness ? o.liveness(o) : std::make_unique<StoreHeartbeats>(connect, o);
       {
         std::lock_guard<std::mutex> lock(shared->mutex);
         if (shared->stopped) return;

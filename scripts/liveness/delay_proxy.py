@@ -1,14 +1,23 @@
 """A TCP proxy that delays every byte by DELAY seconds in each direction, keeping order and
 throughput (like netem on one link, which this machine lacks): node 1's launcher dials it
-instead of node 0's store, so its replies come late while node 0's do not.
+instead of node 0's store, so its replies come late while node 0's do not. The delay starts at
+0 and becomes DELAY on SIGUSR1 (once the job runs, so that the rendezvous is not slowed).
 
     python delay_proxy.py LISTEN_PORT TARGET_PORT DELAY_SECONDS
 """
 
 import asyncio
+import signal
 import sys
 
-listen_port, target_port, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+listen_port, target_port, final_delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+delay = 0.0
+
+
+def slow_down():
+    global delay
+    delay = final_delay
+    print(f"delay_proxy: delay now {delay} s", flush=True)
 
 
 async def pipe(reader, writer):
@@ -45,6 +54,7 @@ async def handle(client_reader, client_writer):
 
 
 async def main():
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, slow_down)
     server = await asyncio.start_server(handle, "127.0.0.1", listen_port)
     async with server:
         await server.serve_forever()

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -57,12 +58,15 @@ class Gate {
 };
 
 // How the store treats one node's connections: its beats (SETs of heartbeat keys) and its reads
-// of heartbeat keys pass their gates, reads also take `read_delay`; every beat is counted.
+// of heartbeat keys pass their gates, reads also take `read_delay`; every beat is counted. Once
+// armed, the next read that passes runs `after_read` (set it before arming), once.
 struct NodeLink {
   Gate beats;
   Gate reads;
   std::atomic<int> read_delay_ms{0};
   std::atomic<int> beats_sent{0};
+  std::function<void()> after_read;
+  std::atomic<bool> armed{false};
 };
 
 // One connection of a node to the shared MemoryStore, through its NodeLink. Only heartbeat keys
@@ -99,6 +103,7 @@ class StallingStore final : public Store {
   static bool is_beat(const std::string& key) { return key.find("hb/") != std::string::npos; }
   void read_pause() {
     link_->reads.pass();
+    if (link_->armed.exchange(false)) link_->after_read();
     // A slow reply has no event to wait for: the fake store simply takes its time.
     std::this_thread::sleep_for(std::chrono::milliseconds(link_->read_delay_ms.load()));
   }
@@ -204,11 +209,15 @@ TEST_CASE("a checker whose reads were held up is not fooled into blaming the pee
   link1->beats.close();
   link0->beats.close();
   std::this_thread::sleep_for(600ms);  // the stall
+  // Node 0's first read after the stall sees node 1's stale beat; only then does the store take
+  // in node 1's (from within that read, so that a late test thread cannot widen the window).
+  link0->after_read = [&link1] {
+    link1->beats.open();
+    link1->reads.open();
+  };
+  link0->armed = true;
   link0->reads.open();
   link0->beats.open();
-  std::this_thread::sleep_for(60ms);  // node 0 reads node 1's stale beat, late
-  link1->beats.open();
-  link1->reads.open();
   std::this_thread::sleep_for(400ms);  // two timeouts of normal running
   CHECK_FALSE(a.reported());
   CHECK_FALSE(b.reported());
