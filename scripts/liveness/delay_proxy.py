@@ -1,7 +1,8 @@
 """A TCP proxy that delays every byte by DELAY seconds in each direction, keeping order and
 throughput (like netem on one link, which this machine lacks): node 1's launcher dials it
 instead of node 0's store, so its replies come late while node 0's do not. The delay starts at
-0 and becomes DELAY on SIGUSR1 (once the job runs, so that the rendezvous is not slowed).
+0, becomes DELAY on SIGUSR1 (once the job runs, so that the rendezvous is not slowed) and 0
+again on SIGUSR2.
 
     python delay_proxy.py LISTEN_PORT TARGET_PORT DELAY_SECONDS
 """
@@ -14,9 +15,9 @@ listen_port, target_port, final_delay = int(sys.argv[1]), int(sys.argv[2]), floa
 delay = 0.0
 
 
-def slow_down():
+def set_delay(seconds):
     global delay
-    delay = final_delay
+    delay = seconds
     print(f"delay_proxy: delay now {delay} s", flush=True)
 
 
@@ -54,7 +55,9 @@ async def handle(client_reader, client_writer):
 
 
 async def main():
-    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, slow_down)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR1, set_delay, final_delay)
+    loop.add_signal_handler(signal.SIGUSR2, set_delay, 0.0)
     server = await asyncio.start_server(handle, "127.0.0.1", listen_port)
     async with server:
         await server.serve_forever()

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Targeted experiment: a plain 2-node job on loopback in which only node 1's store replies are
 # late (its launcher dials node 0's store through delay_proxy.py, DELAY seconds each way from
-# SLOW_AFTER seconds in (default 15, once the job runs); a stand-in for a store loop or a
+# SLOW_AFTER seconds in (default 15, once the job runs) for SLOW_FOR seconds (default: to the
+# end; the end of a job through a slow link hangs, old launcher and new); a stand-in for a store loop or a
 # launcher answering late under load). Workers just sleep, so only the launchers' liveness is at
 # stake. With STOP_AFTER=N, node 1's launcher is stopped
 # (kill -STOP) N seconds in, to check that a really silent node is still reported.
@@ -25,6 +26,7 @@ p1=$!
 sleep "${SLOW_AFTER:-15}"
 echo "delaying node 1's store traffic by $delay s each way at $(date +%T)"
 kill -USR1 "$pp"
+if [ -n "${SLOW_FOR:-}" ]; then (sleep "$SLOW_FOR" && kill -USR2 "$pp") & fi
 if [ -n "${STOP_AFTER:-}" ]; then
   sleep "$STOP_AFTER"
   l1=$(pgrep -P "$p1")

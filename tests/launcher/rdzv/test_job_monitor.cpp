@@ -32,7 +32,7 @@ using ddp::rendezvous::Store;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A gate that calls wait at while it is closed. Thread-safe.
+// A gate: pass() blocks while it is closed. Thread-safe.
 class Gate {
  public:
   void close() {
