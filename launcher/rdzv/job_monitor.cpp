@@ -1,12 +1,14 @@
 // Outcome watcher and heartbeats; see job_monitor.hpp.
 #include "launcher/rdzv/job_monitor.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 
 #include <fmt/format.h>
 
+#include "common/log.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::launcher {
@@ -14,8 +16,14 @@ namespace ddp::launcher {
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
 // A node's last heartbeat: "" before its first one, or while the key holds only a value that a
-// SignedStore rejects (which then counts as no beat).
+// SignedStore rejects (which then counts as no beat). A reply slower than `wait` also gives "";
+// the caller counts such a slow read as no evidence against the node.
 std::string read_beat(rendezvous::Store& store, const std::string& key, std::chrono::milliseconds wait) {
   if (!store.check({key})) return "";
   try {
@@ -28,56 +36,160 @@ std::string read_beat(rendezvous::Store& store, const std::string& key, std::chr
 // The default liveness: heartbeat values in the job's store. Heartbeats are inherently periodic:
 // the store has no event for "a peer went silent". Each is a value (a sequence number), not a
 // counter, so that a SignedStore can sign it.
+//
+// Two threads, two connections, so that neither waits for the other:
+//   - the beater only sets this node's key every interval. A SET has no reply, so a beat never
+//     waits for the store to answer anything, nor for the reads below (which, on one thread and
+//     one connection, used to come between two beats: under load each read's round trip
+//     stretched the beat period past the timeout);
+//   - the checker (the thread that calls run()) reads the other nodes' beats every interval and
+//     holds a node's silence against it only for the time it could itself observe: a round in
+//     which the checker woke late, or in which the store answered late, proves nothing about the
+//     peer (the same starvation or stall would have held up the peer's beat), so its span is not
+//     counted. A node is lost once its beat stood still over more than the timeout of counted
+//     time. On a machine that is not overloaded every round counts and a silent node is
+//     reported after the timeout plus at most one interval.
 class StoreHeartbeats : public NodeLiveness {
  public:
-  StoreHeartbeats(std::shared_ptr<rendezvous::Store> store, const JobMonitorOptions& o)
-      : store_(std::move(store)), o_(o) {}
+  // Connects the beats' connection (blocks; throws ddp::Error); run() connects the reads' one once
+  // the first beat is on its way, so that a slow connect does not delay it.
+  StoreHeartbeats(const StoreConnector& connect, const JobMonitorOptions& o)
+      : connect_(connect), beats_(connect()), o_(o) {}
 
   std::optional<NodeLoss> run() override {
-    std::map<int, std::pair<std::string, Clock::time_point>> seen;
-    std::int64_t sequence = 0;
+    std::thread beater([this] { beat(); });
+    std::optional<NodeLoss> loss;
+    std::optional<std::string> error;
     try {
-      do {
-        store_->set(o_.heartbeat_prefix + std::to_string(o_.node), std::to_string(++sequence));
-        const auto now = Clock::now();
-        for (int n = 0; n < o_.nnodes; ++n) {
-          if (n == o_.node) continue;
-          const std::string beat = read_beat(*store_, o_.heartbeat_prefix + std::to_string(n), o_.interval);
-          auto& s = seen[n];
-          if (s.second == Clock::time_point{} || beat != s.first) {
-            s = {beat, now};
-          } else if (now - s.second > o_.timeout) {
-            return NodeLoss{fmt::format("lost node {}: no heartbeat for {:g} s", n, o_.timeout.count() / 1000.0),
-                            n == 0};
-          }
-        }
-      } while (!sleep_for(o_.interval));
+      std::shared_ptr<rendezvous::Store> reads = connect_();
+      bool interrupted = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        reads_ = reads;
+        interrupted = interrupted_;
+      }
+      if (!interrupted) loss = check(*reads);
     } catch (const ddp::Error& e) {
-      throw ddp::Error("lost node 0, which hosts the store (" + std::string(e.what()) + ")");
+      error = e.what();
     }
-    return std::nullopt;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      interrupted_ = true;
+    }
+    cv_.notify_all();
+    beats_->interrupt();  // a SET held up by a full socket buffer
+    beater.join();
+    if (!error && !loss) error = beat_error_;  // the beater has ended: no lock needed
+    if (error) throw ddp::Error("lost node 0, which hosts the store (" + *error + ")");
+    return loss;
   }
 
+  // Also breaks both connections, so that a read waiting for the store ends at once.
   void interrupt() override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       interrupted_ = true;
     }
     cv_.notify_all();
+    beats_->interrupt();
+    std::shared_ptr<rendezvous::Store> reads;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      reads = reads_;
+    }
+    if (reads) reads->interrupt();
   }
 
  private:
-  // Sleeps up to `d`; true when interrupted.
-  bool sleep_for(std::chrono::milliseconds d) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return cv_.wait_for(lock, d, [&] { return interrupted_; });
+  // How late a round may be (waking, or the store's reply to its CHECK) and still count.
+  Clock::duration slack() const { return std::max<Clock::duration>(o_.interval / 2, std::chrono::milliseconds(100)); }
+
+  // The beater thread: sets this node's beat on a fixed schedule. A beat that is late (this
+  // thread starved) goes out at once; missed ones are not sent in a burst.
+  void beat() {
+    const std::string key = o_.heartbeat_prefix + std::to_string(o_.node);
+    std::int64_t sequence = 0;
+    auto due = Clock::now();
+    try {
+      do {
+        beats_->set(key, std::to_string(++sequence));
+        due = std::max(due + o_.interval, Clock::now());
+      } while (!sleep_until(due));
+    } catch (const ddp::Error& e) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!interrupted_) beat_error_ = e.what();  // after interrupt(): the connection was broken on purpose
+        interrupted_ = true;
+      }
+      cv_.notify_all();
+    }
   }
 
-  std::shared_ptr<rendezvous::Store> store_;
+  struct Peer {
+    std::string beat;
+    bool seen = false;
+    Clock::time_point last_read;     // when the previous read of it was sent
+    Clock::duration silent{0};       // counted time the beat has stood still
+    Clock::duration stood_still{0};  // all time it has stood still, counted or not
+    bool told = false;               // the "not counted" line was logged for this silence
+  };
+
+  std::optional<NodeLoss> check(rendezvous::Store& reads) {
+    std::map<int, Peer> peers;
+    auto due = Clock::now();
+    do {
+      const Clock::duration woke_late = Clock::now() - due;
+      for (int n = 0; n < o_.nnodes; ++n) {
+        if (n == o_.node) continue;
+        const auto sent = Clock::now();
+        const bool answered = reads.check({o_.heartbeat_prefix + std::to_string(n)});
+        const auto answer = Clock::now();
+        const std::string beat =
+            answered ? read_beat(reads, o_.heartbeat_prefix + std::to_string(n), o_.interval) : std::string();
+        Peer& p = peers[n];
+        const Clock::duration span = sent - p.last_read;
+        if (!p.seen || beat != p.beat) {
+          p = Peer{beat, true, sent};
+          continue;
+        }
+        p.last_read = sent;
+        p.stood_still += span;
+        if (woke_late <= slack() && answer - sent <= slack()) {
+          // This round woke on time and the store answered at once: the span since the previous
+          // read counts, up to an interval plus the slack (a checker stalled between two prompt
+          // reads counts no more).
+          p.silent += std::min<Clock::duration>(span, o_.interval + slack());
+        }
+        if (p.stood_still > o_.timeout && p.silent <= o_.timeout && !p.told) {
+          p.told = true;
+          log::info(
+              "node {}'s heartbeat has not changed for {:.1f} s, but this launcher's own heartbeat checks were late "
+              "for part of that time (woken late or answered late by the store): only {:.1f} s count against it",
+              n, seconds(p.stood_still), seconds(p.silent));
+        }
+        if (p.silent > o_.timeout) {
+          return NodeLoss{fmt::format("lost node {}: no heartbeat for {:g} s", n, o_.timeout.count() / 1000.0), n == 0};
+        }
+      }
+      due = std::max(due + o_.interval, Clock::now());
+    } while (!sleep_until(due));
+    return std::nullopt;
+  }
+
+  // Sleeps until `t`; true when interrupted.
+  bool sleep_until(Clock::time_point t) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_until(lock, t, [&] { return interrupted_; });
+  }
+
+  StoreConnector connect_;
+  std::shared_ptr<rendezvous::Store> beats_;
+  std::shared_ptr<rendezvous::Store> reads_;  // set by run(), under mutex_
   JobMonitorOptions o_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool interrupted_ = false;
+  std::optional<std::string> beat_error_;
 };
 }  // namespace
 
@@ -117,7 +229,7 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
   liveness_ = std::thread([shared, connect, o, on_lost] {
     try {
       std::shared_ptr<NodeLiveness> liveness =
-          o.liveness ? o.liveness(o) : std::make_unique<StoreHeartbeats>(connect(), o);
+          o.liveness ? o.liveness(o) : std::make_unique<StoreHeartbeats>(connect, o);
       {
         std::lock_guard<std::mutex> lock(shared->mutex);
         if (shared->stopped) return;

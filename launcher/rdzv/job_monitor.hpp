@@ -3,9 +3,12 @@
 //     outcome.hpp: set by the first failure anywhere, or by the last node to succeed) and reports
 //     its raw value once, undecoded;
 //   - the liveness thread reports a node of the round that is gone (or the store itself failing).
-//     By default it sets this node's heartbeat (a sequence number) every interval and reports a
-//     node whose heartbeat stood still for longer than the timeout; the etcd rendezvous uses a
-//     lease per node instead (etcd_node_lease.hpp), through JobMonitorOptions::liveness.
+//     By default a beater thread sets this node's heartbeat (a sequence number) every interval on
+//     a connection of its own, and the liveness thread reads the others' every interval on
+//     another, and reports a node whose heartbeat stood still for longer than the timeout,
+//     counting only time in which this launcher's own check ran on time (a check that woke late,
+//     or whose store reply came late, blames nobody); the etcd rendezvous uses a lease per node
+//     instead (etcd_node_lease.hpp), through JobMonitorOptions::liveness.
 // Callbacks run on the monitor's threads; the agent posts them to its loop.
 #pragma once
 
@@ -21,7 +24,8 @@
 namespace ddp::launcher {
 
 // Opens a new connection to the job's store (already prefixed for the job). Each monitor
-// thread gets its own, so a parked WAIT does not hold up the others.
+// thread gets its own (three with the default liveness), so a parked WAIT or a slow reply does
+// not hold up the others.
 using StoreConnector = std::function<std::shared_ptr<rendezvous::Store>()>;
 
 // A node of the round found gone; `store_lost` when it took the job's store with it.
