@@ -14,9 +14,9 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "rendezvous/memory_budget.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
-#include "rendezvous/memory_budget.hpp"
 #include "rendezvous/server_connection.hpp"
 #include "rendezvous/store_state.hpp"
 
@@ -252,7 +252,8 @@ void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_cl
 void TcpStoreServer::handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out) {
   const RequestCost cost = state_->cost(request);
   const std::string refused = budget_->refusal(cost.stored, cost.reply);
-  if (!refused.empty() && !exempt(conn.id())) throw Error(std::string(query_name(request.type)) + " refused: " + refused);
+  if (!refused.empty() && !exempt(conn.id()))
+    throw Error(std::string(query_name(request.type)) + " refused: " + refused);
   if (!log::enabled(log::Level::Debug)) {
     state_->handle(conn.id(), std::move(request), out);
   } else {

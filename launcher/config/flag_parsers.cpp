@@ -54,9 +54,9 @@ std::optional<std::size_t> parse_bytes(std::string_view text) {
   const auto [stop, ec] = std::from_chars(text.data(), end, number);
   if (ec != std::errc() || stop == text.data()) return std::nullopt;
   const std::string_view unit = text.substr(static_cast<std::size_t>(stop - text.data()));
-  static constexpr std::pair<std::string_view, int> kUnits[] = {
-      {"", 0},  {"B", 0},   {"K", 10},  {"KB", 10}, {"KiB", 10}, {"M", 20},
-      {"MB", 20}, {"MiB", 20}, {"G", 30}, {"GB", 30}, {"GiB", 30}};
+  static constexpr std::pair<std::string_view, int> kUnits[] = {{"", 0},     {"B", 0},   {"K", 10},  {"KB", 10},
+                                                                {"KiB", 10}, {"M", 20},  {"MB", 20}, {"MiB", 20},
+                                                                {"G", 30},   {"GB", 30}, {"GiB", 30}};
   for (const auto& [name, shift] : kUnits) {
     if (unit != name) continue;
     if (number > (std::uint64_t{1} << (50 - shift))) return std::nullopt;

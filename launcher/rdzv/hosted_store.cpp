@@ -9,9 +9,9 @@
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/rdzv/job_secret.hpp"
-#include "ddplaunch/rendezvous/error.hpp"
 
 namespace ddp::launcher {
 namespace {

@@ -63,7 +63,10 @@ bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node,
     const std::string key = round_prefix + "done/" + std::to_string(n);
     if (!job.check({key})) return false;
     try {
-      if (job.get(key, std::chrono::seconds(1)) != "1") return false;
+      // The key exists: the bound is for the round trip over a slow link (a 1 s bound there
+      // made every node count "not finished" and the job never ended), and for a SignedStore
+      // waiting past a value it rejects.
+      if (job.get(key, std::chrono::seconds(30)) != "1") return false;
     } catch (const rendezvous::TimeoutError&) {
       return false;  // only a value a SignedStore rejects: that node has not finished
     }

@@ -31,10 +31,10 @@
 namespace {
 
 namespace rdzv = ddp::rendezvous;
+using ddp::testing::make_request;
 using rdzv::ClientId;
 using rdzv::Outgoing;
 using rdzv::QueryType;
-using ddp::testing::make_request;
 using namespace std::chrono_literals;
 
 rdzv::StoreAuth test_auth(const std::string& secret) {
@@ -254,8 +254,9 @@ TEST_CASE("allow_only closes connections already open from other addresses", "[s
   // And a new connection from there is refused at once, saying why (no retries until the deadline).
   stranger_options.connect_timeout = 30s;
   const auto start = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH(rdzv::TcpStoreClient(stranger_options), Catch::Contains("refuses connections from this host (" +
-                                                                            own + "): the job's round formed without it"));
+  CHECK_THROWS_WITH(
+      rdzv::TcpStoreClient(stranger_options),
+      Catch::Contains("refuses connections from this host (" + own + "): the job's round formed without it"));
   CHECK(std::chrono::steady_clock::now() - start < 10s);
   server.stop();
 }
