@@ -110,12 +110,18 @@ void TcpStoreClient::handshake(Clock::time_point deadline) {
   if (get_u32(echo.data()) != nonce) {
     throw ProtocolError("store at " + socket_->peer() + " echoed a wrong PING nonce");
   }
-  if (options_.auth.enabled()) authenticate(deadline);
+  if (options_.auth.enabled() || options_.auth.expect_none) authenticate(deadline);
 }
 
 void TcpStoreClient::authenticate(Clock::time_point deadline) {
   socket_->write_all(encode_request(make(QueryType::Get, {std::string(kAuthChallengeKey)})), deadline);
   const std::string challenge = read_str(deadline);
+  if (!options_.auth.enabled()) {
+    if (challenge.empty()) return;
+    throw AuthError("the store at " + socket_->peer() +
+                    " serves launchers with a job secret only (node 0's launcher has one); give every node of the job "
+                    "the same job secret (DDPLAUNCH_RDZV_TOKEN or --rdzv_conf token_file)");
+  }
   if (challenge.empty()) {
     throw AuthError("the store at " + socket_->peer() +
                     " checks no job secret (node 0's launcher runs without one); give every node of the job the "

@@ -133,6 +133,7 @@ std::string store_namespace(std::string_view secret) {
 
 rendezvous::StoreAuth store_auth(const std::string& secret) {
   rendezvous::StoreAuth auth;
+  auth.expect_none = secret.empty();  // a client without the secret says why a store with one closes it
   if (secret.empty()) return auth;
   auth.protected_prefix = "/" + store_namespace("") + "/";
   auth.prove = [secret](std::string_view challenge) {

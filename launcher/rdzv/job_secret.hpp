@@ -52,7 +52,8 @@ std::string store_namespace(std::string_view secret);
 
 // The store authentication of a job with this secret (store_auth.hpp): every ddplaunch key
 // ("/ddplaunch/..." on the wire) is for proven connections only, and the proof of a challenge is
-// its HMAC-SHA256 under the secret. Disabled (default StoreAuth) without a secret.
+// its HMAC-SHA256 under the secret. Without a secret: no authentication, and a client that
+// stops with AuthError when the store wants a secret (expect_none).
 rendezvous::StoreAuth store_auth(const std::string& secret);
 
 }  // namespace ddp::launcher

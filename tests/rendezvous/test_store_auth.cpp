@@ -186,6 +186,10 @@ TEST_CASE("over TCP: a proven launcher reaches its keys, a stranger is closed", 
 
   CHECK_THROWS_WITH(rdzv::TcpStoreClient(client_options(server.port(), "other")),
                     Catch::Contains("refused this launcher's job secret"));
+  // A launcher without a secret asks, and says why instead of being closed at its first key.
+  rdzv::TcpStoreClientOptions no_secret = client_options(server.port(), "");
+  no_secret.auth.expect_none = true;
+  CHECK_THROWS_WITH(rdzv::TcpStoreClient(no_secret), Catch::Contains("serves launchers with a job secret only"));
   server.stop();
 }
 
@@ -196,6 +200,11 @@ TEST_CASE("over TCP: a client with a secret refuses a store that checks none", "
   rdzv::TcpStoreServer server(so);
   server.start();
   CHECK_THROWS_AS(rdzv::TcpStoreClient(client_options(server.port(), "s3cret")), rdzv::AuthError);
+  rdzv::TcpStoreClientOptions no_secret = client_options(server.port(), "");
+  no_secret.auth.expect_none = true;
+  rdzv::TcpStoreClient plain(no_secret);
+  plain.set("k", "v");
+  CHECK(plain.get("k", 1s) == "v");
   server.stop();
 }
 

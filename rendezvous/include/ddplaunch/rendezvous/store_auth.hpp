@@ -34,6 +34,9 @@ struct StoreAuth {
   // The proof of a challenge; the same function on both sides. Must be pure and thread-safe.
   // Client: empty means the client does not authenticate.
   std::function<std::string(std::string_view challenge)> prove;
+  // Client without `prove`: ask for a challenge anyway, and stop (AuthError) when the store gives
+  // one, i.e. wants a secret this client lacks, rather than being closed at its first protected key.
+  bool expect_none = false;
 
   bool enabled() const { return static_cast<bool>(prove); }
 };
