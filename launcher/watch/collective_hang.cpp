@@ -2,27 +2,16 @@
 #include "launcher/watch/collective_hang.hpp"
 
 #include <algorithm>
-#include <ctime>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/rank_ranges.hpp"
 #include "launcher/watch/proc_stat.hpp"
+#include "launcher/watch/report_time.hpp"
 
 namespace ddp::launcher {
 namespace {
-
-double seconds_between(std::int64_t earlier_ns, std::int64_t later_ns) {
-  return static_cast<double>(later_ns - earlier_ns) / 1e9;
-}
-
-std::string clock_time(std::int64_t ns) {
-  const std::time_t t = static_cast<std::time_t>(ns / 1000000000);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  return fmt::format("{:02}:{:02}:{:02}.{:03} UTC", tm.tm_hour, tm.tm_min, tm.tm_sec, (ns / 1000000) % 1000);
-}
 
 std::string who(const RankProgress& r) {
   return fmt::format("rank {} (node {}{}, pid {}, {})", r.rank, r.node, r.host.empty() ? "" : " on " + r.host, r.pid,

@@ -1,0 +1,16 @@
+// Times as the watch reports print them, written once for the collective-hang report
+// (collective_hang.hpp) and the Flight Recorder's (fr_analysis.hpp). Pure; never throw.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ddp::launcher {
+
+// Seconds from one CLOCK_REALTIME ns time to a later one (negative if it is earlier).
+double seconds_between(std::int64_t earlier_ns, std::int64_t later_ns);
+
+// "09:41:02.123 UTC" for a CLOCK_REALTIME ns time.
+std::string clock_time(std::int64_t ns);
+
+}  // namespace ddp::launcher
