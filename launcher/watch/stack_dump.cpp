@@ -20,6 +20,7 @@
 #include "common/find_executable.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/watch/proc_stat.hpp"
+#include "launcher/watch/worker_server.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -92,10 +93,18 @@ std::string run_tool(const std::vector<std::string>& argv, std::chrono::millisec
 std::string dump_stack(int pid, const StackDumpOptions& options) {
   const char state = read_proc_stat(pid).state;
   if (state == 0 || state == 'Z') return "(it exited before its stack could be taken)";
+  std::string server_error;
+  if (const auto it = options.sockets.find(pid); it != options.sockets.end()) {
+    const WorkerServerReply reply = ask_worker_server(it->second, "dump_traceback", options.timeout);
+    if (reply.ok && !reply.body.empty()) return "(Python stack from the worker's own server)\n" + reply.body;
+    server_error = reply.ok ? "its worker server answered nothing" : reply.error;
+  }
   std::vector<std::string> argv;
+  std::string source;
   if (is_python(pid)) {
     if (const std::string spy = find_tool("py-spy", options.python); !spy.empty()) {
       argv = {spy, "dump", "--pid", std::to_string(pid)};
+      source = "(py-spy)";
       // A stopped process cannot be suspended again: read it as it is.
       if (state == 'T' || state == 't') argv.push_back("--nonblocking");
     }
@@ -103,19 +112,26 @@ std::string dump_stack(int pid, const StackDumpOptions& options) {
   if (argv.empty()) {
     if (const std::string eu = find_tool("eu-stack", ""); !eu.empty()) {
       argv = {eu, "-p", std::to_string(pid)};
+      source = "(eu-stack: native frames)";
     } else if (const std::string gdb = find_tool("gdb", ""); !gdb.empty()) {
       argv = {gdb, "-p", std::to_string(pid), "-batch", "-nx", "-ex", "thread apply all bt"};
+      source = "(gdb: native frames)";
     }
   }
+  // Why the worker's own server gave none, said with whatever comes instead.
+  const std::string server_note = server_error.empty() ? "" : " (its worker server: " + server_error + ")";
   if (argv.empty()) {
-    return "no stack: py-spy (for Python), eu-stack and gdb not found; install py-spy into the venv or Debian's "
+    return "no stack" + server_note +
+           ": py-spy (for Python), eu-stack and gdb not found; install py-spy into the venv or Debian's "
            "elfutils";
   }
   std::string why;
   std::string text = run_tool(argv, options.timeout, why);
-  if (text.empty()) return fmt::format("no stack from {}: {}", argv.front(), why.empty() ? "it printed nothing" : why);
+  if (text.empty()) {
+    return fmt::format("no stack from {}: {}{}", argv.front(), why.empty() ? "it printed nothing" : why, server_note);
+  }
   if (!why.empty()) text += "\n(" + why + ")";
-  return text;
+  return source + server_note + "\n" + text;
 }
 
 std::string dump_stacks(const std::map<int, int>& ranks_by_pid, const StackDumpOptions& options) {

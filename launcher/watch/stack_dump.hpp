@@ -1,7 +1,9 @@
-// A running process's stack, taken from outside with the tool made for it: `py-spy dump` for a
-// Python process (the py-spy next to the workers' interpreter, i.e. in the venv, else on PATH),
-// `eu-stack` (Debian elfutils) or gdb for a native one. The process is paused only while the tool
-// reads it, and is never stopped or killed by this.
+// A running process's stack: first from the worker itself when it runs torch's worker server
+// (worker_server.hpp: its `dump_traceback`, every Python thread, no ptrace needed), else taken
+// from outside with the tool made for it: `py-spy dump` for a Python process (the py-spy next to
+// the workers' interpreter, i.e. in the venv, else on PATH), `eu-stack` (Debian elfutils) or gdb
+// for a native one. The process is paused only while a tool reads it, and is never stopped or
+// killed by this. The text's first line says where it came from.
 #pragma once
 
 #include <chrono>
@@ -13,9 +15,12 @@ namespace ddp::launcher {
 struct StackDumpOptions {
   std::string python;  // the workers' interpreter ("" if none): py-spy is looked for next to it
   std::chrono::milliseconds timeout{std::chrono::seconds(10)};  // the tool is killed after this
+  std::map<int, std::string> sockets;  // pid → its worker server's socket, asked first (with the timeout)
 };
 
-// The stack text, or one line saying why there is none ("no stack: py-spy and eu-stack not
+// The stack text after a line naming its source ("(Python stack from the worker's own server)",
+// "(py-spy)", "(eu-stack: native frames)", "(gdb: native frames)"), or one line saying why there
+// is none ("no stack: py-spy and eu-stack not
 // found; install py-spy into the venv or Debian's elfutils"). Blocks for the tool's run (up to
 // the timeout). Never throws. Thread-safe.
 std::string dump_stack(int pid, const StackDumpOptions& options);
