@@ -92,8 +92,9 @@ std::vector<GroupView> group_views(const std::vector<RankFr>& ranks) {
       if (about[g.name].first.empty()) about[g.name] = {g.desc, id};
     }
   }
-  if (members.count("0")) {
-    for (const RankFr& r : ranks) members["0"].insert(r.rank);
+  for (auto& [name, set] : members) {
+    if (name != "0" && about[name].first != "default_pg") continue;
+    for (const RankFr& r : ranks) set.insert(r.rank);  // the default group: every rank given
   }
   std::vector<GroupView> views;
   for (const auto& [name, set] : members) {

@@ -6,7 +6,9 @@
 // Process groups are matched across ranks by FrGroup::name (pg_id is process-local). A group's
 // members are the global ranks its records say (FrGroup::ranks), every rank given for the default
 // group "0", and every rank whose record has the group. A member that recorded nothing of a
-// sub-group looks like a non-member: it is counted only where a record says its ranks.
+// sub-group looks like a non-member: it is counted only where a record says its ranks. Give every
+// rank of the job, those without a record too (reachable=false and why_not), so that the default
+// group's members are all known by rank.
 #pragma once
 
 #include <chrono>
@@ -20,7 +22,8 @@ namespace ddp::launcher {
 
 enum class FrFindingKind {
   None,
-  Hang,    // a rank waits in #N of a group some member never entered (or a p2p op never completed)
+  Hang,    // a rank waits in #N of a group some member never entered, or whose members are not all
+           // known, or that some member completed; or a p2p op never completed
   Desync,  // the members of a group called different collectives (or shapes) as #N
   Stuck,   // every member entered #N, the same way, and none completed it
 };
