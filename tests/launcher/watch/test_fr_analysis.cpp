@@ -175,3 +175,40 @@ TEST_CASE("describe_flight_records: a line per rank, per group", "[fr_analysis]"
             "gloo:all_reduce #3 for 5.0 s; group 2 (undefined): last gloo:broadcast #1 completed\n"));
   CHECK(has(text, "  rank 2: no flight record (no worker server)\n"));
 }
+
+TEST_CASE("a desync in sizes counts only for ops whose inputs must match", "[fr_analysis]") {
+  std::vector<RankFr> ranks{made_up(0, {"nccl:all_reduce"}, 1), made_up(1, {"nccl:all_reduce"}, 1)};
+  ranks[1].fr.entries[0].sizes = "[4]";
+  FrFinding f = analyse_flight_records(ranks, 5s, 0);
+  REQUIRE(f.kind == FrFindingKind::Desync);
+  CHECK(has(f.text, "  nccl:all_reduce, input [4] Float: rank 1\n"));  // no traceback: no call site
+  CHECK(has(f.text, "  nccl:all_reduce, input [8] Float: rank 0\n"));
+  for (RankFr& r : ranks) r.fr.entries[0].op = "nccl:all_to_all";
+  f = analyse_flight_records(ranks, 5s, 0);
+  CHECK(f.kind == FrFindingKind::Stuck);
+  CHECK(analyse_flight_records(ranks, 11s, 0).kind == FrFindingKind::None);  // waited 10 s only
+}
+
+TEST_CASE("a sub-group whose record says its global ranks: a member with nothing of it never entered",
+          "[fr_analysis]") {
+  std::vector<RankFr> ranks{made_up(0, {"nccl:all_reduce"}, 0), made_up(1, {"nccl:all_reduce"}, 0),
+                            made_up(2, {"nccl:all_reduce"}, 0)};
+  FrEntry e = ranks[0].fr.entries[0];
+  e.group_id = "1";
+  e.group_name = "7";
+  e.completed = false;
+  ranks[0].fr.entries.push_back(e);
+  auto& g = ranks[0].fr.groups["1"];
+  g.id = "1";
+  g.name = "7";
+  g.desc = "tp";
+  g.ranks = {0, 2};
+  g.last_enqueued = 1;
+  const FrFinding f = analyse_flight_records(ranks, 5s, 0);
+  REQUIRE(f.kind == FrFindingKind::Hang);
+  CHECK(f.group_name == "7");
+  CHECK(f.group_ranks == std::vector<int>{0, 2});
+  CHECK(f.never_entered == std::vector<int>{2});
+  CHECK(has(f.text, "Collective #1 of process group 7 (tp, ranks 0,2) never completed"));
+  CHECK(has(f.text, "  rank 2 (node 0 on vm, pid 102): never entered it; it entered no collective of this group\n"));
+}
