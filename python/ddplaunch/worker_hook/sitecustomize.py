@@ -7,14 +7,36 @@
 # unmodified scripts. If that cannot be done, it writes one line saying why to
 # "<socket>.unavailable" and leaves the worker alone: it never raises, never prints.
 #
-# It is not part of the ddplaunch package's import surface: ddplaunch/__init__.py does not import
-# it, and it is only ever imported by site.py from the launcher's hook directory.
+# It ships in the ddplaunch package (python/ddplaunch/worker_hook/) only to be read: nothing there
+# imports it, and imported under any name but site.py's "sitecustomize" it does nothing.
 import os
 import sys
 
-_SOCKET = os.environ.pop("DDPLAUNCH_WORKER_SOCKET", None)  # children never start a second server
+_SOCKET = None  # DDPLAUNCH_WORKER_SOCKET (taken at the end of this file)
 _HERE = os.path.dirname(__file__)  # exactly the sys.path entry site.py found us through
-_pid = os.getpid()
+_pid = os.getpid()  # the worker; a forked child importing torch first starts no server of its own
+
+
+class _Finder:
+    """First on sys.meta_path while torch has not been imported: a name compare per import. It
+    stays there once done: removing it from the live list while another thread walks it would
+    make that walk skip the next finder."""
+
+    done = False
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if cls.done or name != "torch":
+            return None
+        if "_torch_spec" not in globals():
+            exec(compile(_SERVER, __file__, "exec"), globals())
+        return _torch_spec(cls, name, path, target)
+
+
+# The rest is compiled only when torch is first imported (_Finder): compiling it costs about a
+# millisecond, which every worker, torch or not, would pay at each start where no .pyc can be
+# written (PYTHONDONTWRITEBYTECODE, common in containers).
+_SERVER = r'''
 _server = None  # the _WorkerServer, kept for good (see _start)
 _dir_fd = None  # the socket's directory, when its path is too long to bind directly
 _bind_path = None  # what the server was given: the socket path or /proc/self/fd/N/name
@@ -54,8 +76,27 @@ def _quietly(call):
             level.value = old
 
 
+def _cache_bytecode():
+    # Python writes this file's .pyc into the hook directory (the launcher's, private to the run)
+    # unless PYTHONDONTWRITEBYTECODE says not to; then every worker compiled it, ~1 ms. Written
+    # here, it serves the workers and children that start later (restarts, spawned children).
+    if not sys.dont_write_bytecode:
+        return
+    try:
+        import importlib.util
+        import py_compile
+
+        if not os.path.exists(importlib.util.cache_from_source(__file__)):
+            py_compile.compile(__file__, doraise=True)
+    except Exception:
+        pass  # a read-only or full run directory: workers compile the hook, as before
+
+
 def _start():
     global _server, _dir_fd, _bind_path
+    if os.getpid() != _pid:
+        return
+    _cache_bytecode()
     try:
         from torch._C._distributed_c10d import _WorkerServer
     except Exception as e:
@@ -147,26 +188,18 @@ class _LoaderThenStart:
             _note(f"the worker server did not start: {e}")
 
 
-class _Finder:
-    """First on sys.meta_path; a name compare per import until torch is imported, then nothing.
-    It stays on sys.meta_path once done: removing it from the live list while another thread
-    walks it would make that walk skip the next finder."""
-
-    done = False
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if cls.done or name != "torch":
-            return None
-        for finder in sys.meta_path:
-            if finder is cls or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _LoaderThenStart(spec.loader)
-                return spec
-        return None
+def _torch_spec(finder, name, path, target):
+    # torch's spec from the finders after ours, its loader wrapped to call _start() after it.
+    for other in sys.meta_path:
+        if other is finder or not hasattr(other, "find_spec"):
+            continue
+        spec = other.find_spec(name, path, target)
+        if spec is not None:
+            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _LoaderThenStart(spec.loader)
+            return spec
+    return None
+'''
 
 
 def _chain_sitecustomize(rest):
@@ -190,13 +223,16 @@ def _chain_sitecustomize(rest):
         raise
 
 
-if _SOCKET:
-    sys.meta_path.insert(0, _Finder)
-# Our directory leaves sys.path (PYTHONPATH keeps it for children): sys.path is then what it
-# would be without us, also under -P where nothing is put in front of it.
-_rest = sys.path
-if _HERE in sys.path:
-    _rest = sys.path[sys.path.index(_HERE) + 1 :]
-    sys.path.remove(_HERE)
-    sys.path_importer_cache.pop(_HERE, None)
-_chain_sitecustomize(_rest)
+# Imported under another name (a tool walking the ddplaunch package), this file does nothing.
+if __name__ == "sitecustomize":
+    _SOCKET = os.environ.pop("DDPLAUNCH_WORKER_SOCKET", None)  # no child starts a second server
+    if _SOCKET:
+        sys.meta_path.insert(0, _Finder)
+    # Our directory leaves sys.path (PYTHONPATH keeps it for children): sys.path is then what it
+    # would be without us, also under -P where nothing is put in front of it.
+    _rest = sys.path
+    if _HERE in sys.path:
+        _rest = sys.path[sys.path.index(_HERE) + 1 :]
+        sys.path.remove(_HERE)
+        sys.path_importer_cache.pop(_HERE, None)
+    _chain_sitecustomize(_rest)

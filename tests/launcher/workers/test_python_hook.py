@@ -132,6 +132,10 @@ def serve_and_ask(tmp_path, hook_dir, socket_path):
 
 def test_a_torch_distributed_worker_serves_its_socket(tmp_path, hook_dir):
     serve_and_ask(tmp_path, hook_dir, tmp_path / "w.sock")
+    # The hook's .pyc is there for the workers that start later, also under PYTHONDONTWRITEBYTECODE
+    # (which ctest sets): Python or the hook wrote it.
+    assert os.listdir(os.path.join(hook_dir, "__pycache__")) == [
+        f"sitecustomize.{sys.implementation.cache_tag}.pyc"]
 
 
 def test_f_socket_path_longer_than_sun_path(tmp_path, hook_dir):
@@ -302,3 +306,18 @@ def test_h_unusable_socket_path_leaves_the_worker_alone(tmp_path, hook_dir, case
     else:
         note = pathlib.Path(f"{sock}.unavailable").read_text()
         assert note.count("\n") == 1, note
+
+
+def test_imported_as_a_package_module_it_does_nothing(tmp_path):
+    # A tool walking the ddplaunch package imports ddplaunch.worker_hook.sitecustomize: no effect.
+    script = write(tmp_path, "walk.py", """
+import os, sys
+before = (list(sys.path), list(sys.meta_path), sys.modules.get("sitecustomize"))
+import ddplaunch.worker_hook.sitecustomize
+import torch
+print(before == (list(sys.path), list(sys.meta_path), sys.modules.get("sitecustomize")),
+      os.environ["DDPLAUNCH_WORKER_SOCKET"] == sys.argv[1], os.listdir(os.path.dirname(sys.argv[1])))
+""")
+    sock = tmp_path / "w.sock"
+    assert run([script, str(sock)], tmp_path, socket_path=sock, pythonpath=[ROOT / "python"]) == (
+        0, "True True ['walk.py']\n", "")
