@@ -12,7 +12,15 @@
 //                         exit, left behind by os._exit or a signal
 //   <socket>.unavailable  one line saying why there is no server (a torch without
 //                         _WorkerServer, a path it could not bind); neither file: the worker has
-//                         not imported torch (or ran with -I, -E or -S, which skip the hook)
+//                         not imported torch (yet), or ran with -I, -E or -S (no hook then)
+//   <run_dir>/python/__pycache__/  the hook's .pyc, written by the first worker (by the hook
+//                         itself under PYTHONDONTWRITEBYTECODE, once a worker imports torch)
+// Asking the server: POST /handler/<name> (ping, dump_traceback, fr_trace_json), one request per
+// connection ("Connection: close") with a timeout. torch's shutdown() keeps the GIL while it
+// joins the handlers, and dump_traceback's handler needs the GIL: the hook unlinks the socket and
+// drains with a ping before shutting down at exit, but a request already accepted in that last
+// moment can still hang the worker's exit, so a worker that does not exit after its grace is
+// killed as any other.
 #pragma once
 
 #include <string>
