@@ -7,7 +7,8 @@ it at exit; one that never imports torch pays nothing and leaves nothing; everyt
 user's sitecustomize, sys.argv, __main__, sys.path, python -m, multiprocessing spawn and
 forkserver, DataLoader workers, output) is what it is without the hook. When there can be no
 server (a torch without _WorkerServer, a path that cannot be bound) the worker is unaffected and
-<socket>.unavailable says why, where it can be written.
+<socket>.unavailable says why, where it can be written. A worker exiting right after the server
+started (normally, by an exception, by os._exit) exits as it would without the hook.
 """
 
 from __future__ import annotations
@@ -321,3 +322,15 @@ print(before == (list(sys.path), list(sys.meta_path), sys.modules.get("sitecusto
     sock = tmp_path / "w.sock"
     assert run([script, str(sock)], tmp_path, socket_path=sock, pythonpath=[ROOT / "python"]) == (
         0, "True True ['walk.py']\n", "")
+
+
+@pytest.mark.parametrize("code", ["import torch", "import torch; raise SystemExit(3)", "import torch; 1/0",
+                                  "import torch, os; os._exit(4)"])
+def test_exit_right_after_the_server_started(tmp_path, hook_dir, code):
+    # No hang (torch's shutdown() before the server's loop runs would join forever), no crash, the
+    # exit code and output of a run without the hook; the socket is removed unless os._exit.
+    sock = tmp_path / "w.sock"
+    with_hook = run(["-c", code], tmp_path, hook_dir=hook_dir, socket_path=sock)
+    assert with_hook == run(["-c", code], tmp_path)
+    assert sock.exists() == ("_exit" in code)
+    assert not os.path.exists(f"{sock}.unavailable")
