@@ -34,6 +34,7 @@ grep -q "data/scripts/ddplaunch " "$work/contents" || fail "the wheel has no scr
 grep -q "data/scripts/ddplaunch-store " "$work/contents" || fail "the wheel has no scripts/ddplaunch-store"
 grep -q "data/scripts/ddplaunch-etcd-tls " "$work/contents" || fail "the wheel has no scripts/ddplaunch-etcd-tls"
 grep -q "ddplaunch/__main__.py" "$work/contents" || fail "the wheel has no python -m entry"
+grep -q "ddplaunch/worker_hook/sitecustomize.py" "$work/contents" || fail "the wheel has no Python worker hook"
 if grep -qi "torch\|\.so" "$work/contents"; then fail "the wheel carries a shared library or LibTorch"; fi
 
 echo "== pip install the wheel into $venv_bin/.."

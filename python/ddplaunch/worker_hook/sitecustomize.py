@@ -1,0 +1,238 @@
+# ddplaunch's worker hook. The launcher writes this file as <run dir>/python/sitecustomize.py, puts
+# that directory first on each Python worker's PYTHONPATH and names a unix socket in
+# DDPLAUNCH_WORKER_SOCKET. When the worker first imports torch, this starts torch's worker server
+# (torch._C._distributed_c10d._WorkerServer, what torch.distributed.elastic.control_plane.
+# worker_main() starts) on that socket, so the launcher can ask for the Flight Recorder
+# (POST /handler/fr_trace_json) and Python stacks (POST /handler/dump_traceback), also of
+# unmodified scripts. If that cannot be done, it writes one line saying why to
+# "<socket>.unavailable" and leaves the worker alone: it never raises, never prints.
+#
+# It ships in the ddplaunch package (python/ddplaunch/worker_hook/) only to be read: nothing there
+# imports it, and imported under any name but site.py's "sitecustomize" it does nothing.
+import os
+import sys
+
+_SOCKET = None  # DDPLAUNCH_WORKER_SOCKET (taken at the end of this file)
+_HERE = os.path.dirname(__file__)  # exactly the sys.path entry site.py found us through
+_pid = os.getpid()  # the worker; a forked child importing torch first starts no server of its own
+
+
+class _Finder:
+    """First on sys.meta_path while torch has not been imported: a name compare per import. It
+    stays there once done: removing it from the live list while another thread walks it would
+    make that walk skip the next finder."""
+
+    done = False
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if cls.done or name != "torch":
+            return None
+        if "_torch_spec" not in globals():
+            exec(compile(_SERVER, __file__, "exec"), globals())
+        return _torch_spec(cls, name, path, target)
+
+
+# The rest is compiled only when torch is first imported (_Finder). As plain code, its compiling
+# made every start without a .pyc (PYTHONDONTWRITEBYTECODE, common in containers) 0.9 ms slower,
+# torch or not (+2.4 ms instead of +1.4 ms for `python -c pass`; with a .pyc both cost +0.15 ms).
+_SERVER = r'''
+_server = None  # the _WorkerServer, kept for good (see _start)
+_dir_fd = None  # the socket's directory, when its path is too long to bind directly
+_bind_path = None  # what the server was given: the socket path or /proc/self/fd/N/name
+
+
+def _note(reason):
+    # The launcher reads this once and says the worker runs without its server.
+    try:
+        with open(_SOCKET + ".unavailable", "w") as f:
+            f.write(" ".join(str(reason).split()) + "\n")
+    except (OSError, ValueError):
+        pass  # nowhere to say it (the directory is gone or unwritable): the launcher sees no socket
+
+
+def _quiet_c10():
+    # torch logs "Server listening/shutting down/exited" as C++ warnings on the worker's stderr;
+    # this is the c10 log level to raise around those calls (None if this torch has no such flag).
+    import ctypes
+    import torch
+
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libc10.so"))
+        return ctypes.c_int.in_dll(lib, "FLAGS_caffe2_log_level")
+    except (OSError, ValueError):
+        return None
+
+
+def _quietly(call):
+    level = _quiet_c10()
+    old = level.value if level is not None else None
+    if level is not None:
+        level.value = 2  # errors only, for the few ms of the call (other threads' warnings too)
+    try:
+        return call()
+    finally:
+        if level is not None:
+            level.value = old
+
+
+def _cache_bytecode():
+    # Python writes this file's .pyc into the hook directory (the launcher's, private to the run)
+    # unless PYTHONDONTWRITEBYTECODE says not to; then every worker compiled it, ~1 ms. Written
+    # here, it serves the workers and children that start later (restarts, spawned children).
+    if not sys.dont_write_bytecode:
+        return
+    try:
+        import importlib.util
+        import py_compile
+
+        if not os.path.exists(importlib.util.cache_from_source(__file__)):
+            py_compile.compile(__file__, doraise=True)
+    except Exception:
+        pass  # a read-only or full run directory: workers compile the hook, as before
+
+
+def _start():
+    global _server, _dir_fd, _bind_path
+    if os.getpid() != _pid:
+        return
+    _cache_bytecode()
+    try:
+        from torch._C._distributed_c10d import _WorkerServer
+    except Exception as e:
+        import torch
+
+        return _note(f"torch {getattr(torch, '__version__', '?')} has no _WorkerServer ({e})")
+    try:
+        path = _SOCKET
+        if len(os.fsencode(path)) > 107:  # sun_path holds 108 bytes with the NUL
+            _dir_fd = os.open(os.path.dirname(path) or ".", os.O_PATH | os.O_DIRECTORY)
+            path = f"/proc/self/fd/{_dir_fd}/{os.path.basename(path)}"
+            if len(os.fsencode(path)) > 107:
+                return _note(f"the socket's name is too long to bind: {os.path.basename(_SOCKET)}")
+        server = _quietly(lambda: _WorkerServer(path))
+    except Exception as e:
+        return _note(f"the worker server did not start on {_SOCKET}: {e}")
+    # Never destroyed: its destructor shuts it down, which in a forked child (os.fork, a fork
+    # DataLoader worker) would shut the parent's listening socket and join a thread that is not
+    # there. The parent shuts it down at exit instead (_stop).
+    import atexit
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(server))
+    _server, _bind_path = server, path
+    atexit.register(_stop)
+
+
+def _stop():
+    # At exit of the process that started it (atexit is inherited by forked children, which must
+    # not touch it). os._exit and signals skip this: the kernel ends the server's threads.
+    global _server
+    server, _server = _server, None
+    if server is None or os.getpid() != _pid:
+        return
+    import socket
+
+    try:
+        # 1. Connect before unlinking, 2. unlink: the launcher can start no new request.
+        # 3. A ping answered proves the accept loop runs: httplib's stop() before it starts is
+        #    lost, and shutdown() would then join forever. Waiting for it releases the GIL, so a
+        #    dump_traceback in flight (its handler takes the GIL) finishes; shutdown() itself
+        #    holds the GIL while it joins the handlers.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(2.0)
+            s.connect(_bind_path)
+            _unlink()
+            s.sendall(b"POST /handler/ping HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+        if not reply.startswith(b"HTTP/1.1 200"):
+            return  # not our server as we know it: leave it to the end of the process
+        _quietly(server.shutdown)
+    except OSError:
+        _unlink()  # no answer in 2 s: better no shutdown than a hang at exit
+    finally:
+        if _dir_fd is not None:
+            os.close(_dir_fd)
+
+
+def _unlink():
+    try:
+        if _dir_fd is not None:
+            os.unlink(os.path.basename(_SOCKET), dir_fd=_dir_fd)
+        else:
+            os.unlink(_SOCKET)
+    except OSError:
+        pass  # already gone (or the directory with it): nothing left to clean
+
+
+class _LoaderThenStart:
+    """torch's own loader, then _start(); torch's module never sees this wrapper after exec."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        _Finder.done = True
+        module.__spec__.loader = module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        # After the whole of torch/__init__ (which imports torch.distributed in torch 2.x): the
+        # server's handlers may call into torch and Python, so not while torch is half-imported.
+        try:
+            _start()
+        except Exception as e:
+            _note(f"the worker server did not start: {e}")
+
+
+def _torch_spec(finder, name, path, target):
+    # torch's spec from the finders after ours, its loader wrapped to call _start() after it.
+    for other in sys.meta_path:
+        if other is finder or not hasattr(other, "find_spec"):
+            continue
+        spec = other.find_spec(name, path, target)
+        if spec is not None:
+            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _LoaderThenStart(spec.loader)
+            return spec
+    return None
+'''
+
+
+def _chain_sitecustomize(rest):
+    # The sitecustomize Python would have imported without us: the next one on sys.path after
+    # our directory (Debian's /etc/python3.X one, a venv's, one on the user's PYTHONPATH). It
+    # becomes sys.modules["sitecustomize"]; its errors propagate to site.py, which reports them
+    # as it always does, with no module left under that name.
+    import _frozen_importlib
+    import _frozen_importlib_external
+
+    spec = _frozen_importlib_external.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None or spec.origin == __file__:  # (ours: not found on sys.path)
+        del sys.modules["sitecustomize"]
+        return
+    module = _frozen_importlib.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["sitecustomize"]
+        raise
+
+
+# Imported under another name (a tool walking the ddplaunch package), this file does nothing.
+if __name__ == "sitecustomize":
+    _SOCKET = os.environ.pop("DDPLAUNCH_WORKER_SOCKET", None)  # no child starts a second server
+    if _SOCKET:
+        sys.meta_path.insert(0, _Finder)
+    # Our directory leaves sys.path (PYTHONPATH keeps it for children): sys.path is then what it
+    # would be without us, also under -P where nothing is put in front of it.
+    _rest = sys.path
+    if _HERE in sys.path:
+        _rest = sys.path[sys.path.index(_HERE) + 1 :]
+        sys.path.remove(_HERE)
+        sys.path_importer_cache.pop(_HERE, None)
+    _chain_sitecustomize(_rest)
