@@ -8,6 +8,7 @@
 #include "common/host_name.hpp"
 #include "launcher/agent/node_setup.hpp"
 #include "launcher/watch/worker_timers.hpp"
+#include "launcher/workers/python_hook.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
 namespace ddp::launcher {
@@ -30,7 +31,11 @@ int print_dry_run(const LaunchConfig& c) {
   const RankMap ranks(nodes);
   std::cout << ranks.describe();
   const ProgressTable progress = ProgressTable::create(std::max(1, c.nproc_per_node));
-  const RoundWorkerContext context{"", 0, timer_file_path(env, eff.log_root), progress.fd()};
+  RoundWorkerContext context{"", 0, timer_file_path(env, eff.log_root), progress.fd()};
+  if (runs_with_python(c) && c.worker_server) {
+    context.python_hook_dir = python_hook_dir(eff.log_root);
+    context.socket_dir = eff.log_root;
+  }
   const WorkerSpecInputs in = worker_spec_inputs(c, eff, ranks, c.node_rank, 0, context, env);
   if (runs_with_python(c)) std::cout << "python: " << eff.python.path << " (" << eff.python.reason << ")\n";
   for (const auto& w : build_worker_specs(in)) {

@@ -25,6 +25,7 @@
 #include "launcher/rdzv/round_joiner.hpp"
 #include "launcher/rdzv/store_backend.hpp"
 #include "launcher/report/failure_summary.hpp"
+#include "launcher/workers/python_hook.hpp"
 
 namespace ddp::launcher {
 
@@ -73,6 +74,15 @@ bool Agent::prepare() {
     wo.local_workers = c_.nproc_per_node;
     wo.real_processes = deps_.preflight;
     wo.connect_job = [this] { return connect_job(); };
+    if (runs_with_python(c_) && c_.worker_server && deps_.preflight) {
+      try {
+        python_hook_dir_ = install_python_hook(eff_.log_root);
+        wo.socket_dir = eff_.log_root;
+      } catch (const Error& e) {
+        // A full disk, say: the job runs as it would without the hook.
+        log::warning("{}; the Python workers run without PyTorch's worker server", e.what());
+      }
+    }
     watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) { on_hang(r); });
   } catch (const UsageError& e) {
     log::error("{}", e.what());
@@ -121,7 +131,9 @@ void Agent::on_joined(const JoinedRound& joined) {
   hosts_.clear();
   for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
-  const RoundWorkerContext context{joined.master_addr, joined.master_port, watch_->timer_file(), watch_->progress_fd()};
+  RoundWorkerContext context{joined.master_addr, joined.master_port, watch_->timer_file(), watch_->progress_fd()};
+  context.python_hook_dir = python_hook_dir_;
+  if (!python_hook_dir_.empty()) context.socket_dir = eff_.log_root;
   const WorkerSpecInputs in =
       worker_spec_inputs(c_, eff_, joined.ranks, group_rank_, restart_count_, context, current_environment());
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {

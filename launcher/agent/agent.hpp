@@ -149,6 +149,7 @@ class Agent {
   std::unique_ptr<JobMonitor> monitor_;
   std::optional<int> exit_code_;
   std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure
+  std::string python_hook_dir_;      // the Python workers' hook (python_hook.hpp); "": none
   // This round stopped for a lost node or store: what the other nodes are told (no exit barrier).
   std::optional<Outcome> lost_;
 };

@@ -40,6 +40,9 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   report_.add(w, state, std::move(note));
   recorder_->worker_exited(round_, report_.ranks().back());
   if (failed_first) {
+    // Before anything is stopped: what the others were doing in their collectives (a rank that
+    // timed out in one names the rank that never entered it).
+    report_.set_collectives(watch_->flight_records_at_failure());
     // What the other nodes print at once; this node prints the whole report when the round ends.
     const std::string summary = failure_summary(report_, failure_context());
     if (nnodes_ > 1 && joiner_->job()) {

@@ -108,9 +108,14 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
                       "between SIGTERM and SIGKILL (default 30)"));
   add_seconds(app, "--hang_timeout,--hang-timeout", v.hang_timeout,
-              "fail the job (exit 124) when ranks wait this long in a collective (ddplaunch runtime), saying "
-              "which rank never entered it, with stacks; for other workers, report a suspected hang when "
-              "they use almost no CPU this long (default 0: off; 300 suits most training)");
+              "fail the job (exit 124) when a rank waits this long in a collective, saying which rank never "
+              "entered it (PyTorch's Flight Recorder, or the ddplaunch runtime) with stacks; for workers with "
+              "neither, report a suspected hang when they use almost no CPU this long (default 0: off; 300 "
+              "suits most training)");
+  app.add_flag_callback(
+      "--no_worker_server,--no-worker-server", [&c] { c.worker_server = false; },
+      "start no PyTorch worker server in Python workers (no PYTHONPATH hook, no control socket): hangs and "
+      "stacks then come from CPU time and py-spy");
   pet.add(app.add_option("--signals_to_handle,--signals-to-handle", v.signals_to_handle,
                          "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2)")
               ->type_name("SIGNAL,..."));

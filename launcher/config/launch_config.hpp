@@ -77,6 +77,9 @@ struct LaunchConfig {
   std::string local_addr;  // address this node advertises ("" = hostname)
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)
+  // Python workers get PyTorch's worker server on a private socket (workers/python_hook.hpp);
+  // --no_worker_server turns it off.
+  bool worker_server = true;
   std::vector<int> signals_to_handle;         // forwarded to the workers' process groups
   bool virtual_local_rank = false;
   // Appended to each worker's arguments: nothing, --local_rank=i (torch.distributed.launch up to

@@ -134,7 +134,7 @@ std::string root_cause_block(const RankOutcome& root, const FailureContext& c, c
 std::string failure_summary(const RoundReport& report, const FailureContext& node) {
   const RankOutcome* root = report.root_cause();
   if (!root) return "";
-  return root_cause_block(*root, node, sections(report, root));
+  return root_cause_block(*root, node, report.collectives() + sections(report, root));
 }
 
 std::string end_of_round_summary(const RoundReport& report, const FailureContext& node, const RoundEnd& end) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,10 @@ struct RankOutcome {
 class RoundReport {
  public:
   // Forgets the previous round.
-  void clear() { ranks_.clear(); }
+  void clear() {
+    ranks_.clear();
+    collectives_.clear();
+  }
   // Reads the worker's error file, once, for every rank that did not succeed (blocks on the file
   // system only). A worker given as Stopped whose error file holds an exception counts as Failed:
   // it raised before we stopped it. Never throws.
@@ -40,9 +44,15 @@ class RoundReport {
   const std::vector<RankOutcome>& ranks() const { return ranks_; }
   // The earliest failure (ties: the first seen); nullptr when no rank failed.
   const RankOutcome* root_cause() const;
+  // What the ranks' Flight Recorders showed when the root cause failed (a hang or a desync in a
+  // collective: worker_watch.hpp's flight_records_at_failure()), "" when nothing; printed with
+  // the root cause.
+  void set_collectives(std::string text) { collectives_ = std::move(text); }
+  const std::string& collectives() const { return collectives_; }
 
  private:
   std::vector<RankOutcome> ranks_;
+  std::string collectives_;
 };
 
 }  // namespace ddp::launcher

@@ -346,4 +346,25 @@ FrFinding analyse_flight_records(const std::vector<RankFr>& ranks, std::chrono::
   return f;
 }
 
+std::string finding_headline(const FrFinding& f) {
+  const std::string group = fmt::format("process group {}{}", f.group_name,
+                                        f.group_ranks.empty() ? "" : " (" + ranks_phrase(f.group_ranks) + ")");
+  switch (f.kind) {
+    case FrFindingKind::Desync:
+      return fmt::format("the members of {} called different collectives as #{}", group, f.seq);
+    case FrFindingKind::Hang:
+      if (f.never_entered.empty()) {
+        return fmt::format("{} waited in {} #{} of {}, which not every member is known to have entered",
+                           ranks_phrase(f.waiting), f.op, f.seq, group);
+      }
+      return fmt::format("{} waited in {} #{} of {}, which {} never entered", ranks_phrase(f.waiting), f.op, f.seq,
+                         group, ranks_phrase(f.never_entered));
+    case FrFindingKind::Stuck:
+      return fmt::format("every member of {} entered {} #{} and none completed it", group, f.op, f.seq);
+    case FrFindingKind::None:
+      break;
+  }
+  return "";
+}
+
 }  // namespace ddp::launcher

@@ -68,6 +68,10 @@ struct FrFinding {
 FrFinding analyse_flight_records(const std::vector<RankFr>& ranks, std::chrono::milliseconds waited_at_least,
                                  std::int64_t now_ns);
 
+// The finding in one line, for the first line of a report: "rank 0 waited in gloo:all_reduce #4
+// of process group 0 (ranks 0-1), which rank 1 never entered"; "" for None.
+std::string finding_headline(const FrFinding& finding);
+
 // One line per rank of its last collectives per group, for --dump_stacks:
 //   "  rank 0: group 0 (default_pg): in gloo:all_reduce #4 for 3.2 s; group 1 (undefined): last gloo:broadcast #1
 //   completed" "  rank 2: no flight record (no answer from /run/w2.sock to fr_trace_json within 2000 ms)"

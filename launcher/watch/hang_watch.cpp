@@ -82,7 +82,9 @@ bool HangWatch::collective_hang(std::int64_t now_ns) const {
 std::string HangWatch::take_stacks() const {
   std::map<int, int> ranks;
   for (const auto& [pid, w] : workers_) ranks[pid] = w.rank;
-  return dump_stacks(ranks, StackDumpOptions{o_.python, std::chrono::seconds(3)});
+  StackDumpOptions options{o_.python, std::chrono::seconds(3)};
+  if (o_.sockets) options.sockets = o_.sockets();
+  return dump_stacks(ranks, options);
 }
 
 void HangWatch::sample() {
@@ -97,7 +99,9 @@ void HangWatch::sample() {
     if (static_cast<double>(read_proc_stat(pid).cpu_ticks - ticks) > 0.05 * window_ticks + 1) busy = true;
   }
   for (const RankProgress& r : snapshot()) publishing = publishing || r.progress.attached();
-  if (publishing) {
+  if (o_.exact && o_.exact()) {
+    restart_window(now);  // the Flight Recorder's watch says it all
+  } else if (publishing) {
     // The runtime says what each rank does: no guessing from CPU time.
     if (collective_hang(realtime_ns())) {
       HangReport report;
@@ -133,11 +137,14 @@ void HangWatch::report_suspected(std::chrono::steady_clock::time_point now) {
       "{}/hang_round{}_{}.txt", o_.run_dir, round_,
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   if (!(std::ofstream(report.stacks_file) << report.stacks)) report.stacks_file.clear();
+  const std::string why = o_.unavailable ? o_.unavailable() : "";
   report.text = fmt::format(
       "suspected hang: {} on this node used almost no CPU time (under 5% of a core) for {:g} s (a heuristic: "
-      "the job goes on)\n{}"
+      "the job goes on){}\n{}"
       "stacks{}:\n{}",
-      ranks_phrase(ranks), std::chrono::duration<double>(now - idle_since_).count(), states,
+      ranks_phrase(ranks), std::chrono::duration<double>(now - idle_since_).count(),
+      why.empty() ? "" : fmt::format("; exact hang reports need PyTorch's Flight Recorder and worker server, which these workers lack: {}", why),
+      states,
       report.stacks_file.empty() ? "" : " (also in " + report.stacks_file + ")", report.stacks);
   // Taking stacks costs the workers a little CPU (ptrace stops): that is not progress.
   restart_window(std::chrono::steady_clock::now());

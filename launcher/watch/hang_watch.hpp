@@ -6,7 +6,8 @@
 //    each rank's collective, since when, which never entered it, and every local rank's stack.
 //    The report goes to the owner (worker_watch.hpp adds the other nodes' ranks), and the job
 //    fails on it.
-//  - A heuristic otherwise (Python workers): when no local worker has used more than 5% of a core
+//  - Python workers whose Flight Recorders answer are watched exactly by flight_recorder_watch.hpp.
+//  - A heuristic otherwise (Python workers without a worker server, e.g. an older torch): when no local worker has used more than 5% of a core
 //    (utime + stime of the worker process, all its threads; a rank waiting for a peer is not at 0:
 //    gloo's loop thread wakes now and then) for the whole timeout, a *suspected* hang is
 //    reported once (until a rank uses CPU again) with each rank's state (a SIGSTOPped rank shows
@@ -38,6 +39,13 @@ struct HangWatchOptions {
   std::string python;                       // the workers' interpreter, for py-spy
   const ProgressTable* progress = nullptr;  // the round's slots (nullptr: the heuristic only)
   std::string host;                         // this node's host, in the report
+  // True while the workers' Flight Recorders answer (flight_recorder_watch.hpp): they say exactly
+  // what hangs, so no heuristic. Unset: never.
+  std::function<bool()> exact;
+  // Why they cannot ("" when they can), said in a suspected hang's report.
+  std::function<std::string()> unavailable;
+  // The workers' worker servers (pid → socket), for their Python stacks without ptrace.
+  std::function<std::map<int, std::string>()> sockets;
 };
 
 struct HangReport {

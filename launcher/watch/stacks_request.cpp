@@ -67,13 +67,18 @@ std::string progress_key(long long n, int g) {
   return fmt::format("stacks/{}/progress/{}", n, g);
 }
 
+std::string flight_records_key(long long n, int g) {
+  return fmt::format("stacks/{}/fr/{}", n, g);
+}
+
 long long make_stacks_request(rendezvous::Store& job) {
   const long long n = job.add("stacks/request", 1);
   job.set(fmt::format("stacks/{}/req", n), "1");
   return n;
 }
 
-void StacksWatcher::answer(long long n, const std::string& progress, const std::string& stacks) {
+void StacksWatcher::answer(long long n, const std::string& progress, const std::string& flight_records,
+                           const std::string& stacks) {
   std::shared_ptr<rendezvous::Store> store;
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
@@ -81,6 +86,7 @@ void StacksWatcher::answer(long long n, const std::string& progress, const std::
     store = shared_->answering;
   }
   store->set(progress_key(n, shared_->group_rank), progress);
+  store->set(flight_records_key(n, shared_->group_rank), flight_records);
   store->set(stacks_key(n, shared_->group_rank), stacks);
 }
 

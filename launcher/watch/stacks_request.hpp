@@ -6,6 +6,8 @@
 //   "stacks/<n>/req"         the client sets it; every launcher's watcher is parked on it;
 //   "stacks/<n>/progress/<g>" each launcher's local ranks' collective progress (collective_hang.hpp),
 //                            set first (it is read without delay);
+//   "stacks/<n>/fr/<g>"      each launcher's Python ranks' Flight Recorder (fr_analysis.hpp's
+//                            encode_rank_fr; "[]" without any), set with the progress;
 //   "stacks/<n>/node/<g>"    each launcher's answer: its local ranks' stacks (stack_dump.hpp).
 // A launcher that finds a collective hang asks the same way (worker_watch.hpp).
 // A launcher starts its watcher 1 s after its workers (a short job pays nothing for it), on its
@@ -35,8 +37,8 @@ class StacksWatcher {
   StacksWatcher& operator=(const StacksWatcher&) = delete;
 
   // Stores this node's answer to request n on its own connection: its ranks' progress
-  // (encode_progress) and stacks. Throws what the store throws.
-  void answer(long long n, const std::string& progress, const std::string& stacks);
+  // (encode_progress), Flight Recorder (encode_rank_fr) and stacks. Throws what the store throws.
+  void answer(long long n, const std::string& progress, const std::string& flight_records, const std::string& stacks);
 
  private:
   struct Shared;
@@ -49,5 +51,6 @@ long long make_stacks_request(rendezvous::Store& job);
 // Where node g answers request n.
 std::string stacks_key(long long n, int g);
 std::string progress_key(long long n, int g);
+std::string flight_records_key(long long n, int g);
 
 }  // namespace ddp::launcher

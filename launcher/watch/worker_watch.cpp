@@ -1,13 +1,16 @@
 // See worker_watch.hpp.
 #include "launcher/watch/worker_watch.hpp"
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
 
 #include "common/log.hpp"
-#include "launcher/watch/stack_dump.hpp"
+#include "launcher/watch/fr_codec.hpp"
+#include "launcher/workers/worker_spec.hpp"
 
 namespace ddp::launcher {
 
@@ -19,10 +22,31 @@ WorkerWatch::WorkerWatch(boost::asio::io_context& io, WorkerWatchOptions options
       progress_(ProgressTable::create(std::max(1, o_.local_workers))),
       stacks_timer_(io) {
   timers_ = WorkerTimers::create(io_, current_environment(), o_.run_dir, o_.python);
+  if (!o_.socket_dir.empty() && o_.real_processes) {
+    FlightRecorderWatchOptions fo;
+    fo.hang_timeout = o_.hang_timeout;
+    fo.host = o_.host;
+    flight_ = std::make_unique<FlightRecorderWatch>(
+        std::move(fo), [this](std::vector<RankFr> local, std::chrono::milliseconds waited) {
+          boost::asio::post(io_, [this, local = std::move(local), waited, round = round_]() mutable {
+            if (round == round_ && live_) on_suspect(std::move(local), waited);
+          });
+        });
+  }
   if (o_.hang_timeout.count() > 0) {
     HangWatchOptions ho{o_.hang_timeout, o_.run_dir, o_.python, &progress_, o_.host};
+    // Where a Flight Recorder answers, it says exactly what hangs: no guessing from CPU time.
+    if (flight_) ho.exact = [this] { return flight_->answering(); };
+    if (flight_) ho.unavailable = [this] { return flight_->unavailable(); };
+    ho.sockets = [this] { return sockets_; };
     hang_ = std::make_unique<HangWatch>(io_, std::move(ho), [this](const HangReport& r) { on_hang(r); });
   }
+}
+
+StackDumpOptions WorkerWatch::stack_options(std::chrono::milliseconds timeout) const {
+  StackDumpOptions options{o_.python, timeout};
+  options.sockets = sockets_;
+  return options;
 }
 
 WorkerWatch::~WorkerWatch() {
@@ -41,6 +65,15 @@ void WorkerWatch::started(int round, int group_rank, int nnodes, std::map<int, W
   for (const auto& [pid, w] : workers) running_[pid] = w.rank;
   workers_ = workers;
   live_ = true;
+  sockets_.clear();
+  if (flight_) {
+    std::vector<FrWorker> python;
+    for (const auto& [pid, w] : workers) {
+      sockets_[pid] = worker_socket_path(o_.socket_dir, w.slot);
+      python.push_back({pid, w.rank, sockets_[pid]});
+    }
+    flight_->watch(std::move(python), group_rank_);
+  }
   if (timers_) timers_->watch(running_);
   if (hang_) hang_->watch(std::move(workers), round_, group_rank_);
   watch_stack_requests();
@@ -48,6 +81,12 @@ void WorkerWatch::started(int round, int group_rank, int nnodes, std::map<int, W
 
 std::string WorkerWatch::exited(int pid) {
   running_.erase(pid);
+  if (const auto socket = sockets_.find(pid); socket != sockets_.end()) {
+    // A worker killed (or ended by os._exit) leaves its socket: the next round's worker of this
+    // local rank binds the same path.
+    ::unlink(socket->second.c_str());  // ENOENT: it removed it itself at its exit
+    ::unlink((socket->second + ".unavailable").c_str());
+  }
   if (hang_) hang_->forget(pid);
   if (!timers_) return "";
   std::string note = timers_->note(pid);
@@ -58,11 +97,12 @@ std::string WorkerWatch::exited(int pid) {
 void WorkerWatch::stopping(bool failure) {
   live_ = false;
   if (hang_) hang_->stop();
+  if (flight_) flight_->stop();
   // Only where the user asked for logs: taking stacks delays the teardown by tens of ms per
   // worker (bench section 2).
   if (!failure || running_.empty() || o_.temporary_run_dir || !o_.real_processes) return;
   const std::string path = fmt::format("{}/stacks_round{}_node{}.txt", o_.run_dir, round_, group_rank_);
-  std::ofstream(path) << dump_stacks(running_, StackDumpOptions{o_.python, std::chrono::seconds(3)});
+  std::ofstream(path) << dump_stacks(running_, stack_options(std::chrono::seconds(3)));
   log::info("stacks of the {} worker(s) still running when the job stopped: {}", running_.size(), path);
 }
 
@@ -89,10 +129,15 @@ void WorkerWatch::watch_stack_requests() {
 
 void WorkerWatch::answer(long long request) {
   const std::string progress = encode_progress(local_progress());
-  const std::string text =
-      fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host, dump_stacks(running_, StackDumpOptions{o_.python}));
+  std::vector<RankFr> records;
+  if (flight_ && flight_->answering()) records = flight_->collect(false);
+  std::string text =
+      fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host, dump_stacks(running_, stack_options(std::chrono::seconds(10))));
+  if (!records.empty()) {
+    text += "last collectives (PyTorch's Flight Recorder):\n" + describe_flight_records(records, realtime_ns()) + "\n";
+  }
   try {
-    stacks_watcher_->answer(request, progress, text);
+    stacks_watcher_->answer(request, progress, encode_rank_fr(records), text);
   } catch (const Error& e) {
     log::warning("--dump_stacks: could not answer request {}: {}", request, e.what());
   }
@@ -113,14 +158,19 @@ std::vector<RankProgress> WorkerWatch::local_progress() const {
 void WorkerWatch::on_hang(HangReport report) {
   if (!report.collective) return on_hang_(report);
   if (nnodes_ <= 1 || !o_.real_processes) return report_collective_hang(std::move(report), {}, "");
+  gather_other_nodes([this, report = std::move(report)](const OtherNodes& others) {
+    report_collective_hang(report, others.progress, others.stacks);
+  });
+}
+
+void WorkerWatch::gather_other_nodes(std::function<void(const OtherNodes&)> then) {
   // The other nodes' ranks, through the store, on a thread: their answers come in seconds (they
   // take their stacks), and this loop must stay free to answer the request itself.
   join_gather();
   auto slot = std::make_shared<GatherStore>();
   gather_store_ = slot;
-  gather_ = std::thread([this, report = std::move(report), slot, round = round_, g = group_rank_, nnodes = nnodes_] {
-    std::vector<RankProgress> others;
-    std::string stacks;
+  gather_ = std::thread([this, then = std::move(then), slot, round = round_, g = group_rank_, nnodes = nnodes_] {
+    OtherNodes others;
     try {
       auto store = o_.connect_job();
       {
@@ -133,19 +183,78 @@ void WorkerWatch::on_hang(HangReport report) {
         if (node == g) continue;
         try {
           for (RankProgress& r : decode_progress(store->get(progress_key(n, node), std::chrono::seconds(10))))
-            others.push_back(std::move(r));
-          stacks += store->get(stacks_key(n, node), std::chrono::seconds(15));
+            others.progress.push_back(std::move(r));
+          for (RankFr& r : decode_rank_fr(store->get(flight_records_key(n, node), std::chrono::seconds(10))))
+            others.flight_records.push_back(std::move(r));
+          others.stacks += store->get(stacks_key(n, node), std::chrono::seconds(15));
         } catch (const Error& e) {
-          stacks += fmt::format("=== node {} ===\n(no answer: {})\n", node, e.what());
+          others.stacks += fmt::format("=== node {} ===\n(no answer: {})\n", node, e.what());
         }
       }
     } catch (const std::exception& e) {
-      stacks += fmt::format("(the other nodes could not be asked: {})\n", e.what());
+      others.stacks += fmt::format("(the other nodes could not be asked: {})\n", e.what());
     }
-    boost::asio::post(io_, [this, report, others = std::move(others), stacks = std::move(stacks), round] {
-      if (round == round_ && live_) report_collective_hang(report, others, stacks);
+    boost::asio::post(io_, [this, then, others = std::move(others), round] {
+      if (round == round_ && live_) then(others);
     });
   });
+}
+
+void WorkerWatch::on_suspect(std::vector<RankFr> local, std::chrono::milliseconds waited) {
+  const std::string stacks = fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host,
+                                         dump_stacks(running_, stack_options(std::chrono::seconds(3))));
+  if (nnodes_ <= 1) return check_flight_records(std::move(local), waited, stacks);
+  gather_other_nodes([this, local = std::move(local), waited, stacks](const OtherNodes& others) {
+    std::vector<RankFr> all = local;
+    all.insert(all.end(), others.flight_records.begin(), others.flight_records.end());
+    check_flight_records(std::move(all), waited, stacks + others.stacks);
+  });
+}
+
+void WorkerWatch::check_flight_records(std::vector<RankFr> ranks, std::chrono::milliseconds waited,
+                                       const std::string& stacks) {
+  const FrFinding finding = analyse_flight_records(ranks, waited, realtime_ns());
+  // A desync is a bug whenever it is seen; a hang is one only after --hang_timeout.
+  const bool hang_check = o_.hang_timeout.count() > 0 && waited >= o_.hang_timeout;
+  if (finding.kind == FrFindingKind::None || (finding.kind != FrFindingKind::Desync && !hang_check)) return;
+  HangReport report;
+  report.collective = true;
+  const std::string dumps = dump_flight_records();
+  report.text = fmt::format("{}: {} (PyTorch's Flight Recorder{})",
+                            finding.kind == FrFindingKind::Desync ? "desync" : "hang", finding_headline(finding),
+                            hang_check ? fmt::format(", --hang_timeout {:g} s",
+                                                     std::chrono::duration<double>(o_.hang_timeout).count())
+                                       : "");
+  report.stacks_file = fmt::format("{}/hang_round{}_node{}.txt", o_.run_dir, round_, group_rank_);
+  if (!(std::ofstream(report.stacks_file) << report.text << "\n" << finding.text << "\n" << dumps << stacks))
+    report.stacks_file.clear();
+  report.text = fmt::format("{}\n{}{}Python stacks{}:\n{}", report.text, finding.text, dumps,
+                            report.stacks_file.empty() ? "" : " (also in " + report.stacks_file + ")", stacks);
+  on_hang_(report);
+}
+
+std::string WorkerWatch::dump_flight_records() {
+  // Each rank writes its own record in torch's format (ddplaunch_fr_dump), next to NCCL's
+  // dump-on-timeout files: fr_trace reads them as they are.
+  flight_->collect(true);
+  return dumps_note();
+}
+
+std::string WorkerWatch::dumps_note() const {
+  return fmt::format(
+      "Flight Recorder dumps of this node's ranks: {0}/fr_gloo_rank_<rank> (and fr_nccl_rank_<rank>)\n"
+      "  torch's analyser: python -m torch.distributed.flight_recorder.fr_trace {0} --prefix fr_gloo_rank_\n",
+      o_.run_dir);
+}
+
+std::string WorkerWatch::flight_records_at_failure() {
+  if (!flight_ || !flight_->answering()) return "";
+  // Whatever a rank was waiting for when one failed counts: the failure ended the wait.
+  std::vector<RankFr> ranks = flight_->collect(true);
+  const FrFinding finding = analyse_flight_records(ranks, std::chrono::milliseconds(0), realtime_ns());
+  if (finding.kind == FrFindingKind::None) return "";
+  return fmt::format("What the ranks' Flight Recorders show ({}):\n{}{}",
+                     finding.kind == FrFindingKind::Desync ? "a desync" : "a hang", finding.text, dumps_note());
 }
 
 void WorkerWatch::report_collective_hang(HangReport report, const std::vector<RankProgress>& others,

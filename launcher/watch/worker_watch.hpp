@@ -1,6 +1,8 @@
 // What watches a round's running workers from outside, beside the agent: torchelastic's file
 // timers (worker_timers.hpp), the collective-progress table the workers write (its descriptor
-// goes to them, collective_progress.hpp), --hang_timeout's hangs (hang_watch.hpp; a collective
+// goes to them, collective_progress.hpp), Python workers' Flight Recorders through their worker
+// servers (flight_recorder_watch.hpp: desyncs always, hangs with --hang_timeout, and what the
+// ranks were doing when one failed), --hang_timeout's hangs (hang_watch.hpp; a collective
 // hang in a multi-node job gathers the other nodes' progress and stacks through a --dump_stacks
 // request, on a thread of its own, before it is reported), the answers to
 // `ddplaunch --dump_stacks` (stacks_request.hpp, a watcher started 1 s into a round, so a short
@@ -25,7 +27,9 @@
 
 #include "common/collective_progress.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
+#include "launcher/watch/flight_recorder_watch.hpp"
 #include "launcher/watch/hang_watch.hpp"
+#include "launcher/watch/stack_dump.hpp"
 #include "launcher/watch/stacks_request.hpp"
 #include "launcher/watch/worker_timers.hpp"
 
@@ -39,6 +43,7 @@ struct WorkerWatchOptions {
   std::chrono::milliseconds hang_timeout{0};  // 0: no hang watch
   int local_workers = 1;                      // slots in the progress table
   bool real_processes = true;                 // false with fake processes (tests): no stacks, no request watcher
+  std::string socket_dir;                     // Python workers' worker servers (worker_spec.hpp); "": none
   StoreConnector connect_job;                 // connections for the --dump_stacks watcher
 };
 
@@ -64,6 +69,11 @@ class WorkerWatch {
   // The round stops, for a failure when `failure`: hang sampling ends and, for a failure with
   // --log_dir, the running workers' stacks are saved to the run's directory.
   void stopping(bool failure);
+  // A worker failed first: what the Flight Recorders of this node's Python ranks say about the
+  // collectives at this moment (a hang or desync they show, fr_analysis.hpp), each rank's record
+  // also written to the run's directory in torch's dump format; "" when they show none or no
+  // worker server answers. Blocks up to about 3 s (only where worker servers answer). Never throws.
+  std::string flight_records_at_failure();
   // The round is over: no more --dump_stacks answers for it.
   void ended();
 
@@ -74,7 +84,20 @@ class WorkerWatch {
   void on_hang(HangReport report);
   void gather_other_nodes(HangReport report);
   void report_collective_hang(HangReport report, const std::vector<RankProgress>& others, const std::string& stacks);
+  // Asks the other nodes (through a --dump_stacks request, on the gathering thread) and calls
+  // `then` on the loop with their answers, if the round is still live.
+  struct OtherNodes {
+    std::vector<RankProgress> progress;
+    std::vector<RankFr> flight_records;
+    std::string stacks;
+  };
+  void gather_other_nodes(std::function<void(const OtherNodes&)> then);
   void join_gather();
+  void on_suspect(std::vector<RankFr> local, std::chrono::milliseconds waited);
+  void check_flight_records(std::vector<RankFr> ranks, std::chrono::milliseconds waited, const std::string& stacks);
+  StackDumpOptions stack_options(std::chrono::milliseconds timeout) const;
+  std::string dump_flight_records();
+  std::string dumps_note() const;
 
   boost::asio::io_context& io_;
   WorkerWatchOptions o_;
@@ -82,6 +105,8 @@ class WorkerWatch {
   ProgressTable progress_;
   std::unique_ptr<WorkerTimers> timers_;
   std::unique_ptr<HangWatch> hang_;
+  std::unique_ptr<FlightRecorderWatch> flight_;  // with Python worker servers
+  std::map<int, std::string> sockets_;           // pid → worker server, this round's
   boost::asio::steady_timer stacks_timer_;
   std::unique_ptr<StacksWatcher> stacks_watcher_;
   std::map<int, int> running_;  // pid → rank

@@ -24,7 +24,7 @@ namespace {
 }  // namespace
 
 std::string install_python_hook(const std::string& run_dir) {
-  const std::string dir = run_dir + "/python";
+  const std::string dir = python_hook_dir(run_dir);
   // mkdir's mode is masked by the umask; chmod makes it 0700 whatever the umask and also when the
   // directory was there already (a second call for the same run).
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) fail("create the directory", dir, errno);
@@ -47,6 +47,14 @@ std::string install_python_hook(const std::string& run_dir) {
   if (::close(fd) != 0 && error == 0 && errno != EINTR) error = errno;  // EINTR: Linux closed it
   if (error != 0) fail("write", file, error);
   return dir;
+}
+
+}  // namespace ddp::launcher
+
+namespace ddp::launcher {
+
+std::string python_hook_dir(const std::string& run_dir) {
+  return run_dir + "/python";
 }
 
 }  // namespace ddp::launcher

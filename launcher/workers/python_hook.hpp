@@ -39,4 +39,7 @@ std::string_view python_hook_source();
 // when the directory or the file cannot be written. Not thread-safe for one run_dir.
 std::string install_python_hook(const std::string& run_dir);
 
+// Where install_python_hook puts the hook: <run_dir>/python. Pure.
+std::string python_hook_dir(const std::string& run_dir);
+
 }  // namespace ddp::launcher

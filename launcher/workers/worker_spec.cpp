@@ -116,7 +116,27 @@ WorkerSpecInputs worker_spec_inputs(const LaunchConfig& c, const EffectiveConfig
   in.python = eff.python.path;
   if (!round.timer_file.empty()) in.base_env["TORCHELASTIC_TIMER_FILE"] = round.timer_file;
   in.progress_fd = round.progress_fd;
+  in.python_hook_dir = round.python_hook_dir;
+  in.socket_dir = round.socket_dir;
+  if (!in.python_hook_dir.empty()) add_flight_recorder_defaults(in.base_env, eff.log_root);
   return in;
+}
+
+std::string worker_socket_path(const std::string& dir, int local_rank) {
+  return fmt::format("{}/worker{}.sock", dir, local_rank);
+}
+
+void add_flight_recorder_defaults(Environment& env, const std::string& run_dir) {
+  // torch reads either name (the NCCL one first, from before the recorder served gloo too).
+  if (!env.count("TORCH_FR_BUFFER_SIZE") && !env.count("TORCH_NCCL_TRACE_BUFFER_SIZE")) {
+    env["TORCH_FR_BUFFER_SIZE"] = "2000";
+    env["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000";
+  }
+  if (!env.count("TORCH_FR_DUMP_TEMP_FILE") && !env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") && !run_dir.empty()) {
+    const std::string prefix = run_dir + "/fr_nccl_rank_";
+    env["TORCH_FR_DUMP_TEMP_FILE"] = prefix;
+    env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = prefix;
+  }
 }
 
 std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
@@ -183,6 +203,13 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     if (in.progress_fd >= 0 && !off) {
       w.env[kProgressVariable] = progress_variable_value(in.progress_fd, lr);
       w.keep_fds.push_back(in.progress_fd);
+    }
+    w.env.erase(kWorkerSocketEnv);  // an outer ddplaunch's worker's
+    if (!in.python_hook_dir.empty() && runs_with_python(c)) {
+      const auto path = w.env.find("PYTHONPATH");
+      w.env["PYTHONPATH"] = path == w.env.end() || path->second.empty() ? in.python_hook_dir
+                                                                         : in.python_hook_dir + ":" + path->second;
+      w.env[kWorkerSocketEnv] = worker_socket_path(in.socket_dir, lr);
     }
     w.output = route_output(c, w, in.ranks.world_size() > 1);
     specs.push_back(std::move(w));

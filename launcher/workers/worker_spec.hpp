@@ -55,6 +55,10 @@ struct WorkerSpecInputs {
   long long open_files_limit = -1;  // see WorkerSpec: the limit the launcher had before raising it
   std::string python = "python3";   // argv[0] of a Python worker (EffectiveConfig::python.path)
   int progress_fd = -1;             // >= 0: the collective-progress table (DDPLAUNCH_PROGRESS=<fd>:<local index>)
+  // Python workers' worker servers (python_hook.hpp): the hook's directory, put first on their
+  // PYTHONPATH, and where each one's socket goes (worker_socket_path()); "": none.
+  std::string python_hook_dir;
+  std::string socket_dir;
 };
 
 // What a round hands its workers beyond the configuration: where they dial the store and what the
@@ -64,7 +68,19 @@ struct RoundWorkerContext {
   int master_port = 0;
   std::string timer_file;  // TORCHELASTIC_TIMER_FILE for the workers; "": file timers off
   int progress_fd = -1;    // the collective-progress table; -1: none
+  std::string python_hook_dir;  // see WorkerSpecInputs
+  std::string socket_dir;
 };
+
+// The worker server's socket of a Python worker, told to it as DDPLAUNCH_WORKER_SOCKET (its hook
+// reads and removes it): "<dir>/worker<local rank>.sock". Pure.
+inline constexpr const char* kWorkerSocketEnv = "DDPLAUNCH_WORKER_SOCKET";
+std::string worker_socket_path(const std::string& dir, int local_rank);
+
+// The Flight Recorder's settings a worker gets unless its environment has them: a 2000-entry
+// buffer (torch's recommendation) under both names torch reads, and the dump-on-timeout files
+// (NCCL's watchdog) in the run's directory, `<run dir>/fr_nccl_rank_<rank>`. Pure.
+void add_flight_recorder_defaults(Environment& env, const std::string& run_dir);
 
 // The one way to fill WorkerSpecInputs, for a round of the run and for --dry-run alike, so the
 // dry run prints what the run sets. `base_env` is the launcher's environment. Pure.

@@ -327,8 +327,9 @@ def test_a_sigstopped_rank_is_reported_as_a_suspected_hang_with_stacks(ddplaunch
     prog = tmp_path / "gloo_stop.py"
     prog.write_text(GLOO_STOP)
     events = tmp_path / "events.jsonl"
+    # Without the worker server (an older torch, or --no_worker_server): the heuristic.
     p = subprocess.Popen([ddplaunch, "--nproc_per_node=2", "--hang_timeout=3", "--shutdown_timeout=5",
-                          f"--event_log={events}", str(prog)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          "--no_worker_server", f"--event_log={events}", str(prog)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True, env=dict(os.environ, PYTHON_EXEC=sys.executable))
     try:
         # The report, complete once rank 1's stack is in (py-spy's last line for it).

@@ -92,6 +92,71 @@ def _cache_bytecode():
         pass  # a read-only or full run directory: workers compile the hook, as before
 
 
+def _register_handlers():
+    # ddplaunch's handlers on torch's worker server (launcher/watch/flight_recorder_watch.hpp says
+    # what the launcher asks): torch's own Flight Recorder dumps, each process group's members
+    # added from the process groups themselves (gloo's recorder keys them all by an empty name).
+    import json
+    import pickle
+
+    import torch._C._distributed_c10d as c10d
+
+    def groups():
+        from torch.distributed import distributed_c10d as d
+        w = d._world
+        return {
+            name: {"name": name, "desc": getattr(pg, "group_desc", "") or "",
+                   "ranks": str(sorted(w.pg_group_ranks.get(pg, {})))}
+            for pg, name in list(w.pg_names.items())
+        }
+
+    def records(full):
+        per_backend = {}
+        for backend in ("gloo", "nccl"):
+            try:
+                if full:
+                    d = pickle.loads(c10d._dump_fr_trace(backend=backend))
+                else:
+                    d = json.loads(c10d._dump_fr_trace_json(includeCollectives=False, backend=backend))
+            except Exception:  # no such recorder in this build (no NCCL): nothing to say
+                continue
+            if d.get("pg_status") or d.get("entries"):
+                d["pg_config"] = groups()
+                per_backend[backend] = d
+        return per_backend
+
+    def merged(per_backend):
+        out = {"pg_config": groups(), "pg_status": {}, "entries": []}
+        for d in per_backend.values():
+            out["version"] = d.get("version")
+            out["pg_status"].update(d.get("pg_status") or {})
+            out["entries"].extend(d.get("entries") or [])
+        return json.dumps(out, default=str)
+
+    def dump(per_backend):
+        # torch's dump format, as fr_trace reads it: <run dir>/fr_<backend>_rank_<rank>.
+        rank = int(os.environ.get("RANK", "0"))
+        folder = os.path.dirname(_SOCKET)
+        for backend, d in per_backend.items():
+            path = os.path.join(folder, "fr_%s_rank_%d" % (backend, rank))
+            with open(path + ".tmp", "wb") as f:
+                pickle.dump(d, f)
+            os.replace(path + ".tmp", path)
+
+    def handler(full, write):
+        def handle(req, res):
+            per_backend = records(full)
+            if write:
+                dump(per_backend)
+            res.set_content(merged(per_backend), "application/json")
+            res.set_status(200)
+        return handle
+
+    c10d._register_handler("ddplaunch_fr_status", handler(False, False))
+    c10d._register_handler("ddplaunch_fr", handler(True, False))
+    c10d._register_handler("ddplaunch_fr_dump", handler(True, True))
+
+
 def _start():
     global _server, _dir_fd, _bind_path
     if os.getpid() != _pid:
@@ -115,46 +180,33 @@ def _start():
         return _note(f"the worker server did not start on {_SOCKET}: {e}")
     # Never destroyed: its destructor shuts it down, which in a forked child (os.fork, a fork
     # DataLoader worker) would shut the parent's listening socket and join a thread that is not
-    # there. The parent shuts it down at exit instead (_stop).
+    # there. At exit, the process that started it removes its socket (_stop).
     import atexit
     import ctypes
 
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(server))
     _server, _bind_path = server, path
     atexit.register(_stop)
+    try:
+        _register_handlers()
+    except Exception as e:  # an older torch without _register_handler: stacks still answer
+        _note(f"the Flight Recorder handlers could not be registered: {e}")
 
 
 def _stop():
     # At exit of the process that started it (atexit is inherited by forked children, which must
-    # not touch it). os._exit and signals skip this: the kernel ends the server's threads.
+    # not touch it): the socket goes, so nothing new can reach the server; the server itself is
+    # left to the end of the process. torch's shutdown() holds the GIL while it joins its handler
+    # threads, and a handler in flight (ddplaunch's status poll, dump_traceback) needs the GIL:
+    # shutting it down could hang the worker's exit. os._exit and signals skip this: the launcher
+    # removes the socket when it sees the worker exit.
     global _server
     server, _server = _server, None
     if server is None or os.getpid() != _pid:
         return
-    import socket
-
-    try:
-        # 1. Connect before unlinking, 2. unlink: the launcher can start no new request.
-        # 3. A ping answered proves the accept loop runs: httplib's stop() before it starts is
-        #    lost, and shutdown() would then join forever. Waiting for it releases the GIL, so a
-        #    dump_traceback in flight (its handler takes the GIL) finishes; shutdown() itself
-        #    holds the GIL while it joins the handlers.
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(2.0)
-            s.connect(_bind_path)
-            _unlink()
-            s.sendall(b"POST /handler/ping HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
-            reply = b""
-            while chunk := s.recv(4096):
-                reply += chunk
-        if not reply.startswith(b"HTTP/1.1 200"):
-            return  # not our server as we know it: leave it to the end of the process
-        _quietly(server.shutdown)
-    except OSError:
-        _unlink()  # no answer in 2 s: better no shutdown than a hang at exit
-    finally:
-        if _dir_fd is not None:
-            os.close(_dir_fd)
+    _unlink()
+    if _dir_fd is not None:
+        os.close(_dir_fd)
 
 
 def _unlink():

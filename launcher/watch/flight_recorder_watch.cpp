@@ -1,0 +1,186 @@
+// See flight_recorder_watch.hpp.
+#include "launcher/watch/flight_recorder_watch.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/collective_progress.hpp"
+#include "launcher/watch/flight_recorder.hpp"
+#include "launcher/watch/proc_stat.hpp"
+#include "launcher/watch/worker_server.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A status is small and the worker answers it without Python work beyond the dump: 2 s is
+// already a stuck worker (its interpreter holding the GIL in a long C call).
+constexpr milliseconds kStatusTimeout{2000};
+// The whole record is JSON of up to 2000 entries with their frames.
+constexpr milliseconds kFullTimeout{3000};
+
+std::string read_note(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+FlightRecorderWatch::FlightRecorderWatch(FlightRecorderWatchOptions options, OnSuspect on_suspect)
+    : o_(std::move(options)), on_suspect_(std::move(on_suspect)) {}
+
+FlightRecorderWatch::~FlightRecorderWatch() {
+  stop();
+}
+
+milliseconds FlightRecorderWatch::period() const {
+  if (o_.hang_timeout.count() <= 0) return std::chrono::seconds(2);
+  return std::clamp<milliseconds>(o_.hang_timeout / 10, milliseconds(200), std::chrono::seconds(2));
+}
+
+void FlightRecorderWatch::watch(std::vector<FrWorker> workers, int node) {
+  stop();
+  std::lock_guard<std::mutex> lock(mutex_);
+  workers_ = std::move(workers);
+  node_ = node;
+  waiting_.clear();
+  checked_.clear();
+  last_full_.clear();
+  last_status_.clear();
+  answering_ = false;
+  stopping_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void FlightRecorderWatch::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool FlightRecorderWatch::answering() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return answering_;
+}
+
+std::string FlightRecorderWatch::unavailable() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return unavailable_;
+}
+
+void FlightRecorderWatch::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, period(), [this] { return stopping_; })) {
+    const std::vector<FrWorker> workers = workers_;
+    lock.unlock();
+    poll(workers);
+    lock.lock();
+  }
+}
+
+void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
+  const auto now = std::chrono::steady_clock::now();
+  milliseconds longest{0};
+  std::vector<std::pair<std::string, long long>> open;  // the longest waiters' (group, #N)
+  for (const FrWorker& w : workers) {
+    const WorkerServerReply reply = ask_worker_server(w.socket, "ddplaunch_fr_status", kStatusTimeout);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!reply.ok) {
+      // No server (yet): the script has not imported torch.distributed, or this torch has none.
+      if (unavailable_.empty()) unavailable_ = read_note(w.socket + ".unavailable");
+      continue;
+    }
+    const FrSnapshot status = parse_fr_status(reply.body);
+    if (!status.valid) continue;
+    answering_ = true;
+    last_status_[w.rank] = status;
+    for (const auto& [id, g] : status.groups) {
+      const auto key = std::make_pair(w.rank, id);
+      if (g.last_enqueued <= g.last_completed) {
+        waiting_.erase(key);
+        continue;
+      }
+      auto [it, fresh] = waiting_.try_emplace(key, Wait{g.last_enqueued, now});
+      if (!fresh && it->second.seq != g.last_enqueued) it->second = Wait{g.last_enqueued, now};
+      const auto waited = std::chrono::duration_cast<milliseconds>(now - it->second.since);
+      if (waited > longest) longest = waited;
+      open.emplace_back(id, it->second.seq);
+    }
+  }
+  // The checks due: the desync check first, then the hang check, each once per (group, #N).
+  std::vector<milliseconds> delays{std::min(o_.desync_after, o_.hang_timeout.count() > 0 ? o_.hang_timeout : o_.desync_after)};
+  if (o_.hang_timeout.count() > 0 && o_.hang_timeout != delays.front()) delays.push_back(o_.hang_timeout);
+  for (const milliseconds delay : delays) {
+    if (longest < delay) continue;
+    bool due = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [group, seq] : open) due = checked_.emplace(group, seq, delay.count()).second || due;
+    }
+    if (!due) continue;
+    on_suspect_(collect(false), delay);
+  }
+}
+
+RankFr FlightRecorderWatch::ask_full(const FrWorker& w, bool dump) {
+  RankFr r;
+  r.rank = w.rank;
+  r.node = node_;
+  r.host = o_.host;
+  r.pid = w.pid;
+  r.taken_ns = realtime_ns();
+  const WorkerServerReply fr = ask_worker_server(w.socket, dump ? "ddplaunch_fr_dump" : "ddplaunch_fr", kFullTimeout);
+  if (fr.ok) r.fr = parse_fr_trace(fr.body);
+  const WorkerServerReply tb = ask_worker_server(w.socket, "dump_traceback", kStatusTimeout);
+  if (tb.ok) r.traceback = tb.body;
+  r.reachable = fr.ok && r.fr.valid;
+  if (!r.reachable) {
+    r.why_not = fr.ok ? "its Flight Recorder could not be read: " + r.fr.error : fr.error;
+    r.why_not += std::string("; process: ") + describe_state(read_proc_stat(w.pid).state);
+  }
+  return r;
+}
+
+std::vector<RankFr> FlightRecorderWatch::collect(bool dump) {
+  std::vector<FrWorker> workers;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    workers = workers_;
+  }
+  std::vector<std::future<RankFr>> asked;
+  for (const FrWorker& w : workers) asked.push_back(std::async(std::launch::async, [this, w, dump] { return ask_full(w, dump); }));
+  std::vector<RankFr> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& f : asked) {
+    RankFr r = f.get();
+    if (r.reachable) {
+      last_full_[r.rank] = r;
+    } else if (const auto kept = last_full_.find(r.rank); kept != last_full_.end()) {
+      // Gone (it died, maybe of this very collective's timeout): what it said last, as of then.
+      const std::string why = r.why_not;
+      const std::string traceback = r.traceback;
+      r = kept->second;
+      r.reachable = false;
+      r.traceback = traceback;
+      r.why_not = "no longer answers (" + why + "); its record as of its last full answer";
+    } else if (const auto status = last_status_.find(r.rank); status != last_status_.end()) {
+      r.fr = status->second;  // its groups' counters, without entries
+      r.why_not = "no longer answers (" + r.why_not + "); its counters as of its last answer";
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace ddp::launcher
