@@ -21,7 +21,8 @@ namespace {
 std::string describe_store(const LaunchConfig& c) {
   const std::string registry = JobRegistry::for_user(process_env()).dir();
   if (c.node_rank != 0) {
-    return "store: node 0's, at " + rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(c.master_port));
+    return "store: node 0's, at " +
+           rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(c.master_port));
   }
   if (c.master_port == 0) {
     return fmt::format(

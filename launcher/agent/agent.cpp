@@ -137,9 +137,9 @@ void Agent::on_joined(const JoinedRound& joined) {
     std::map<int, WatchedWorker> workers;
     for (std::size_t i = 0; i < pids.size(); ++i) workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
     watch_->started(round_, group_rank_, nnodes_, std::move(workers));
-    // After the workers start: the record costs the launch nothing (rdzv/job_registry.hpp).
+    // After the workers start; the record is written a second later (rdzv/job_registry.hpp).
     if (!registration_ && deps_.preflight)
-      registration_ = register_job(c_, eff_, group_rank_, nnodes_, backend_->hosts_store(group_rank_));
+      registration_ = register_job(io_, c_, eff_, group_rank_, nnodes_, backend_->hosts_store(group_rank_));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(kExitUsage, workers_not_started(group_rank_, e.what()), group_rank_);

@@ -149,7 +149,7 @@ class Agent {
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;
   // This machine's record of the job (rdzv/job_registry.hpp): set in the first round this node
-  // starts workers in; holds nullptr when the job could not be registered.
+  // starts workers in (nullptr with etcd). Declared after io_, so it goes first.
   std::optional<std::unique_ptr<JobRegistration>> registration_;
   std::optional<int> exit_code_;
   std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure

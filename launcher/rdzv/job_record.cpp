@@ -16,7 +16,8 @@ using nlohmann::json;
 // A value as a shell reads it back: as is when it holds only safe characters, else in single quotes.
 std::string shell_word(const std::string& value) {
   const bool safe = !value.empty() && std::all_of(value.begin(), value.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || std::string_view("-_.:/@%+=,").find(ch) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(ch)) ||
+           std::string_view("-_.:/@%+=,").find(ch) != std::string_view::npos;
   });
   if (safe) return value;
   std::string quoted = "'";

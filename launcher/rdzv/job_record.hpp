@@ -11,18 +11,18 @@
 namespace ddp::launcher {
 
 struct JobRecord {
-  int pid = 0;                         // the launcher's
-  unsigned long long proc_start = 0;   // its start time, /proc/<pid>/stat field 22: tells a reused pid
-  long long started_ms = 0;            // wall clock when it registered (ms since the epoch)
-  std::string run_id;                  // --rdzv_id (or the random one of a single-node job)
-  std::string master_addr;             // where the store is dialled
-  int port = 0;                        // the store's real port
-  int nnodes = 1;                      // the round's node count when it registered
-  int node_rank = 0;                   // this launcher's group rank then
-  bool hosts_store = false;            // this launcher hosts the store
-  bool secret = false;                 // the job has a job secret (--dump_stacks then needs it too)
-  std::string cwd;                     // the launcher's working directory
-  std::string command;                 // the program and its arguments, shortened (kMaxCommandChars)
+  int pid = 0;                        // the launcher's
+  unsigned long long proc_start = 0;  // its start time, /proc/<pid>/stat field 22: tells a reused pid
+  long long started_ms = 0;           // wall clock when its workers started (ms since the epoch)
+  std::string run_id;                 // --rdzv_id (or the random one of a single-node job)
+  std::string master_addr;            // where the store is dialled
+  int port = 0;                       // the store's real port
+  int nnodes = 1;                     // the round's node count when it registered
+  int node_rank = 0;                  // this launcher's group rank then
+  bool hosts_store = false;           // this launcher hosts the store
+  bool secret = false;                // the job has a job secret (--dump_stacks then needs it too)
+  std::string cwd;                    // the launcher's working directory
+  std::string command;                // the program and its arguments, shortened (kMaxCommandChars)
 
   // One JSON object. Never throws for a record made here.
   std::string to_json() const;

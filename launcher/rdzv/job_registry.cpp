@@ -41,8 +41,8 @@ bool check_level(const std::string& path) {
     throw RegistryError(fmt::format("{} belongs to uid {}, not to this user (uid {})", path, st.st_uid, ::geteuid()));
   }
   if ((st.st_mode & 022) != 0) {
-    throw RegistryError(fmt::format("{} may be written by other users (mode {:o}); make it 0700", path,
-                                    st.st_mode & 07777));
+    throw RegistryError(
+        fmt::format("{} may be written by other users (mode {:o}); make it 0700", path, st.st_mode & 07777));
   }
   return true;
 }
@@ -151,19 +151,47 @@ std::optional<unsigned long long> process_start_ticks(int pid) {
   }
 }
 
+JobRegistration::JobRegistration(boost::asio::io_context& io, JobRecord record)
+    : timer_(io), record_(std::move(record)) {
+  if (record_.hosts_store) {
+    log::info("job store on {} (ddplaunch --dump_stacks finds this job)",
+              rendezvous::format_endpoint(record_.master_addr, static_cast<std::uint16_t>(record_.port)));
+  }
+  timer_.expires_after(kRegisterAfter);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) write();  // aborted: `this` may be gone
+  });
+}
+
 JobRegistration::~JobRegistration() {
+  timer_.cancel();
+  if (path_.empty()) return;
   ::unlink(path_.c_str());  // a record already gone (removed by hand) is what we want anyway
 }
 
-std::unique_ptr<JobRegistration> register_job(const LaunchConfig& c, const EffectiveConfig& eff, int group_rank,
-                                              int nnodes, bool hosts_store) {
+void JobRegistration::write() {
+  std::error_code ignored;  // a removed working directory is recorded as ""
+  record_.cwd = std::filesystem::current_path(ignored).string();
+  record_.proc_start = process_start_ticks(record_.pid).value_or(0);
+  try {
+    const JobRegistry registry = JobRegistry::for_user(process_env());
+    registry.prepare();
+    path_ = registry.add(record_);
+  } catch (const RegistryError& e) {
+    log::warning("job registry: {}; this job is not registered, ddplaunch --dump_stacks {} reaches it", e.what(),
+                 selecting_flags(record_));
+  }
+}
+
+std::unique_ptr<JobRegistration> register_job(boost::asio::io_context& io, const LaunchConfig& c,
+                                              const EffectiveConfig& eff, int group_rank, int nnodes,
+                                              bool hosts_store) {
   if (c.uses_etcd()) return nullptr;
   JobRecord r;
   r.pid = static_cast<int>(::getpid());
-  r.proc_start = process_start_ticks(r.pid).value_or(0);
-  r.started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count();
+  r.started_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   r.run_id = c.run_id;
   r.master_addr = c.master_addr;
   r.port = eff.port;  // the store's real port (set_up_node: --master_port on the other nodes)
@@ -171,26 +199,8 @@ std::unique_ptr<JobRegistration> register_job(const LaunchConfig& c, const Effec
   r.node_rank = group_rank;
   r.hosts_store = hosts_store;
   r.secret = !c.rdzv_secret.empty();
-  std::error_code ignored;  // a removed working directory is recorded as ""
-  r.cwd = std::filesystem::current_path(ignored).string();
   r.command = short_command(c.program, c.program_args);
-  std::unique_ptr<JobRegistration> registration;
-  try {
-    const JobRegistry registry = JobRegistry::for_user(process_env());
-    registry.prepare();
-    registration = std::make_unique<JobRegistration>(registry.add(r));
-  } catch (const RegistryError& e) {
-    log::warning("job registry: {}; this job is not registered for ddplaunch --dump_stacks", e.what());
-  }
-  if (hosts_store) {
-    const std::string endpoint = rendezvous::format_endpoint(r.master_addr, static_cast<std::uint16_t>(r.port));
-    if (registration) {
-      log::info("job store on {} (ddplaunch --dump_stacks finds this job)", endpoint);
-    } else {
-      log::info("job store on {} (ddplaunch --dump_stacks {} reaches this job)", endpoint, selecting_flags(r));
-    }
-  }
-  return registration;
+  return std::make_unique<JobRegistration>(io, std::move(r));
 }
 
 }  // namespace ddp::launcher

@@ -1,7 +1,7 @@
 // This user's running jobs on this machine, so that `ddplaunch --dump_stacks` without flags finds
 // a job whose store took a free port. Each launcher (not with etcd) writes one record
-// (job_record.hpp), <dir>/<pid>.json, once its first round's workers have started (off the launch
-// path), and removes it when it exits, however its agent ends (success, failure, a handled
+// (job_record.hpp), <dir>/<pid>.json, a second after its first round's workers have started (off
+// the launch path: JobRegistration), and removes it when it exits, however its agent ends (success, failure, a handled
 // signal, an exception). A launcher killed by SIGKILL leaves its record: readers ignore and remove
 // a record whose pid is gone or now belongs to another process (its start time in /proc/<pid>/stat
 // differs).
@@ -13,10 +13,14 @@
 // of theirs, or read who runs what.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "ddplaunch/common/env_lookup.hpp"
 #include "ddplaunch/common/error.hpp"
@@ -60,23 +64,35 @@ class JobRegistry {
 // nullopt when there is no such process.
 std::optional<unsigned long long> process_start_ticks(int pid);
 
-// One launcher's record while it lives: the destructor removes the file.
+// One launcher's record while it lives. Made when the workers of its first round have started: it
+// says at once, on the store's host, where the store is (`job store on 127.0.0.1:41233 (ddplaunch
+// --dump_stacks finds this job)`), and writes the record kRegisterAfter later on `io`'s loop, as
+// the stacks watcher starts then too (watch/stacks_request.hpp): a job shorter than that, such as
+// the launch benchmark's, pays for no file. An unusable registry is then one warning line naming
+// the flags that reach the job instead. The destructor cancels the write or removes the file.
+// Loop thread only; never throws (but what Asio's timer throws).
 class JobRegistration {
  public:
-  explicit JobRegistration(std::string path) : path_(std::move(path)) {}
+  JobRegistration(boost::asio::io_context& io, JobRecord record);
   ~JobRegistration();
   JobRegistration(const JobRegistration&) = delete;
   JobRegistration& operator=(const JobRegistration&) = delete;
 
  private:
-  std::string path_;
+  void write();
+
+  boost::asio::steady_timer timer_;
+  JobRecord record_;
+  std::string path_;  // "" until written
 };
 
-// Registers this launcher (round 0: `group_rank`, `nnodes`), and on the store's host logs where
-// the store is: `job store on 127.0.0.1:41233 (ddplaunch --dump_stacks finds this job)`. Never
-// throws: an unusable registry is one warning line and the job goes on unregistered (nullptr).
-// nullptr with etcd, whose jobs --dump_stacks does not reach. Blocks for a few file system calls.
-std::unique_ptr<JobRegistration> register_job(const LaunchConfig& config, const EffectiveConfig& effective,
-                                              int group_rank, int nnodes, bool hosts_store);
+inline constexpr std::chrono::seconds kRegisterAfter{1};
+
+// This launcher's record (round 0's `group_rank`, `nnodes`; the store's real port from
+// `effective`) as a registration on `io`; nullptr with etcd, whose jobs --dump_stacks does not
+// reach. Does not block.
+std::unique_ptr<JobRegistration> register_job(boost::asio::io_context& io, const LaunchConfig& config,
+                                              const EffectiveConfig& effective, int group_rank, int nnodes,
+                                              bool hosts_store);
 
 }  // namespace ddp::launcher

@@ -7,7 +7,8 @@
     choose it (which work);
   * a launcher killed with SIGKILL leaves its record, which is ignored and removed;
   * no job: one line, exit 1; a job with a secret: the secret is still needed, and said so;
-  * a registry directory others may write: one warning, and the job runs unregistered;
+  * a registry directory others may write: one warning naming the flags that reach the job, which
+    runs unregistered;
   * the dry run says the port is chosen at start.
 
 Each test has its own registry (XDG_RUNTIME_DIR in its temporary directory), so jobs of other
@@ -19,6 +20,7 @@ import json
 import os
 import re
 import signal
+import time
 
 import pytest
 
@@ -62,10 +64,20 @@ def start_job(lx, xdg, extra_env=None):
         m = STORE_LINE.match(line)
         if m:
             port = int(m.group(1))
-            record = json.loads((jobs_dir(xdg) / f"{p.pid}.json").read_text())
-            assert record["port"] == port and record["pid"] == p.pid, record
-            return p, port, record
+            return p, port, wait_record(xdg, p, port)
     pytest.fail(f"no store line; the launcher ended ({p.wait()}):\n{''.join(seen)}")
+
+
+def wait_record(xdg, p, port):
+    """The job's record, written a second after its workers started."""
+    path = jobs_dir(xdg) / f"{p.pid}.json"
+    deadline = time.monotonic() + 20
+    while not path.exists():
+        assert time.monotonic() < deadline and p.poll() is None, f"no record at {path}"
+        time.sleep(0.05)  # no event for "a file appeared" short of inotify
+    record = json.loads(path.read_text())
+    assert record["port"] == port and record["pid"] == p.pid, record
+    return record
 
 
 def dump(lx, xdg, args=(), env=None):
@@ -154,13 +166,16 @@ def test_a_job_with_a_secret_still_needs_it(lx, xdg):
 def test_a_registry_others_may_write_is_refused_and_the_job_runs(lx, xdg):
     jobs_dir(xdg).mkdir(parents=True, mode=0o700)
     os.chmod(jobs_dir(xdg), 0o777)
-    rc, out, err = lx.run(["--nproc_per_node", "2", "--no_python", "true"], env={"XDG_RUNTIME_DIR": str(xdg)})
+    prog = lx.script("short.sh", "#!/bin/bash\nsleep 2\n")  # outlives the registration's second
+    rc, out, err = lx.run(["--nproc_per_node", "2", prog], env={"XDG_RUNTIME_DIR": str(xdg)})
     assert rc == 0, err
+    port = int(re.search(r"ddplaunch: job store on 127\.0\.0\.1:(\d+) \(ddplaunch --dump_stacks finds this job\)",
+                         err).group(1))
     warnings = [line for line in err.splitlines() if "job registry" in line]
-    assert warnings == [f"ddplaunch: job registry: {jobs_dir(xdg)} may be written by other users (mode 777); make it "
-                        "0700; this job is not registered for ddplaunch --dump_stacks"], err
-    assert re.search(r"ddplaunch: job store on 127\.0\.0\.1:(\d+) \(ddplaunch --dump_stacks --master_port \1 "
-                     r"--rdzv_id \w+ reaches this job\)", err), err
+    assert len(warnings) == 1, err
+    assert re.fullmatch(rf"ddplaunch: job registry: {jobs_dir(xdg)} may be written by other users \(mode 777\); make it "
+                        rf"0700; this job is not registered, ddplaunch --dump_stacks --master_port {port} --rdzv_id "
+                        r"\w+ reaches it", warnings[0]), warnings
     assert os.listdir(jobs_dir(xdg)) == []
 
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,7 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using ddp::launcher::choose_job;
 using ddp::launcher::JobRecord;
-using ddp::launcher::JobRegistration;
 using ddp::launcher::JobRegistry;
 using ddp::launcher::process_start_ticks;
 using ddp::launcher::RegistryError;
@@ -87,19 +87,53 @@ TEST_CASE("job registry: made 0700, written and read back, removed with its regi
     CHECK((st.st_mode & 07777) == 0700);
   }
   const JobRecord mine = record_of_this_process("r1", 41233, 1000);
-  std::string path;
+  const std::string path = registry.add(mine);
+  CHECK(path == registry.dir() + "/" + std::to_string(mine.pid) + ".json");
+  const auto live = registry.running();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0].to_json() == mine.to_json());
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+}
+
+TEST_CASE("job registry: a registration writes its record a second on, and removes it", "[job_registry]") {
+  TempDir t;
+  // The registration finds its directory as a launcher does: through XDG_RUNTIME_DIR.
+  REQUIRE(::setenv("XDG_RUNTIME_DIR", t.path.c_str(), 1) == 0);
+  const JobRegistry registry = JobRegistry::for_user(ddp::process_env());
+  REQUIRE(registry.dir() == (t.path / "ddplaunch" / "jobs").string());
+  boost::asio::io_context io;
+  ddp::launcher::LaunchConfig config;
+  config.program = "sleep";
+  config.program_args = {"30"};
+  ddp::launcher::EffectiveConfig effective;
+  effective.port = 41233;
   {
-    JobRegistration registration(path = registry.add(mine));
-    CHECK(path == registry.dir() + "/" + std::to_string(mine.pid) + ".json");
+    const auto registration = ddp::launcher::register_job(io, config, effective, 0, 1, true);
+    REQUIRE(registration);
+    CHECK(registry.running().empty());  // not yet
+    const auto t0 = std::chrono::steady_clock::now();
+    io.run();  // until the timer has fired and written the record
+    CHECK(std::chrono::steady_clock::now() - t0 >= ddp::launcher::kRegisterAfter);
     const auto live = registry.running();
     REQUIRE(live.size() == 1);
-    CHECK(live[0].to_json() == mine.to_json());
-    struct stat st {};
-    REQUIRE(::stat(path.c_str(), &st) == 0);
-    CHECK((st.st_mode & 07777) == 0600);
+    CHECK(live[0].port == 41233);
+    CHECK(live[0].pid == static_cast<int>(::getpid()));
+    CHECK(live[0].command == "sleep 30");
+    CHECK(live[0].hosts_store);
   }
-  CHECK_FALSE(fs::exists(path));
   CHECK(registry.running().empty());
+  CHECK(fs::is_empty(registry.dir()));
+  {
+    // Ended within the second: nothing is ever written.
+    boost::asio::io_context io2;
+    const auto registration = ddp::launcher::register_job(io2, config, effective, 0, 1, true);
+  }
+  config.rdzv_backend = "etcd-v3";
+  CHECK_FALSE(ddp::launcher::register_job(io, config, effective, 0, 1, true));
+  ::unsetenv("XDG_RUNTIME_DIR");
+  CHECK(fs::is_empty(registry.dir()));
 }
 
 TEST_CASE("job registry: a directory others may write, or not a directory, is refused", "[job_registry]") {
