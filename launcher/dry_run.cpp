@@ -3,15 +3,39 @@
 
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "common/collective_progress.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_name.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/agent/node_setup.hpp"
+#include "launcher/rdzv/job_registry.hpp"
 #include "launcher/watch/worker_timers.hpp"
 #include "launcher/workers/python_hook.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
 namespace ddp::launcher {
+namespace {
+
+// Where the job's store will be, and how --dump_stacks finds the job (rdzv/job_registry.hpp).
+std::string describe_store(const LaunchConfig& c) {
+  const std::string registry = JobRegistry::for_user(process_env()).dir();
+  if (c.node_rank != 0) {
+    return "store: node 0's, at " +
+           rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(c.master_port));
+  }
+  if (c.master_port == 0) {
+    return fmt::format(
+        "store: on {}, at a free port chosen at start (MASTER_PORT=0 below stands for it); the launcher prints it then "
+        "('job store on {}:PORT'), and ddplaunch --dump_stacks without flags finds the job in {}",
+        c.master_addr, c.master_addr, registry);
+  }
+  return fmt::format("store: on {}, hosted by this launcher; ddplaunch --dump_stacks without flags finds the job in {}",
+                     rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(c.master_port)), registry);
+}
+
+}  // namespace
 
 int print_dry_run(const LaunchConfig& c) {
   EffectiveConfig eff;
@@ -30,6 +54,7 @@ int print_dry_run(const LaunchConfig& c) {
   }
   const RankMap ranks(nodes);
   std::cout << ranks.describe();
+  if (!c.uses_etcd()) std::cout << describe_store(c) << "\n";
   const ProgressTable progress = ProgressTable::create(std::max(1, c.nproc_per_node));
   RoundWorkerContext context{"", 0, timer_file_path(env, eff.log_root), progress.fd()};
   if (runs_with_python(c) && c.worker_server) {

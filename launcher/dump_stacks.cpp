@@ -1,19 +1,83 @@
 // See dump_stacks.hpp.
 #include "launcher/dump_stacks.hpp"
 
+#include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
+#include "ddplaunch/common/env_lookup.hpp"
 #include "ddplaunch/common/error.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/backends.hpp"
+#include "launcher/rdzv/job_registry.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/watch/collective_hang.hpp"
 #include "launcher/watch/stacks_request.hpp"
 
 namespace ddp::launcher {
+namespace {
 
-int request_stacks(const LaunchConfig& config) {
+// "job 'x' at 127.0.0.1:41233 (pid 4242, started 3 s ago: train.py --lr 0.1, in /home/me/exp)"
+std::string describe(const JobRecord& job, long long now_ms) {
+  return fmt::format("job '{}' at {} (pid {}, started {} s ago: {}, in {})", job.run_id,
+                     rendezvous::format_endpoint(job.master_addr, static_cast<std::uint16_t>(job.port)), job.pid,
+                     std::max(0LL, (now_ms - job.started_ms) / 1000), job.command, job.cwd);
+}
+
+// The job --dump_stacks asks when no flag names one: the newest in this machine's registry
+// (rdzv/job_registry.hpp), said on stderr with the others and the flags that choose them.
+// nullopt, after one error line, when there is none or it needs a job secret not given.
+std::optional<LaunchConfig> find_job(const LaunchConfig& config) {
+  const JobRegistry registry = JobRegistry::for_user(process_env());
+  JobChoice choice;
+  try {
+    choice = choose_job(registry.running());
+  } catch (const RegistryError& e) {
+    log::error("job registry: {}; name the job with --master_addr, --master_port and --rdzv_id", e.what());
+    return std::nullopt;
+  }
+  if (!choice.chosen) {
+    log::error(
+        "no running ddplaunch job of this user on this machine (none in {}); name a job on another machine with "
+        "--master_addr, --master_port and --rdzv_id",
+        registry.dir());
+    return std::nullopt;
+  }
+  const JobRecord& job = *choice.chosen;
+  const long long now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  if (choice.others.empty()) {
+    log::info("asking {}", describe(job, now));
+  } else {
+    log::info("{} jobs run on this machine; asking the one started last: {}", choice.others.size() + 1,
+              describe(job, now));
+    for (const JobRecord& other : choice.others) {
+      log::info("not asked: {}; ask it with ddplaunch --dump_stacks {}", describe(other, now), selecting_flags(other));
+    }
+  }
+  if (job.secret && config.rdzv_secret.empty()) {
+    log::error(
+        "the job '{}' has a job secret; give --dump_stacks the same one, as its launchers got it "
+        "(DDPLAUNCH_RDZV_TOKEN or --rdzv_conf token_file)",
+        job.run_id);
+    return std::nullopt;
+  }
+  LaunchConfig found = config;
+  found.master_addr = job.master_addr;
+  found.master_port = job.port;
+  found.run_id = job.run_id;
+  return found;
+}
+
+}  // namespace
+
+int request_stacks(const LaunchConfig& given) {
+  std::optional<LaunchConfig> found;
+  if (given.find_job && !(found = find_job(given))) return kExitFailure;
+  const LaunchConfig& config = found ? *found : given;
   EffectiveConfig eff;
   eff.port = config.master_port;
   const std::unique_ptr<RendezvousBackend> backend = make_backend(config, eff, false);

@@ -149,6 +149,9 @@ void Agent::on_joined(const JoinedRound& joined) {
     std::map<int, WatchedWorker> workers;
     for (std::size_t i = 0; i < pids.size(); ++i) workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
     watch_->started(round_, group_rank_, nnodes_, std::move(workers));
+    // After the workers start; the record is written a second later (rdzv/job_registry.hpp).
+    if (!registration_ && deps_.preflight)
+      registration_ = register_job(io_, c_, eff_, group_rank_, nnodes_, backend_->hosts_store(group_rank_));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(kExitUsage, workers_not_started(group_rank_, e.what()), group_rank_);
@@ -294,6 +297,7 @@ int Agent::run() {
     // Interrupted during the rendezvous: its thread may be blocked in a connect for minutes and
     // no worker exists yet, so end the process now rather than wait for it.
     discard_error_files();
+    registration_.reset();  // interrupted in a restart's rendezvous: no destructor runs after _Exit
     console_.flush();
     std::cout.flush();
     std::_Exit(*exit_code_);

@@ -37,6 +37,7 @@
 #include "launcher/agent/round_status.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
+#include "launcher/rdzv/job_registry.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
 #include "launcher/rdzv/round_joiner.hpp"
@@ -147,6 +148,9 @@ class Agent {
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;
+  // This machine's record of the job (rdzv/job_registry.hpp): set in the first round this node
+  // starts workers in (nullptr with etcd). Declared after io_, so it goes first.
+  std::optional<std::unique_ptr<JobRegistration>> registration_;
   std::optional<int> exit_code_;
   std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure
   std::string python_hook_dir_;      // the Python workers' hook (python_hook.hpp); "": none

@@ -152,7 +152,8 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
       ->type_name("FILE");
   app.add_flag("--dump_stacks,--dump-stacks", c.dump_stacks,
                "print every rank's stack on every node of the running job at --master_addr:--master_port "
-               "(--rdzv_id), without stopping it; no program");
+               "(--rdzv_id), without stopping it; no program; without those flags, the job started last on "
+               "this machine");
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
   app.add_option("--log_level,--log-level", c.log_level,
                  "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)")

@@ -88,7 +88,10 @@ struct LaunchConfig {
   LocalRankArg local_rank_arg = LocalRankArg::None;
   bool dry_run = false;
   bool dump_stacks = false;  // --dump_stacks: ask a running job for its stacks (stacks_request.hpp)
-  std::string log_level;     // --log_level: debug, info, warning, error ("" = DDPLAUNCH_LOG_LEVEL or info)
+  // --dump_stacks with none of --master_addr, --master_port, --rdzv_id, --rdzv_endpoint (nor their
+  // PET_* variables): the job comes from this machine's registry (rdzv/job_registry.hpp).
+  bool find_job = false;
+  std::string log_level;  // --log_level: debug, info, warning, error ("" = DDPLAUNCH_LOG_LEVEL or info)
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(1)};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(10)};

@@ -293,6 +293,20 @@ TEST_CASE("rdzv_endpoint sets the master address and port", "[cli]") {
   }
 }
 
+TEST_CASE("dump_stacks finds the job itself unless a flag or PET_* variable names one", "[cli]") {
+  CHECK(parse({"--dump_stacks"}).find_job);
+  CHECK(parse({"--dump-stacks", "--nproc_per_node=2"}).find_job);
+  CHECK_FALSE(parse({"--nproc_per_node=2", "prog"}).find_job);
+  for (const Args& named : {Args{"--master_port=41233"}, Args{"--master-addr=10.0.0.1"}, Args{"--rdzv_id=x"},
+                            Args{"--rdzv_endpoint=node7:29600"}}) {
+    Args args = named;
+    args.push_back("--dump_stacks");
+    CHECK_FALSE(parse(args).find_job);
+  }
+  CHECK_FALSE(parse({"--dump_stacks"}, {{"PET_MASTER_PORT", "41233"}}).find_job);
+  CHECK_FALSE(parse({"--dump_stacks"}, {{"PET_RDZV_ID", "x"}}).find_job);
+}
+
 TEST_CASE("redirects and tee take a mask or a per-rank map", "[cli]") {
   const auto all = parse({"--redirects", "3", "prog"});
   CHECK(all.redirects.all == 3);
