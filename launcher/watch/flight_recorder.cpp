@@ -71,6 +71,15 @@ std::map<std::string, FrGroup> join_groups(const json& config, const json& statu
     g.desc = name.second;
   }
   if (!config.is_object()) return groups;
+  // ddplaunch's worker hook (python_hook.hpp) says each group's pg_id in its pg_config: the name
+  // of a group whose entries this record lacks (a status without entries).
+  for (const auto& [name, c] : config.items()) {
+    if (!c.is_object() || !c.contains("pg_id")) continue;
+    const auto it = groups.find(id_of(c["pg_id"]));
+    if (it == groups.end() || !it->second.name.empty()) continue;
+    it->second.name = name;
+    it->second.desc = text(c, "desc");
+  }
   for (auto& [id, g] : groups) {
     if (g.name.empty()) continue;
     const auto it = config.find(g.name);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/collective_progress.hpp"
+#include "common/log.hpp"
 #include "launcher/watch/flight_recorder.hpp"
 #include "launcher/watch/proc_stat.hpp"
 #include "launcher/watch/worker_server.hpp"
@@ -102,7 +103,10 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
       continue;
     }
     const FrSnapshot status = parse_fr_status(reply.body);
-    if (!status.valid) continue;
+    if (!status.valid) {
+      log::debug("flight recorder: rank {}'s status is unreadable: {}", w.rank, status.error);
+      continue;
+    }
     answering_ = true;
     last_status_[w.rank] = status;
     for (const auto& [id, g] : status.groups) {
@@ -129,6 +133,7 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
       for (const auto& [group, seq] : open) due = checked_.emplace(group, seq, delay.count()).second || due;
     }
     if (!due) continue;
+    log::debug("flight recorder: a rank has waited {} ms in one collective: checking the records", longest.count());
     on_suspect_(collect(false), delay);
   }
 }
@@ -173,10 +178,10 @@ std::vector<RankFr> FlightRecorderWatch::collect(bool dump) {
       r = kept->second;
       r.reachable = false;
       r.traceback = traceback;
-      r.why_not = "no longer answers (" + why + "); its record as of its last full answer";
+      r.why_not = "as of its last answer; it no longer answers: " + why;
     } else if (const auto status = last_status_.find(r.rank); status != last_status_.end()) {
       r.fr = status->second;  // its groups' counters, without entries
-      r.why_not = "no longer answers (" + r.why_not + "); its counters as of its last answer";
+      r.why_not = "as of its last answer; it no longer answers: " + r.why_not;
     }
     out.push_back(std::move(r));
   }

@@ -46,7 +46,8 @@ struct Member {
   const FrGroup* group = nullptr;       // nullptr: its record has no such group
   std::vector<const FrEntry*> entries;  // of this group, oldest first
 
-  bool known() const { return fr != nullptr && fr->reachable && fr->fr.valid; }
+  // Its record is readable: taken now, or (reachable false) as of its last answer.
+  bool known() const { return fr != nullptr && fr->fr.valid; }
   long long last_enqueued() const {
     long long n = group ? group->last_enqueued : -1;
     for (const FrEntry* e : entries) n = e->p2p ? n : std::max(n, e->seq);
@@ -84,7 +85,7 @@ std::vector<GroupView> group_views(const std::vector<RankFr>& ranks) {
   std::map<std::string, std::set<int>> members;                      // name → ranks
   std::map<std::string, std::pair<std::string, std::string>> about;  // name → (desc, a pg_id)
   for (const RankFr& r : ranks) {
-    if (!r.reachable || !r.fr.valid) continue;
+    if (!r.fr.valid) continue;
     for (const auto& [id, g] : r.fr.groups) {
       if (g.name.empty()) continue;
       members[g.name].insert(r.rank);
@@ -228,9 +229,8 @@ void p2p_candidates(const std::vector<GroupView>& views, std::size_t g, std::int
   }
 }
 
-// What a member did of collective #seq, for the member lines.
-std::string member_state(const Member& m, long long seq, bool desync, std::int64_t now_ns) {
-  if (!m.known()) return unknown(m);
+// What a member did of collective #seq, as its record says.
+std::string recorded_state(const Member& m, long long seq, bool desync, std::int64_t now_ns) {
   if (const FrEntry* e = m.collective(seq)) {
     if (e->completed) return desync ? fmt::format("completed it as {}", what(*e)) : "completed it";
     if (!desync) return waiting_line(*e, as_of(m, now_ns));
@@ -239,10 +239,21 @@ std::string member_state(const Member& m, long long seq, bool desync, std::int64
   }
   if (m.last_enqueued() >= seq) return "entered it (its record of it was overwritten)";
   const FrEntry* last = m.last(false);
+  if (last == nullptr && m.last_enqueued() > 0) {
+    return fmt::format("never entered it; its last was #{}", m.last_enqueued());  // its counters only
+  }
   if (last == nullptr) return "never entered it; it entered no collective of this group";
   if (last->completed) return fmt::format("never entered it; its last, {} #{}, completed", last->op, last->seq);
   return fmt::format("never entered it; it is waiting in {} #{} for {:.1f} s", last->op, last->seq,
                      seconds_between(last->created_ns, as_of(m, now_ns)));
+}
+
+// What a member did of collective #seq, for the member lines; a record kept from an earlier
+// answer says so.
+std::string member_state(const Member& m, long long seq, bool desync, std::int64_t now_ns) {
+  if (!m.known()) return unknown(m);
+  const std::string state = recorded_state(m, seq, desync, now_ns);
+  return m.fr->reachable ? state : fmt::format("{} ({})", state, m.fr->why_not);
 }
 
 // "<who> at:\n<frames>" or "" when there are no frames.
@@ -347,18 +358,22 @@ FrFinding analyse_flight_records(const std::vector<RankFr>& ranks, std::chrono::
 }
 
 std::string finding_headline(const FrFinding& f) {
-  const std::string group = fmt::format("process group {}{}", f.group_name,
-                                        f.group_ranks.empty() ? "" : " (" + ranks_phrase(f.group_ranks) + ")");
+  const std::string group =
+      fmt::format("process group {}{}", f.group_name,
+                  f.group_ranks.empty() ? "" : fmt::format(" (ranks {})", rank_ranges(f.group_ranks)));
+  const std::string who = f.waiting.size() == 1 ? fmt::format("rank {}", f.waiting.front())
+                                                : fmt::format("ranks {}", rank_ranges(f.waiting));
   switch (f.kind) {
     case FrFindingKind::Desync:
       return fmt::format("the members of {} called different collectives as #{}", group, f.seq);
     case FrFindingKind::Hang:
       if (f.never_entered.empty()) {
-        return fmt::format("{} waited in {} #{} of {}, which not every member is known to have entered",
-                           ranks_phrase(f.waiting), f.op, f.seq, group);
+        return fmt::format("{} waited in {} #{} of {}, which not every member is known to have entered", who, f.op,
+                           f.seq, group);
       }
-      return fmt::format("{} waited in {} #{} of {}, which {} never entered", ranks_phrase(f.waiting), f.op, f.seq,
-                         group, ranks_phrase(f.never_entered));
+      return fmt::format("{} waited in {} #{} of {}, which {} never entered", who, f.op, f.seq, group,
+                         f.never_entered.size() == 1 ? fmt::format("rank {}", f.never_entered.front())
+                                                     : fmt::format("ranks {}", rank_ranges(f.never_entered)));
     case FrFindingKind::Stuck:
       return fmt::format("every member of {} entered {} #{} and none completed it", group, f.op, f.seq);
     case FrFindingKind::None:

@@ -88,6 +88,19 @@ std::string run_tool(const std::vector<std::string>& argv, std::chrono::millisec
   return text;
 }
 
+// faulthandler's text starts with the thread that answers (the worker server's handler thread,
+// with no Python frame): only the worker's own threads are of interest.
+std::string without_answering_thread(const std::string& traceback) {
+  const std::string head = "Current thread ";
+  const std::string empty = "(most recent call first):\n  <no Python frame>\n";
+  if (traceback.compare(0, head.size(), head) != 0) return traceback;
+  const std::size_t at = traceback.find(empty);
+  if (at == std::string::npos || traceback.find('\n') != at + empty.find('\n')) return traceback;
+  std::size_t rest = at + empty.size();
+  while (rest < traceback.size() && traceback[rest] == '\n') ++rest;
+  return traceback.substr(rest);
+}
+
 }  // namespace
 
 std::string dump_stack(int pid, const StackDumpOptions& options) {
@@ -96,7 +109,9 @@ std::string dump_stack(int pid, const StackDumpOptions& options) {
   std::string server_error;
   if (const auto it = options.sockets.find(pid); it != options.sockets.end()) {
     const WorkerServerReply reply = ask_worker_server(it->second, "dump_traceback", options.timeout);
-    if (reply.ok && !reply.body.empty()) return "(Python stack from the worker's own server)\n" + reply.body;
+    if (reply.ok && !reply.body.empty()) {
+      return "(Python stack from the worker's own server)\n" + without_answering_thread(reply.body);
+    }
     server_error = reply.ok ? "its worker server answered nothing" : reply.error;
   }
   std::vector<std::string> argv;

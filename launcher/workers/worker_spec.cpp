@@ -127,15 +127,13 @@ std::string worker_socket_path(const std::string& dir, int local_rank) {
 }
 
 void add_flight_recorder_defaults(Environment& env, const std::string& run_dir) {
-  // torch reads either name (the NCCL one first, from before the recorder served gloo too).
+  // torch reads either name; the older NCCL one makes each worker warn that it is deprecated, so
+  // only the current one is set (a user's setting under either name stays as it is).
   if (!env.count("TORCH_FR_BUFFER_SIZE") && !env.count("TORCH_NCCL_TRACE_BUFFER_SIZE")) {
     env["TORCH_FR_BUFFER_SIZE"] = "2000";
-    env["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000";
   }
   if (!env.count("TORCH_FR_DUMP_TEMP_FILE") && !env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") && !run_dir.empty()) {
-    const std::string prefix = run_dir + "/fr_nccl_rank_";
-    env["TORCH_FR_DUMP_TEMP_FILE"] = prefix;
-    env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = prefix;
+    env["TORCH_FR_DUMP_TEMP_FILE"] = run_dir + "/fr_nccl_rank_";
   }
 }
 

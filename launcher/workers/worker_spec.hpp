@@ -77,9 +77,10 @@ struct RoundWorkerContext {
 inline constexpr const char* kWorkerSocketEnv = "DDPLAUNCH_WORKER_SOCKET";
 std::string worker_socket_path(const std::string& dir, int local_rank);
 
-// The Flight Recorder's settings a worker gets unless its environment has them: a 2000-entry
-// buffer (torch's recommendation) under both names torch reads, and the dump-on-timeout files
-// (NCCL's watchdog) in the run's directory, `<run dir>/fr_nccl_rank_<rank>`. Pure.
+// The Flight Recorder's settings a worker gets unless its environment has them under either of
+// the names torch reads (TORCH_FR_* or the older TORCH_NCCL_*): a 2000-entry buffer (torch's
+// recommendation), and the dump-on-timeout files (NCCL's watchdog) in the run's directory,
+// `<run dir>/fr_nccl_rank_<rank>`. Pure.
 void add_flight_recorder_defaults(Environment& env, const std::string& run_dir);
 
 // The one way to fill WorkerSpecInputs, for a round of the run and for --dry-run alike, so the

@@ -18,8 +18,10 @@ import glob
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -317,7 +319,7 @@ def test_spawned_children_of_a_worker_start_no_second_server(launches, tmp_path)
 
 
 STOPPED = '''\
-import os, signal
+import os, signal, time
 import torch, torch.distributed as dist
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -326,6 +328,7 @@ with open(os.path.join(os.environ["PIDDIR"], "pid.%d" % rank), "w") as f:
 t = torch.ones(1000)
 for i in range(1, 8):
     if rank == 1 and i == 4:
+        time.sleep(2)  # answered the launcher's polls in between
         os.kill(os.getpid(), signal.SIGSTOP)  # its worker server stops with it
     dist.all_reduce(t)
 '''
@@ -355,26 +358,37 @@ time.sleep(600)  # WAIT LINE
 '''
 
 
-def test_dump_stacks_without_ptrace_uses_the_worker_servers(launches, ddplaunch, tmp_path):
+def test_dump_stacks_without_ptrace_uses_the_worker_servers(ddplaunch, procs):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to an unprivileged user")
-    prog = launches.script("nodump.py", NOT_DUMPABLE)
-    os.chmod(tmp_path, 0o777)
-    port = free_port()
-    unprivileged = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
-    job = launches.procs.start(unprivileged + [ddplaunch, "--nproc_per_node=2", f"--master_port={port}", prog],
-                               env=dict(os.environ, **py_env(PIDDIR=str(tmp_path))), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    # A directory the unprivileged user can reach (pytest's own is root's alone).
+    home = tempfile.mkdtemp(prefix="nodump-", dir="/tmp")
     try:
-        launches.wait_pids(2, timeout=120)
-        time.sleep(2)  # the workers reach their sleep; the answer is taken whenever asked
-        r = subprocess.run(unprivileged + [ddplaunch, "--dump_stacks", f"--master_port={port}"], capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 0, r.stderr
-        assert r.stdout.count("(Python stack from the worker's own server)") == 2, r.stdout
-        assert f'nodump.py", line {line_of(NOT_DUMPABLE, "WAIT LINE")}' in r.stdout, r.stdout
-        assert "last collectives (PyTorch's Flight Recorder):" in r.stdout, r.stdout
-        assert "gloo:all_reduce #1" in r.stdout, r.stdout
+        os.chmod(home, 0o777)
+        launches = Launches(ddplaunch, procs, home)
+        prog = launches.script("nodump.py", NOT_DUMPABLE)
+        port = free_port()
+        unprivileged = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
+        env = dict(os.environ, **py_env(PIDDIR=home, XDG_RUNTIME_DIR=home))
+        job = procs.start(unprivileged + [ddplaunch, "--nproc_per_node=2", f"--master_port={port}", prog], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=home)
+        try:
+            launches.wait_pids(2, timeout=120)
+            time.sleep(2)  # the workers reach their sleep; an answer is taken whenever asked
+            r = subprocess.run(unprivileged + [ddplaunch, "--dump_stacks", f"--master_port={port}"],
+                               capture_output=True, text=True, timeout=60, env=env)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.count("(Python stack from the worker's own server)") == 2, r.stdout
+            assert f'nodump.py", line {line_of(NOT_DUMPABLE, "WAIT LINE")}' in r.stdout, r.stdout
+            assert "last collectives (PyTorch's Flight Recorder):" in r.stdout, r.stdout
+            assert "gloo:all_reduce #1" in r.stdout, r.stdout
+            # what ptrace would have given here: nothing
+            spy = subprocess.run(unprivileged + [os.path.join(os.path.dirname(sys.executable), "py-spy"), "dump",
+                                                 "--pid", str(launches.pids()[0])], capture_output=True, text=True,
+                                 timeout=60)
+            assert spy.returncode != 0, spy.stdout
+        finally:
+            procs.stop(job, 30)
+        launches.assert_no_survivors()
     finally:
-        launches.procs.stop(job, 30)
-    launches.assert_no_survivors()
+        shutil.rmtree(home, ignore_errors=True)

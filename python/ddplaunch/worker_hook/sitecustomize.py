@@ -40,6 +40,7 @@ _SERVER = r'''
 _server = None  # the _WorkerServer, kept for good (see _start)
 _dir_fd = None  # the socket's directory, when its path is too long to bind directly
 _bind_path = None  # what the server was given: the socket path or /proc/self/fd/N/name
+_in_flight = 0  # ddplaunch's handlers running now (each holds the GIL while it counts)
 
 
 def _note(reason):
@@ -102,12 +103,14 @@ def _register_handlers():
     import torch._C._distributed_c10d as c10d
 
     def groups():
+        # pg_names holds the groups this process is a member of, in the order it made them: the
+        # order in which the recorder numbers them (its "pg_id", which keys pg_status).
         from torch.distributed import distributed_c10d as d
         w = d._world
         return {
-            name: {"name": name, "desc": getattr(pg, "group_desc", "") or "",
+            name: {"name": name, "desc": getattr(pg, "group_desc", "") or "", "pg_id": str(i),
                    "ranks": str(sorted(w.pg_group_ranks.get(pg, {})))}
-            for pg, name in list(w.pg_names.items())
+            for i, (pg, name) in enumerate(list(w.pg_names.items()))
         }
 
     def records(full):
@@ -145,16 +148,27 @@ def _register_handlers():
 
     def handler(full, write):
         def handle(req, res):
-            per_backend = records(full)
-            if write:
-                dump(per_backend)
-            res.set_content(merged(per_backend), "application/json")
-            res.set_status(200)
+            global _in_flight
+            _in_flight += 1
+            try:
+                per_backend = records(full)
+                if write:
+                    dump(per_backend)
+                res.set_content(merged(per_backend), "application/json")
+                res.set_status(200)
+            finally:
+                _in_flight -= 1
         return handle
 
-    c10d._register_handler("ddplaunch_fr_status", handler(False, False))
-    c10d._register_handler("ddplaunch_fr", handler(True, False))
-    c10d._register_handler("ddplaunch_fr_dump", handler(True, True))
+    import ctypes
+
+    for name, full, write in (("ddplaunch_fr_status", False, False), ("ddplaunch_fr", True, False),
+                              ("ddplaunch_fr_dump", True, True)):
+        handle = handler(full, write)
+        # Kept for good, as the server is: torch's registry frees its handlers after the
+        # interpreter is gone, and freeing a closure then aborts the process (exit code 134).
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))
+        c10d._register_handler(name, handle)
 
 
 def _start():
@@ -205,6 +219,15 @@ def _stop():
     if server is None or os.getpid() != _pid:
         return
     _unlink()
+    # A request that connected before the unlink is let through before the interpreter goes
+    # (a handler entering Python after that would abort the process): the launcher sends its
+    # request as it connects, so a few ms settle it. Sleeping releases the GIL.
+    import time
+
+    deadline = time.monotonic() + 1.0
+    time.sleep(0.005)
+    while _in_flight and time.monotonic() < deadline:
+        time.sleep(0.001)
     if _dir_fd is not None:
         os.close(_dir_fd)
 
@@ -262,16 +285,18 @@ def _chain_sitecustomize(rest):
     import _frozen_importlib
     import _frozen_importlib_external
 
+    # Ours stays under the name when there is no other, or when the other raises: the import
+    # machinery pops that name after exec (3.11.7 and later), so it must be there.
     spec = _frozen_importlib_external.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None or spec.origin == __file__:  # (ours: not found on sys.path)
-        del sys.modules["sitecustomize"]
         return
+    ours = sys.modules["sitecustomize"]
     module = _frozen_importlib.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        del sys.modules["sitecustomize"]
+        sys.modules["sitecustomize"] = ours
         raise
 
 
