@@ -134,9 +134,18 @@ TEST_CASE("every member in the collective, none completed: stuck", "[fr_analysis
 
 TEST_CASE("a member without a record is unknown, never guessed", "[fr_analysis]") {
   std::vector<RankFr> ranks = fr_fixtures::ranks("hang2", 2);
+  // No answer now, but a record from an earlier answer: used, and said to be as of then.
   ranks[1].reachable = false;
-  ranks[1].why_not = "no answer from /run/w1.sock to fr_trace_json within 2000 ms";
+  ranks[1].why_not = "as of its last answer; it no longer answers: no answer from /run/w1.sock";
   FrFinding f = analyse_flight_records(ranks, 1s, 0);
+  REQUIRE(f.kind == FrFindingKind::Hang);
+  CHECK(f.never_entered == std::vector<int>{1});
+  CHECK(has(f.text, "never entered it; its last, gloo:all_reduce #3, completed (as of its last answer; it no longer "
+                    "answers: no answer from /run/w1.sock)"));
+  // No answer and no record: unknown.
+  ranks[1].fr = FrSnapshot{};
+  ranks[1].why_not = "no answer from /run/w1.sock to fr_trace_json within 2000 ms";
+  f = analyse_flight_records(ranks, 1s, 0);
   REQUIRE(f.kind == FrFindingKind::Hang);
   CHECK(f.never_entered.empty());
   CHECK(has(f.text, "rank 1 (node 0 on vm, pid 101): unknown: no answer from /run/w1.sock"));
