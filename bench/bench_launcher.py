@@ -9,7 +9,8 @@
    has exited (every worker reaped).
    Then the hang report: with --hang_timeout T, rank 1 stops itself (SIGSTOP) while rank 0 waits; time from
    the stop to ddplaunch's "suspected hang" report, stacks included (target T + 2 s at most); and the
-   same for a C++ worker on the ddplaunch runtime (ddp_step_worker), whose collective hang fails the job.
+   same for a C++ worker on the ddplaunch runtime (ddp_step_worker), whose collective hang fails the job, and
+   for an unmodified gloo script whose rank 1 never enters all_reduce #4 (PyTorch's Flight Recorder).
    torchrun has no such report: nothing to compare with.
 
 Each figure is the median of several repetitions, with min and max. Writes a Markdown section to
@@ -149,25 +150,32 @@ def read_until(p, marker, seconds):
     return text, None
 
 
-def hang_report(timeout_s=2):
+def stop_to_report(worker, name, flags, marker, seconds, env=None):
+    """Stats of the time from a worker's stop (the time it writes to $STOP_FILE) to `marker` on
+    the stderr of a 2-worker job of `worker` (written as `name`) with `flags`."""
     latencies = []
     with tempfile.TemporaryDirectory() as d:
-        prog, stop_file = os.path.join(d, "hang.sh"), os.path.join(d, "stopped_at")
+        prog, stop_file = os.path.join(d, name), os.path.join(d, "stopped_at")
         with open(prog, "w") as f:
-            f.write(HANG_WORKER)
+            f.write(worker)
         os.chmod(prog, 0o755)
         for _ in range(REPS if QUICK else 5):
-            p = subprocess.Popen([DDPLAUNCH, "--standalone", "--nproc_per_node", "2", f"--hang_timeout={timeout_s}",
-                                  "--shutdown_timeout=1", "--no_python", prog], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, env=dict(ENV, STOP_FILE=stop_file))
-            text, reported = read_until(p, b"suspected hang", timeout_s + 30)
+            p = subprocess.Popen([DDPLAUNCH, "--standalone", "--nproc_per_node", "2", "--shutdown_timeout=1", *flags,
+                                  prog], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 env=dict(ENV, STOP_FILE=stop_file, **(env or {})))
+            text, reported = read_until(p, marker, seconds)
             p.terminate()
             p.communicate(timeout=30)
             if reported is None:
-                raise SystemExit("bench: no hang report within the deadline:\n" + text.decode(errors="replace"))
+                raise SystemExit(f"bench: no {marker!r} within the deadline:\n" + text.decode(errors="replace"))
             with open(stop_file) as f:
                 latencies.append(reported - float(f.read()))
-    s = stats(latencies)
+    return stats(latencies)
+
+
+def hang_report(timeout_s=2):
+    s = stop_to_report(HANG_WORKER, "hang.sh", [f"--hang_timeout={timeout_s}", "--no_python"], b"suspected hang",
+                       timeout_s + 30)
     return [f"### Hang report (--hang_timeout {timeout_s}: a rank stops itself, the other waits)", "",
             "| | ddplaunch | target | ddplaunch / target |", "|---|---|---|---|",
             f"| stop → suspected-hang report, stacks included | {s[0]:.2f} s ({s[1]:.2f}–{s[2]:.2f}) | "
@@ -198,8 +206,32 @@ def collective_hang_report(timeout_s=2):
             f"{s[0] / (timeout_s + 2):.2f}× |"]
 
 
+PYTHON_HANG = r"""
+import os, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1000)
+for i in range(1, 8):
+    if dist.get_rank() == 1 and i == 4:
+        with open(os.environ["STOP_FILE"], "w") as f:
+            f.write(repr(time.time()))
+        time.sleep(600)  # rank 1 never enters all_reduce #4; rank 0 waits in it
+    dist.all_reduce(t)
+"""
+
+
+def python_hang_report(timeout_s=2):
+    """An unmodified gloo script: from rank 1's stall to the exact report (PyTorch's Flight
+    Recorder through the workers' servers) naming it on the console."""
+    s = stop_to_report(PYTHON_HANG, "hang.py", [f"--hang_timeout={timeout_s}"], b"Never entered collective #",
+                       timeout_s + 60, env={"PYTHON_EXEC": PY})
+    return [f"| stop → exact hang report of an unmodified gloo script (PyTorch's Flight Recorder), Python stacks "
+            f"included, job failed (exit 124) | {s[0]:.2f} s ({s[1]:.2f}–{s[2]:.2f}) | {timeout_s + 2} s | "
+            f"{s[0] / (timeout_s + 2):.2f}× |"]
+
+
 if __name__ == "__main__":
     overhead, after = launch_overhead()
     hang = hang_report()
-    hang[5:5] = collective_hang_report()
+    hang[5:5] = collective_hang_report() + python_hang_report()
     print("\n".join(overhead + [""] + before_after(after) + [""] + teardown() + [""] + hang))

@@ -103,15 +103,17 @@ std::string without_answering_thread(const std::string& traceback) {
 
 }  // namespace
 
+std::string server_stack(const std::string& traceback) {
+  return "(Python stack from the worker's own server)\n" + without_answering_thread(traceback);
+}
+
 std::string dump_stack(int pid, const StackDumpOptions& options) {
   const char state = read_proc_stat(pid).state;
   if (state == 0 || state == 'Z') return "(it exited before its stack could be taken)";
   std::string server_error;
   if (const auto it = options.sockets.find(pid); it != options.sockets.end()) {
     const WorkerServerReply reply = ask_worker_server(it->second, "dump_traceback", options.timeout);
-    if (reply.ok && !reply.body.empty()) {
-      return "(Python stack from the worker's own server)\n" + without_answering_thread(reply.body);
-    }
+    if (reply.ok && !reply.body.empty()) return server_stack(reply.body);
     server_error = reply.ok ? "its worker server answered nothing" : reply.error;
   }
   std::vector<std::string> argv;

@@ -25,6 +25,10 @@ struct StackDumpOptions {
 // the timeout). Never throws. Thread-safe.
 std::string dump_stack(int pid, const StackDumpOptions& options);
 
+// A worker server's dump_traceback answer as a stack of dump_stack()'s: its source named, the
+// answering thread (the server's, with no Python frame) left out. Pure.
+std::string server_stack(const std::string& traceback);
+
 // Every worker's stack at once (one thread each): "rank R (pid P):\n<stack>\n\n" in rank order.
 // Blocks up to about the timeout. Never throws (a thread that cannot start gives its one line).
 std::string dump_stacks(const std::map<int, int>& ranks_by_pid, const StackDumpOptions& options);

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -201,8 +202,17 @@ void WorkerWatch::gather_other_nodes(std::function<void(const OtherNodes&)> then
 }
 
 void WorkerWatch::on_suspect(std::vector<RankFr> local, std::chrono::milliseconds waited) {
-  const std::string stacks = fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host,
-                                         dump_stacks(running_, stack_options(std::chrono::seconds(3))));
+  // The stacks the records came with; a rank whose server did not answer is read from outside.
+  std::map<int, int> silent;
+  for (const RankFr& r : local) {
+    if (r.traceback.empty() && running_.count(r.pid)) silent[r.pid] = r.rank;
+  }
+  std::string text = silent.empty() ? "" : dump_stacks(silent, StackDumpOptions{o_.python, std::chrono::seconds(3)});
+  std::sort(local.begin(), local.end(), [](const RankFr& a, const RankFr& b) { return a.rank < b.rank; });
+  for (const RankFr& r : local) {
+    if (!r.traceback.empty()) text += fmt::format("rank {} (pid {}):\n{}\n\n", r.rank, r.pid, server_stack(r.traceback));
+  }
+  const std::string stacks = fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host, text);
   if (nnodes_ <= 1) return check_flight_records(std::move(local), waited, stacks);
   gather_other_nodes([this, local = std::move(local), waited, stacks](const OtherNodes& others) {
     std::vector<RankFr> all = local;
