@@ -9,7 +9,7 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitFailure = 1,        // an unexpected run-time error, or a lost peer/store; message on stderr
   kExitUsage = 2,          // bad command line or configuration (incl. a port already taken)
-  kExitHang = 124,         // --hang_timeout found ranks stuck in a collective (as timeout(1) exits)
+  kExitHang = 124,         // ranks stuck in a collective (--hang_timeout), or a desync (as timeout(1) exits)
   kExitExecFailed = 127,   // a child could not be started (as a shell reports it)
   kExitInterrupted = 130,  // stopped by SIGINT (128 + 2)
 };
@@ -25,7 +25,7 @@ inline constexpr ExitCodeMeaning kExitCodeMeanings[] = {
     {kExitOk, "success"},
     {kExitFailure, "launcher error, a lost node or store (see the message)"},
     {kExitUsage, "bad usage or configuration"},
-    {kExitHang, "a hang: --hang_timeout found ranks stuck in a collective"},
+    {kExitHang, "a hang (--hang_timeout) or a desync in a collective"},
     {kExitExecFailed, "a worker could not be started"},
     {kExitInterrupted, "interrupted (SIGINT)"},
 };

@@ -97,6 +97,11 @@ void Agent::on_outcome(const std::string& value) {
     return stop_round(Outcome::failure(kExitFailure, forged_success_stop(), -1), false, false);
   }
   outcome.summary = reported_failure(outcome, hosts_);
+  // This node's part of what the ranks were doing, before its workers are stopped (a hang's
+  // report has every node's already).
+  if (outcome.code != kExitHang && report_.collectives().empty()) {
+    report_.set_collectives(watch_->flight_records_at_failure());
+  }
   stop_round(std::move(outcome), true, false);
 }
 

@@ -158,7 +158,7 @@ std::string end_of_round_summary(const RoundReport& report, const FailureContext
     head = fmt::format("ddplaunch: the earliest failure by its own time was on {} (node {} reported first):\n{}",
                        node_name(other->node, end.hosts), cause.origin_node, printable(other->summary));
   }
-  const std::string here = sections(report, nullptr);
+  const std::string here = report.collectives() + sections(report, nullptr);
   if (here.empty() || head.empty()) return head;
   return fmt::format("{}\nOn this node (node {} on {}):\n{}", head, node.node_rank, node.host, here);
 }

@@ -44,9 +44,10 @@ class RoundReport {
   const std::vector<RankOutcome>& ranks() const { return ranks_; }
   // The earliest failure (ties: the first seen); nullptr when no rank failed.
   const RankOutcome* root_cause() const;
-  // What the ranks' Flight Recorders showed when the root cause failed (a hang or a desync in a
-  // collective: worker_watch.hpp's flight_records_at_failure()), "" when nothing; printed with
-  // the root cause.
+  // What this node's ranks' Flight Recorders showed when the root cause failed, here or on
+  // another node (a hang or a desync in a collective: worker_watch.hpp's
+  // flight_records_at_failure()), "" when nothing; printed with the root cause, or with this
+  // node's part of the summary.
   void set_collectives(std::string text) { collectives_ = std::move(text); }
   const std::string& collectives() const { return collectives_; }
 

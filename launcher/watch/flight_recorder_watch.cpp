@@ -70,6 +70,11 @@ void FlightRecorderWatch::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void FlightRecorderWatch::recheck() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  checked_.clear();
+}
+
 bool FlightRecorderWatch::answering() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return answering_;
@@ -91,11 +96,13 @@ void FlightRecorderWatch::run() {
 }
 
 void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
-  const auto now = std::chrono::steady_clock::now();
   milliseconds longest{0};
   std::vector<std::pair<std::string, long long>> open;  // the longest waiters' (group, #N)
   for (const FrWorker& w : workers) {
     const WorkerServerReply reply = ask_worker_server(w.socket, "ddplaunch_fr_status", kStatusTimeout);
+    // Seen now, not when the poll began: a slow answer before this one must not make a wait
+    // look older than it is.
+    const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mutex_);
     if (!reply.ok) {
       // No server (yet): the script has not imported torch.distributed, or this torch has none.

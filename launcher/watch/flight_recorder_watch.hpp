@@ -67,6 +67,9 @@ class FlightRecorderWatch {
   // record kept (full, else its last status), marked as such, with its process state. With
   // `dump`, each worker also writes its record in torch's dump format (see above). Never throws.
   std::vector<RankFr> collect(bool dump);
+  // The checks done so far are to be made again at the next poll that finds them due (a check
+  // whose records, read a moment later than the poll, showed no wait long enough yet).
+  void recheck();
   // True when a worker of the round has answered: the Flight Recorder speaks for this round.
   bool answering() const;
   // Why some worker cannot answer (an older torch without a worker server, said by the hook in

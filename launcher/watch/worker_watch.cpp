@@ -226,6 +226,9 @@ void WorkerWatch::check_flight_records(std::vector<RankFr> ranks, std::chrono::m
   const FrFinding finding = analyse_flight_records(ranks, waited, realtime_ns());
   // A desync is a bug whenever it is seen; a hang is one only after --hang_timeout.
   const bool hang_check = o_.hang_timeout.count() > 0 && waited >= o_.hang_timeout;
+  // The poll saw a rank wait that long; its record, read a moment later, tells exactly since when:
+  // not yet, so check again (the next poll finds the check due).
+  if (finding.kind == FrFindingKind::None && hang_check) return flight_->recheck();
   if (finding.kind == FrFindingKind::None || (finding.kind != FrFindingKind::Desync && !hang_check)) return;
   HangReport report;
   report.collective = true;

@@ -32,21 +32,33 @@ from pyfixtures import free_port
 pytestmark = pytest.mark.timeout(300)
 
 # A rank sleeping before all_reduce #4: it never enters it; the others wait in it.
-SLEEPER = '''\
+# BACKEND=nccl (the [gpu] tests): each rank on its GPU, waiting on the CPU for each collective.
+PROLOGUE = '''\
 import os, time
 import torch, torch.distributed as dist
-dist.init_process_group("gloo")
-rank = dist.get_rank()
+backend = os.environ.get("BACKEND", "gloo")
+device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if backend == "nccl" else torch.device("cpu")
+if backend == "nccl":
+    torch.cuda.set_device(device)
+dist.init_process_group(backend)
+rank, world = dist.get_rank(), dist.get_world_size()
 with open(os.path.join(os.environ["PIDDIR"], "pid.%d" % rank), "w") as f:
     f.write(str(os.getpid()))
-t = torch.ones(1000)
+def wait(t):
+    if backend == "nccl":
+        torch.cuda.synchronize()  # NCCL returns at once: wait here as gloo does in the call
+    return t
+'''
+
+SLEEPER = PROLOGUE + '''\
+t = torch.ones(1000, device=device)
 for i in range(1, 8):
     if rank == int(os.environ["LATE_RANK"]) and i == 4:
         time.sleep(600)  # LATE LINE
     if rank == 0 and i == 4:
         with open(os.path.join(os.environ["PIDDIR"], "entered"), "w") as f:
             f.write(repr(time.time()))
-    dist.all_reduce(t)
+    wait(dist.all_reduce(t))
 '''
 
 
@@ -116,20 +128,22 @@ def test_two_nodes_both_name_the_rank_on_the_other_node(launches, tmp_path):
     launches.assert_no_survivors()
 
 
-DESYNC = '''\
-import os
-import torch, torch.distributed as dist
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-with open(os.path.join(os.environ["PIDDIR"], "pid.%d" % rank), "w") as f:
-    f.write(str(os.getpid()))
-t = torch.ones(1000)
+DESYNC = PROLOGUE + '''\
+t = torch.ones(1000, device=device)
 for i in range(1, 8):
     if rank == 1 and i == 4:
-        dist.all_gather([torch.empty(1000) for _ in range(world)], t)  # GATHER LINE
+        wait(dist.all_gather([torch.empty(1000, device=device) for _ in range(world)], t))  # GATHER LINE
     else:
-        dist.all_reduce(t)  # REDUCE LINE
+        wait(dist.all_reduce(t))  # REDUCE LINE
 '''
+
+
+def assert_desync(err, backend="gloo"):
+    assert "ddplaunch: desync: " in err, err
+    assert f"{backend}:all_gather" in err and f"{backend}:all_reduce" in err, err
+    for marker in ("GATHER LINE", "REDUCE LINE"):
+        n = line_of(DESYNC, marker)
+        assert f'desync.py", line {n}' in err or f"desync.py:{n}" in err, (marker, err)
 
 
 def test_a_desync_names_both_call_sites_before_any_timeout(launches):
@@ -138,13 +152,40 @@ def test_a_desync_names_both_call_sites_before_any_timeout(launches):
     start = time.time()
     rc, _, err = launches.run(["--nproc_per_node=4", prog], env=py_env(), timeout=180)
     assert rc == 124, err
-    assert "ddplaunch: desync: " in err, err
-    assert "gloo:all_gather" in err and "gloo:all_reduce" in err, err
-    assert f'desync.py", line {line_of(DESYNC, "GATHER LINE")}' in err, err
-    assert f'desync.py", line {line_of(DESYNC, "REDUCE LINE")}' in err or \
-        f"desync.py:{line_of(DESYNC, 'REDUCE LINE')}" in err, err
+    assert_desync(err)
     assert time.time() - start < 120
     launches.assert_no_survivors()
+
+
+def test_a_desync_across_two_nodes(launches):
+    prog = launches.script("desync.py", DESYNC)
+    port = free_port()
+    common = ["--nnodes=2", "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
+              "--hang_timeout=4"]
+    nodes = [launches.start(common + [f"--node_rank={n}", prog], env=py_env()) for n in (0, 1)]
+    errs = [launches.communicate(p, timeout=180)[1] for p in nodes]
+    assert [p.returncode for p in nodes] == [124, 124], errs
+    assert_desync(next(err for err in errs if "ddplaunch: desync: " in err))
+    launches.assert_no_survivors()
+
+
+HEALTHY = '''\
+import time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(10)
+for i in range(60):
+    dist.all_reduce(t)
+    time.sleep(0.1)
+'''
+
+
+def test_a_healthy_job_with_pauses_is_no_hang(launches):
+    # The CPU-time heuristic called this a suspected hang at --hang_timeout 5.
+    prog = launches.script("healthy.py", HEALTHY)
+    rc, _, err = launches.run(["--nproc_per_node=2", "--hang_timeout=2", prog], env=py_env(), timeout=120)
+    assert rc == 0, err
+    assert "hang" not in err, err
 
 
 NEW_GROUP = '''\
