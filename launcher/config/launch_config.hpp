@@ -80,7 +80,7 @@ struct LaunchConfig {
   // Python workers get PyTorch's worker server on a private socket (workers/python_hook.hpp);
   // --no_worker_server turns it off.
   bool worker_server = true;
-  std::vector<int> signals_to_handle;         // forwarded to the workers' process groups
+  std::vector<int> signals_to_handle;  // forwarded to the workers' process groups
   bool virtual_local_rank = false;
   // Appended to each worker's arguments: nothing, --local_rank=i (torch.distributed.launch up to
   // torch 1.x, and --use_env=false) or --local-rank=i (torch.distributed.launch in torch 2.x).

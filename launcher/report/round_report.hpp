@@ -7,8 +7,8 @@
 
 #include <chrono>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launcher/report/error_file.hpp"

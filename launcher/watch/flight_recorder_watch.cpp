@@ -130,7 +130,8 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
     }
   }
   // The checks due: the desync check first, then the hang check, each once per (group, #N).
-  std::vector<milliseconds> delays{std::min(o_.desync_after, o_.hang_timeout.count() > 0 ? o_.hang_timeout : o_.desync_after)};
+  std::vector<milliseconds> delays{
+      std::min(o_.desync_after, o_.hang_timeout.count() > 0 ? o_.hang_timeout : o_.desync_after)};
   if (o_.hang_timeout.count() > 0 && o_.hang_timeout != delays.front()) delays.push_back(o_.hang_timeout);
   for (const milliseconds delay : delays) {
     if (longest < delay) continue;
@@ -171,7 +172,8 @@ std::vector<RankFr> FlightRecorderWatch::collect(bool dump) {
     workers = workers_;
   }
   std::vector<std::future<RankFr>> asked;
-  for (const FrWorker& w : workers) asked.push_back(std::async(std::launch::async, [this, w, dump] { return ask_full(w, dump); }));
+  for (const FrWorker& w : workers)
+    asked.push_back(std::async(std::launch::async, [this, w, dump] { return ask_full(w, dump); }));
   std::vector<RankFr> out;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& f : asked) {

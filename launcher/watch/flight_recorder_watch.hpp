@@ -34,7 +34,7 @@
 namespace ddp::launcher {
 
 struct FlightRecorderWatchOptions {
-  std::chrono::milliseconds hang_timeout{0};                    // 0: no hang checks (desync checks only)
+  std::chrono::milliseconds hang_timeout{0};  // 0: no hang checks (desync checks only)
   std::chrono::milliseconds desync_after{std::chrono::seconds(10)};
   std::string host;  // this node's host, in the records
 };
@@ -97,10 +97,10 @@ class FlightRecorderWatch {
     long long seq = 0;
     std::chrono::steady_clock::time_point since;
   };
-  std::map<std::pair<int, std::string>, Wait> waiting_;                // (rank, group) → its open collective
+  std::map<std::pair<int, std::string>, Wait> waiting_;              // (rank, group) → its open collective
   std::set<std::tuple<std::string, long long, long long>> checked_;  // (group, #N, delay ms) done
-  std::map<int, RankFr> last_full_;                                   // by rank
-  std::map<int, FrSnapshot> last_status_;                             // by rank
+  std::map<int, RankFr> last_full_;                                  // by rank
+  std::map<int, FrSnapshot> last_status_;                            // by rank
 };
 
 }  // namespace ddp::launcher

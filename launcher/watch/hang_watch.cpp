@@ -143,9 +143,12 @@ void HangWatch::report_suspected(std::chrono::steady_clock::time_point now) {
       "the job goes on){}\n{}"
       "stacks{}:\n{}",
       ranks_phrase(ranks), std::chrono::duration<double>(now - idle_since_).count(),
-      why.empty() ? "" : fmt::format("; exact hang reports need PyTorch's Flight Recorder and worker server, which these workers lack: {}", why),
-      states,
-      report.stacks_file.empty() ? "" : " (also in " + report.stacks_file + ")", report.stacks);
+      why.empty()
+          ? ""
+          : fmt::format(
+                "; exact hang reports need PyTorch's Flight Recorder and worker server, which these workers lack: {}",
+                why),
+      states, report.stacks_file.empty() ? "" : " (also in " + report.stacks_file + ")", report.stacks);
   // Taking stacks costs the workers a little CPU (ptrace stops): that is not progress.
   restart_window(std::chrono::steady_clock::now());
   on_report_(report);

@@ -7,7 +7,8 @@
 //    The report goes to the owner (worker_watch.hpp adds the other nodes' ranks), and the job
 //    fails on it.
 //  - Python workers whose Flight Recorders answer are watched exactly by flight_recorder_watch.hpp.
-//  - A heuristic otherwise (Python workers without a worker server, e.g. an older torch): when no local worker has used more than 5% of a core
+//  - A heuristic otherwise (Python workers without a worker server, e.g. an older torch): when no local worker has used
+//  more than 5% of a core
 //    (utime + stime of the worker process, all its threads; a rank waiting for a peer is not at 0:
 //    gloo's loop thread wakes now and then) for the whole timeout, a *suspected* hang is
 //    reported once (until a rank uses CPU again) with each rank's state (a SIGSTOPped rank shows

@@ -132,8 +132,8 @@ void WorkerWatch::answer(long long request) {
   const std::string progress = encode_progress(local_progress());
   std::vector<RankFr> records;
   if (flight_ && flight_->answering()) records = flight_->collect(false);
-  std::string text =
-      fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host, dump_stacks(running_, stack_options(std::chrono::seconds(10))));
+  std::string text = fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host,
+                                 dump_stacks(running_, stack_options(std::chrono::seconds(10))));
   if (!records.empty()) {
     text += "last collectives (PyTorch's Flight Recorder):\n" + describe_flight_records(records, realtime_ns()) + "\n";
   }
@@ -210,7 +210,8 @@ void WorkerWatch::on_suspect(std::vector<RankFr> local, std::chrono::millisecond
   std::string text = silent.empty() ? "" : dump_stacks(silent, StackDumpOptions{o_.python, std::chrono::seconds(3)});
   std::sort(local.begin(), local.end(), [](const RankFr& a, const RankFr& b) { return a.rank < b.rank; });
   for (const RankFr& r : local) {
-    if (!r.traceback.empty()) text += fmt::format("rank {} (pid {}):\n{}\n\n", r.rank, r.pid, server_stack(r.traceback));
+    if (!r.traceback.empty())
+      text += fmt::format("rank {} (pid {}):\n{}\n\n", r.rank, r.pid, server_stack(r.traceback));
   }
   const std::string stacks = fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host, text);
   if (nnodes_ <= 1) return check_flight_records(std::move(local), waited, stacks);
@@ -233,11 +234,10 @@ void WorkerWatch::check_flight_records(std::vector<RankFr> ranks, std::chrono::m
   HangReport report;
   report.collective = true;
   const std::string dumps = dump_flight_records();
-  report.text = fmt::format("{}: {} (PyTorch's Flight Recorder{})",
-                            finding.kind == FrFindingKind::Desync ? "desync" : "hang", finding_headline(finding),
-                            hang_check ? fmt::format(", --hang_timeout {:g} s",
-                                                     std::chrono::duration<double>(o_.hang_timeout).count())
-                                       : "");
+  report.text = fmt::format(
+      "{}: {} (PyTorch's Flight Recorder{})", finding.kind == FrFindingKind::Desync ? "desync" : "hang",
+      finding_headline(finding),
+      hang_check ? fmt::format(", --hang_timeout {:g} s", std::chrono::duration<double>(o_.hang_timeout).count()) : "");
   report.stacks_file = fmt::format("{}/hang_round{}_node{}.txt", o_.run_dir, round_, group_rank_);
   if (!(std::ofstream(report.stacks_file) << report.text << "\n" << finding.text << "\n" << dumps << stacks))
     report.stacks_file.clear();
@@ -255,7 +255,7 @@ std::string WorkerWatch::dump_flight_records() {
 
 std::string WorkerWatch::dumps_note() const {
   return fmt::format(
-      "Flight Recorder dumps of this node's ranks: {0}/fr_gloo_rank_<rank> (and fr_nccl_rank_<rank>)\n"
+      "Flight Recorder dumps of this node's ranks that answered: {0}/fr_gloo_rank_<rank> (and fr_nccl_rank_<rank>)\n"
       "  torch's analyser: python -m torch.distributed.flight_recorder.fr_trace {0} --prefix fr_gloo_rank_\n",
       o_.run_dir);
 }

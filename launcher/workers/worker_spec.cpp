@@ -205,8 +205,8 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     w.env.erase(kWorkerSocketEnv);  // an outer ddplaunch's worker's
     if (!in.python_hook_dir.empty() && runs_with_python(c)) {
       const auto path = w.env.find("PYTHONPATH");
-      w.env["PYTHONPATH"] = path == w.env.end() || path->second.empty() ? in.python_hook_dir
-                                                                         : in.python_hook_dir + ":" + path->second;
+      w.env["PYTHONPATH"] =
+          path == w.env.end() || path->second.empty() ? in.python_hook_dir : in.python_hook_dir + ":" + path->second;
       w.env[kWorkerSocketEnv] = worker_socket_path(in.socket_dir, lr);
     }
     w.output = route_output(c, w, in.ranks.world_size() > 1);

@@ -66,8 +66,8 @@ struct WorkerSpecInputs {
 struct RoundWorkerContext {
   std::string master_addr;  // the workers' store as the backend named it; "": --master_addr and the launcher's port
   int master_port = 0;
-  std::string timer_file;  // TORCHELASTIC_TIMER_FILE for the workers; "": file timers off
-  int progress_fd = -1;    // the collective-progress table; -1: none
+  std::string timer_file;       // TORCHELASTIC_TIMER_FILE for the workers; "": file timers off
+  int progress_fd = -1;         // the collective-progress table; -1: none
   std::string python_hook_dir;  // see WorkerSpecInputs
   std::string socket_dir;
 };

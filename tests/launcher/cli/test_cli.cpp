@@ -426,7 +426,7 @@ TEST_CASE("help says what the code does: the port default, the interpreter, ever
   for (const ddp::ExitCodeMeaning& e : ddp::kExitCodeMeanings) {
     CHECK_THAT(*help, Catch::Contains(std::to_string(static_cast<int>(e.code)) + "  ") && Catch::Contains(e.meaning));
   }
-  CHECK_THAT(*help, Catch::Contains("124") && Catch::Contains("--hang_timeout found ranks stuck"));
+  CHECK_THAT(*help, Catch::Contains("124") && Catch::Contains("a hang (--hang_timeout) or a desync in a collective"));
   for (const char* key : {"cacert=FILE", "cert=FILE", "key=FILE", "protocol=http|https", "token_file=PATH"}) {
     CHECK_THAT(*help, Catch::Contains(key));
   }

@@ -140,8 +140,9 @@ TEST_CASE("a member without a record is unknown, never guessed", "[fr_analysis]"
   FrFinding f = analyse_flight_records(ranks, 1s, 0);
   REQUIRE(f.kind == FrFindingKind::Hang);
   CHECK(f.never_entered == std::vector<int>{1});
-  CHECK(has(f.text, "never entered it; its last, gloo:all_reduce #3, completed (as of its last answer; it no longer "
-                    "answers: no answer from /run/w1.sock)"));
+  CHECK(has(f.text,
+            "never entered it; its last, gloo:all_reduce #3, completed (as of its last answer; it no longer "
+            "answers: no answer from /run/w1.sock)"));
   // No answer and no record: unknown.
   ranks[1].fr = FrSnapshot{};
   ranks[1].why_not = "no answer from /run/w1.sock to fr_trace_json within 2000 ms";
