@@ -40,9 +40,9 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   report_.add(w, state, std::move(note));
   recorder_->worker_exited(round_, report_.ranks().back());
   if (failed_first) {
-    // Before anything is stopped: what the others were doing in their collectives (a rank that
-    // timed out in one names the rank that never entered it).
-    report_.set_collectives(watch_->flight_records_at_failure());
+    // A collective timed out: before anything is stopped, what the others were doing in their
+    // collectives (the rank that never entered it). Only then: it holds the teardown a moment.
+    if (timed_out_in_collective(report_.ranks().back())) report_.set_collectives(watch_->flight_records_at_failure());
     // What the other nodes print at once; this node prints the whole report when the round ends.
     const std::string summary = failure_summary(report_, failure_context());
     if (nnodes_ > 1 && joiner_->job()) {
@@ -97,9 +97,9 @@ void Agent::on_outcome(const std::string& value) {
     return stop_round(Outcome::failure(kExitFailure, forged_success_stop(), -1), false, false);
   }
   outcome.summary = reported_failure(outcome, hosts_);
-  // This node's part of what the ranks were doing, before its workers are stopped (a hang's
-  // report has every node's already).
-  if (outcome.code != kExitHang && report_.collectives().empty()) {
+  // Another node's rank timed out in a collective: this node's part of what the ranks were doing,
+  // before its workers are stopped.
+  if (says_collective_timed_out(outcome.summary) && report_.collectives().empty()) {
     report_.set_collectives(watch_->flight_records_at_failure());
   }
   stop_round(std::move(outcome), true, false);

@@ -45,4 +45,19 @@ const RankOutcome* RoundReport::root_cause() const {
   return root;
 }
 
+bool says_collective_timed_out(const std::string& text) {
+  for (const char* phrase : {"Timed out waiting", "Watchdog caught collective operation timeout"}) {
+    if (text.find(phrase) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool timed_out_in_collective(const RankOutcome& rank) {
+  if (rank.record && says_collective_timed_out(rank.record->message)) return true;
+  for (const std::string& line : rank.worker.stderr_tail) {
+    if (says_collective_timed_out(line)) return true;
+  }
+  return false;
+}
+
 }  // namespace ddp::launcher

@@ -30,6 +30,13 @@ struct RankOutcome {
   std::chrono::system_clock::time_point failed_at() const;
 };
 
+// True when `text` (a worker's error or last stderr lines, or another node's summary) says a
+// collective timed out: gloo's "Timed out waiting …ms for recv/send operation", the NCCL
+// watchdog's "Watchdog caught collective operation timeout". Pure.
+bool says_collective_timed_out(const std::string& text);
+// The same for a rank's error record and stderr tail. Pure.
+bool timed_out_in_collective(const RankOutcome& rank);
+
 class RoundReport {
  public:
   // Forgets the previous round.

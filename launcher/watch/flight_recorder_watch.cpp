@@ -23,8 +23,10 @@ using std::chrono::milliseconds;
 // A status is small and the worker answers it without Python work beyond the dump: 2 s is
 // already a stuck worker (its interpreter holding the GIL in a long C call).
 constexpr milliseconds kStatusTimeout{2000};
-// The whole record is JSON of up to 2000 entries with their frames.
+// The whole record is JSON of up to 2000 entries (~40 ms in the worker).
 constexpr milliseconds kFullTimeout{3000};
+// A dump also writes torch's pickle; unpickling it may import much of torch the first time.
+constexpr milliseconds kDumpTimeout{10000};
 
 std::string read_note(const std::string& path) {
   std::ifstream in(path);
@@ -153,7 +155,8 @@ RankFr FlightRecorderWatch::ask_full(const FrWorker& w, bool dump) {
   r.host = o_.host;
   r.pid = w.pid;
   r.taken_ns = realtime_ns();
-  const WorkerServerReply fr = ask_worker_server(w.socket, dump ? "ddplaunch_fr_dump" : "ddplaunch_fr", kFullTimeout);
+  const WorkerServerReply fr = dump ? ask_worker_server(w.socket, "ddplaunch_fr_dump", kDumpTimeout)
+                                    : ask_worker_server(w.socket, "ddplaunch_fr", kFullTimeout);
   if (fr.ok) r.fr = parse_fr_trace(fr.body);
   const WorkerServerReply tb = ask_worker_server(w.socket, "dump_traceback", kStatusTimeout);
   if (tb.ok) r.traceback = tb.body;

@@ -3,9 +3,10 @@
 // ddplaunch's Python hook, workers/python_hook.hpp, which adds the two handlers used here):
 //   "ddplaunch_fr_status"  every process group's last enqueued and completed collective, and its
 //                          members (torch's dump without its entries: ~0.1 ms in the worker);
-//   "ddplaunch_fr"         the whole record with each entry's Python frames (~40 ms for 2000
-//                          entries), asked only when a rank has waited long in one collective;
-//   "ddplaunch_fr_dump"    the same, also written by the worker in torch's own dump format to
+//   "ddplaunch_fr"         the whole record (torch's JSON, ~40 ms for 2000 entries), asked only
+//                          when a rank has waited long in one collective;
+//   "ddplaunch_fr_dump"    the same with each entry's Python frames, also written by the worker
+//                          in torch's own dump format (once a hang or desync is found) to
 //                          <run dir>/fr_<backend>_rank_<rank> (torch's fr_trace reads it);
 //   "dump_traceback"       torch's: every thread's Python stack, without ptrace.
 // The status is polled (sampling is periodic by nature: nothing sends an event when nothing
@@ -63,7 +64,7 @@ class FlightRecorderWatch {
   void stop();
 
   // Every local worker's full record and Python stack now, asked in parallel (blocks up to about
-  // 5 s); a worker that no longer answers (dead, stopped, its interpreter stuck) gives the last
+  // 5 s, 12 s with `dump`); a worker that no longer answers (dead, stopped, its interpreter stuck) gives the last
   // record kept (full, else its last status), marked as such, with its process state. With
   // `dump`, each worker also writes its record in torch's dump format (see above). Never throws.
   std::vector<RankFr> collect(bool dump);

@@ -237,6 +237,11 @@ std::string recorded_state(const Member& m, long long seq, bool desync, std::int
     return fmt::format("waiting in {} for {:.1f} s (since {})", e->op, seconds_between(e->created_ns, as_of(m, now_ns)),
                        clock_time(e->created_ns));
   }
+  if (m.fr->fr.entries.empty() && m.group != nullptr) {
+    // Its counters only (a status kept from an earlier answer).
+    if (m.group->last_completed >= seq) return "completed it";
+    if (m.group->last_enqueued >= seq) return "waiting in it";
+  }
   if (m.last_enqueued() >= seq) return "entered it (its record of it was overwritten)";
   const FrEntry* last = m.last(false);
   if (last == nullptr && m.last_enqueued() > 0) {

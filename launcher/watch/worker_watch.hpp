@@ -69,10 +69,10 @@ class WorkerWatch {
   // The round stops, for a failure when `failure`: hang sampling ends and, for a failure with
   // --log_dir, the running workers' stacks are saved to the run's directory.
   void stopping(bool failure);
-  // A worker failed first: what the Flight Recorders of this node's Python ranks say about the
-  // collectives at this moment (a hang or desync they show, fr_analysis.hpp), each rank's record
-  // also written to the run's directory in torch's dump format; "" when they show none or no
-  // worker server answers. Blocks up to about 3 s (only where worker servers answer). Never throws.
+  // A worker failed first of a collective timeout: what the Flight Recorders of this node's Python
+  // ranks say about the collectives at this moment (a hang or desync they show, fr_analysis.hpp);
+  // "" when they show none or no worker server answers. Blocks for the answers (tens of ms; up to
+  // about 5 s for ranks that do not answer), only where worker servers answer. Never throws.
   std::string flight_records_at_failure();
   // The round is over: no more --dump_stacks answers for it.
   void ended();

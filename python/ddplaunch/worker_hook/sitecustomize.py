@@ -113,14 +113,17 @@ def _register_handlers():
             for i, (pg, name) in enumerate(list(w.pg_names.items()))
         }
 
-    def records(full):
+    def records(form):
+        # form: "status" (counters only), "json" (every entry, torch's JSON: fast, no frames) or
+        # "pickle" (torch's dump with frames; unpickling it may import much of torch the first
+        # time, so only for the dump files).
         per_backend = {}
         for backend in ("gloo", "nccl"):
             try:
-                if full:
+                if form == "pickle":
                     d = pickle.loads(c10d._dump_fr_trace(backend=backend))
                 else:
-                    d = json.loads(c10d._dump_fr_trace_json(includeCollectives=False, backend=backend))
+                    d = json.loads(c10d._dump_fr_trace_json(includeCollectives=form == "json", backend=backend))
             except Exception:  # no such recorder in this build (no NCCL): nothing to say
                 continue
             if d.get("pg_status") or d.get("entries"):
@@ -146,12 +149,12 @@ def _register_handlers():
                 pickle.dump(d, f)
             os.replace(path + ".tmp", path)
 
-    def handler(full, write):
+    def handler(form, write):
         def handle(req, res):
             global _in_flight
             _in_flight += 1
             try:
-                per_backend = records(full)
+                per_backend = records(form)
                 if write:
                     dump(per_backend)
                 res.set_content(merged(per_backend), "application/json")
@@ -162,9 +165,9 @@ def _register_handlers():
 
     import ctypes
 
-    for name, full, write in (("ddplaunch_fr_status", False, False), ("ddplaunch_fr", True, False),
-                              ("ddplaunch_fr_dump", True, True)):
-        handle = handler(full, write)
+    for name, form, write in (("ddplaunch_fr_status", "status", False), ("ddplaunch_fr", "json", False),
+                              ("ddplaunch_fr_dump", "pickle", True)):
+        handle = handler(form, write)
         # Kept for good, as the server is: torch's registry frees its handlers after the
         # interpreter is gone, and freeing a closure then aborts the process (exit code 134).
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))
