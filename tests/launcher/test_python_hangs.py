@@ -40,7 +40,10 @@ backend = os.environ.get("BACKEND", "gloo")
 device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if backend == "nccl" else torch.device("cpu")
 if backend == "nccl":
     torch.cuda.set_device(device)
-dist.init_process_group(backend)
+# COLLECTIVE_TIMEOUT=S: torch's own collective timeout (default: torch's, 30 min).
+seconds = os.environ.get("COLLECTIVE_TIMEOUT")
+import datetime
+dist.init_process_group(backend, **({"timeout": datetime.timedelta(seconds=int(seconds))} if seconds else {}))
 rank, world = dist.get_rank(), dist.get_world_size()
 with open(os.path.join(os.environ["PIDDIR"], "pid.%d" % rank), "w") as f:
     f.write(str(os.getpid()))
@@ -282,13 +285,7 @@ def test_an_accelerate_script_whose_rank_1_hangs(launches):
     launches.assert_no_survivors()
 
 
-TIMEOUT_NO_FLAG = '''\
-import datetime, os, time
-import torch, torch.distributed as dist
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=15))
-rank = dist.get_rank()
-with open(os.path.join(os.environ["PIDDIR"], "pid.%d" % rank), "w") as f:
-    f.write(str(os.getpid()))
+TIMEOUT_NO_FLAG = PROLOGUE + '''\
 t = torch.ones(1000)
 for i in range(1, 8):
     if rank == 1 and i == 4:
@@ -299,8 +296,8 @@ for i in range(1, 8):
 
 def test_without_a_flag_a_collective_timeout_carries_the_report(launches, tmp_path):
     prog = launches.script("timeout.py", TIMEOUT_NO_FLAG)
-    rc, _, err = launches.run(["--nproc_per_node=3", f"--log_dir={tmp_path}/logs", prog], env=py_env(),
-                              timeout=180)
+    rc, _, err = launches.run(["--nproc_per_node=3", f"--log_dir={tmp_path}/logs", prog],
+                              env=py_env(COLLECTIVE_TIMEOUT="15"), timeout=180)
     assert rc != 0 and rc != 124, err
     assert "Root cause (the earliest failure):" in err, err
     assert "What the ranks' Flight Recorders show (a hang):" in err, err
@@ -358,13 +355,8 @@ def test_spawned_children_of_a_worker_start_no_second_server(launches, tmp_path)
     assert "sockets ['worker0.sock', 'worker1.sock']" in out, out
 
 
-STOPPED = '''\
-import os, signal, time
-import torch, torch.distributed as dist
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-with open(os.path.join(os.environ["PIDDIR"], "pid.%d" % rank), "w") as f:
-    f.write(str(os.getpid()))
+STOPPED = PROLOGUE + '''\
+import signal
 t = torch.ones(1000)
 for i in range(1, 8):
     if rank == 1 and i == 4:
