@@ -354,3 +354,78 @@ def ipv6_loopback_available() -> bool:
         return True
     except OSError:
         return False
+
+
+# --- Network-namespace hosts -------------------------------------------------------------------
+
+
+class NetnsHost:
+    """One "machine": a network namespace with one interface on the shared bridge."""
+
+    def __init__(self, ns: str, ifname: str, address: str) -> None:
+        self.ns, self.ifname, self.address = ns, ifname, address
+
+    def cmd(self, *args: str) -> List[str]:
+        """`args` as a command run inside this host's namespace."""
+        return ["ip", "netns", "exec", self.ns, *args]
+
+    def set_address(self, address: str) -> None:
+        """Gives the host a new address (as a Kubernetes pod gets on a restart); the old one goes."""
+        subprocess.run(["ip", "-n", self.ns, "addr", "flush", "dev", self.ifname], check=True)
+        subprocess.run(["ip", "-n", self.ns, "addr", "add", f"{address}/24", "dev", self.ifname], check=True)
+        self.address = address
+
+    def set_link(self, up: bool) -> None:
+        """Cuts (False) or restores (True) the host's link to the others."""
+        subprocess.run(["ip", "-n", self.ns, "link", "set", self.ifname, "up" if up else "down"], check=True)
+
+
+def netns_available() -> bool:
+    """Whether this process may create network namespaces (root and iproute2)."""
+    return os.geteuid() == 0 and subprocess.run(["sh", "-c", "command -v ip"], capture_output=True).returncode == 0
+
+
+class NetnsHosts:
+    """Hosts on one bridge, each in its own network namespace, with the given /24 addresses.
+
+    Use as a context manager; leaving it deletes every namespace (links go with them). The names
+    carry this process's pid, so suites that run at the same time do not collide; give each suite
+    its own subnet. Raises RuntimeError when the namespaces cannot be made (callers skip)."""
+
+    def __init__(self, addresses: List[str]) -> None:
+        self.addresses = list(addresses)
+        self.tag = f"{os.getpid()}_{uuid.uuid4().hex[:4]}"
+        self.switch = f"ddp_sw{self.tag}"
+        self.hosts: List[NetnsHost] = []
+        self._names: List[str] = []
+
+    def _sh(self, *args: str) -> None:
+        subprocess.run(args, check=True, capture_output=True, text=True)
+
+    def __enter__(self) -> List[NetnsHost]:
+        if subprocess.run(["ip", "netns", "add", self.switch], capture_output=True).returncode != 0:
+            raise RuntimeError("cannot create network namespaces here")
+        self._names.append(self.switch)
+        try:
+            self._sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+            self._sh("ip", "-n", self.switch, "link", "set", "br0", "up")
+            for i, addr in enumerate(self.addresses):
+                ns, ifname, peer = f"ddp_h{i}_{self.tag}", f"e{i}_{self.tag}"[:15], f"p{i}_{self.tag}"[:15]
+                self._sh("ip", "netns", "add", ns)
+                self._names.append(ns)
+                self._sh("ip", "link", "add", ifname, "netns", ns, "type", "veth", "peer", "name", peer, "netns",
+                         self.switch)
+                self._sh("ip", "-n", self.switch, "link", "set", peer, "master", "br0", "up")
+                self._sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", ifname)
+                self._sh("ip", "-n", ns, "link", "set", ifname, "up")
+                self._sh("ip", "-n", ns, "link", "set", "lo", "up")
+                self.hosts.append(NetnsHost(ns, ifname, addr))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self.hosts
+
+    def __exit__(self, *exc) -> None:
+        for ns in reversed(self._names):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self._names.clear()

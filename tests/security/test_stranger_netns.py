@@ -22,13 +22,14 @@ Needs root and `ip netns` (skipped otherwise).
     pytest test_stranger_netns.py --ddplaunch=/path/to/ddplaunch
 """
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
+
+from pyfixtures import NetnsHosts, netns_available
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -45,28 +46,13 @@ def sh(*args, check=True):
 
 @pytest.fixture(scope="module")
 def hosts():
-    if os.geteuid() != 0 or not shutil.which("ip"):
+    if not netns_available():
         pytest.skip("needs root and iproute2")
-    tag = str(os.getpid())
-    switch = f"ddp_sw{tag}"
-    names = [f"ddp_h{i}_{tag}" for i in range(len(NODES))] + [f"ddp_s_{tag}"]
-    if sh("ip", "netns", "add", switch, check=False).returncode != 0:
-        pytest.skip("cannot create network namespaces here")
     try:
-        sh("ip", "-n", switch, "link", "add", "br0", "type", "bridge")
-        sh("ip", "-n", switch, "link", "set", "br0", "up")
-        for i, (ns, addr) in enumerate(zip(names, NODES + [STRANGER])):
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", f"e{i}_{tag}", "netns", ns, "type", "veth", "peer", "name", f"p{i}_{tag}",
-               "netns", switch)
-            sh("ip", "-n", switch, "link", "set", f"p{i}_{tag}", "master", "br0", "up")
-            sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", f"e{i}_{tag}")
-            sh("ip", "-n", ns, "link", "set", f"e{i}_{tag}", "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        yield [(ns, f"e{i}_{tag}") for i, ns in enumerate(names)]
-    finally:
-        for ns in names + [switch]:
-            sh("ip", "netns", "del", ns, check=False)
+        with NetnsHosts(NODES + [STRANGER]) as made:
+            yield [(h.ns, h.ifname) for h in made]
+    except RuntimeError as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture
