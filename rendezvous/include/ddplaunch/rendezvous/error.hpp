@@ -35,7 +35,7 @@ class AuthError : public Error {
 };
 
 // The store refuses connections from this host's address: a static job's round formed without
-// it (TcpStoreServer::allow_only). Not retried, unless TcpStoreClientOptions::retry_refused.
+// it (TcpStoreServer::allow_only). Not retried.
 class RefusedError : public Error {
  public:
   using Error::Error;
