@@ -11,6 +11,8 @@ name is its address here (no cluster DNS).
     With a job secret, and without one (node 0 then says that any host could take the place
     while the round forms: docs/security.md).
   * pod 0 (the store's host) is SIGKILLed: pod 1 loses the store and exits 1 saying so.
+  * an elastic PyTorchJob's contract (c10d at worker-0, no node rank): the endpoint's pod hosts
+    the store and is rank 0 whichever pod starts first.
 
 Needs root and `ip netns` (skipped otherwise).
     pytest test_kubernetes_pods.py --ddplaunch=/path/to/ddplaunch
@@ -181,6 +183,29 @@ def test_a_pod_restarted_with_a_new_address_rejoins_its_static_job(ddplaunch, po
     assert "worker rank 0 of 2 restart 1" in out
     if not secret:
         assert "without a job secret, any host that reaches the store meanwhile can join in its place" in out
+    procs.assert_no_survivors()
+
+
+def test_an_elastic_pytorchjob_ranks_its_pods_by_arrival(ddplaunch, pods, tmp_path, procs):
+    # elasticPolicy without min/max: PET_NNODES is the Worker count, c10d at worker-0's service
+    # (its address here), no node rank. Pod 1 starts first: ranks still put the endpoint's pod first.
+    script = tmp_path / "ranks.py"
+    script.write_text("import os\nprint(f\"worker rank {os.environ['RANK']} group {os.environ['GROUP_RANK']}\", "
+                      "flush=True)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "DDPLAUNCH_", "TORCHELASTIC_"))}
+    env.update({"PYTHONUNBUFFERED": "1", "PET_RDZV_ENDPOINT": f"{POD_ADDRESSES[0]}:{PORT}", "PET_RDZV_BACKEND": "c10d",
+                "PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_MAX_RESTARTS": "1", "PET_RDZV_ID": "elastic",
+                "PYTHON_EXEC": sys.executable})
+    out = {}
+    for i in (1, 0):
+        out[i] = open(tmp_path / f"pod{i}.log", "w+")
+        procs.start(pods[i].cmd(ddplaunch, str(script)), env=env, stdout=out[i], stderr=subprocess.STDOUT)
+    codes = [p.wait(timeout=30) for p in procs.procs]
+    texts = {i: (tmp_path / f"pod{i}.log").read_text() for i in (0, 1)}
+    show("elastic PyTorchJob", [(f"elastic-worker-{i}", texts[i]) for i in (0, 1)])
+    assert codes == [0, 0], texts
+    assert "this node hosts the store" in texts[0] and "worker rank 0 group 0" in texts[0], texts[0]
+    assert "this node joins the store at" in texts[1] and "worker rank 1 group 1" in texts[1], texts[1]
     procs.assert_no_survivors()
 
 

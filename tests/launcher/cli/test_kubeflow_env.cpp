@@ -122,6 +122,15 @@ TEST_CASE("PyTorchJob v1, elastic: c10d without a node rank ranks nodes by arriv
     CHECK(c.rank_by_arrival);
     CHECK(c.run_id == "elastic-job");
   }
+  SECTION("standalone: true sets PET_STANDALONE to an empty value, which turns the flag on") {
+    FakeEnv single{{"PET_RDZV_ENDPOINT", "single-worker-0:23456"},
+                   {"PET_RDZV_BACKEND", "c10d"},
+                   {"PET_NNODES", "1"},
+                   {"PET_STANDALONE", ""}};
+    const LaunchConfig c = launch_in_pod(single);
+    CHECK(c.standalone);
+    CHECK(c.master_addr == "127.0.0.1");
+  }
   SECTION("an explicit node rank keeps the static rendezvous (ddplaunch's c10d is its own store)") {
     pod["PET_NODE_RANK"] = "2";
     const LaunchConfig c = launch_in_pod(pod);
