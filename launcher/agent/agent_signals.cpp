@@ -39,7 +39,8 @@ void Agent::on_signal(int signo) {
     status_.interrupt(signo);
     return procs_->signal(SIGKILL);
   }
-  log::info("received {}, forwarding it to the workers", signal_name(signo));
+  log::info("received {}, forwarding it to the workers (SIGKILL after {:g} s, --preemption_grace)", signal_name(signo),
+            c_.preemption_grace.count() / 1000.0);
   status_.interrupt(signo);
   stop_round(Outcome::failure(
                  exit_code_for_signal(signo),

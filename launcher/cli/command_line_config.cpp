@@ -52,6 +52,7 @@ void apply_durations(const CommandLineValues& v, LaunchConfig& c) {
   c.monitor_interval = checked_seconds(v.monitor_interval);
   c.shutdown_timeout = checked_seconds(v.shutdown_timeout);
   c.hang_timeout = checked_seconds(v.hang_timeout);
+  c.preemption_grace = checked_seconds(v.preemption_grace);
   c.rdzv_timeout = checked_seconds(v.rdzv_timeout);
   c.heartbeat_timeout = checked_seconds(v.heartbeat_timeout);
   apply_rdzv_conf(v.rdzv_conf, c);
@@ -97,6 +98,7 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   apply_durations(v, c);
   apply_output(v, c);
   c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
+  c.max_no_progress_restarts = parse_whole_number("--max_no_progress_restarts", v.max_no_progress_restarts);
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);
   c.rdzv_secret = load_job_secret(c.rdzv_conf, env);
   apply_rdzv_backend(c, env, v.master_port.has_value());
