@@ -212,8 +212,8 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   kill_timer_.expires_after(grace);
   kill_timer_.async_wait([this, grace](const boost::system::error_code& ec) {
     if (ec || !procs_ || procs_->running() == 0) return;
-    log::info("{} worker(s) still running {:g} s after {}; sending SIGKILL", procs_->running(),
-              grace.count() / 1000.0, signal_name(signal_sent_));
+    log::info("{} worker(s) still running {:g} s after {}; sending SIGKILL", procs_->running(), grace.count() / 1000.0,
+              signal_name(signal_sent_));
     signal_sent_ = SIGKILL;
     procs_->signal(SIGKILL);
   });

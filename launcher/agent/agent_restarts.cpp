@@ -14,8 +14,7 @@
 
 namespace ddp::launcher {
 
-bool Agent::note_failed_round(const Outcome& cause, const std::string& summary,
-                              std::optional<long long> collectives) {
+bool Agent::note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives) {
   verdict_.reset();
   if (cause.code == kExitOk) return false;
   FailedRound round{round_, cause.code, cause.origin_node, short_cause(summary), "", {}};
@@ -33,7 +32,8 @@ std::optional<ProgressVerdict> Agent::settle_progress(std::optional<long long> c
   std::optional<ProgressFileReading> file;
   if (!c_.progress_file.empty()) {
     file = read_progress_file(c_.progress_file);
-    if (file->state == ProgressFileReading::State::Unusable && !progress_file_warned_) log::warning("{}", file->problem);
+    if (file->state == ProgressFileReading::State::Unusable && !progress_file_warned_)
+      log::warning("{}", file->problem);
     progress_file_warned_ = progress_file_warned_ || file->state == ProgressFileReading::State::Unusable;
   }
   const NodeProgress mine = progress_->measure(file, collectives);
@@ -44,17 +44,19 @@ std::optional<ProgressVerdict> Agent::settle_progress(std::optional<long long> c
   x.node = group_rank_;
   x.nnodes = nnodes_;
   x.is_restart = restart_count_ > 0;
+  x.node_lost = lost_.has_value();
   // The others measure once their workers have exited: at most the shutdown grace after they
-  // heard of the failure; a node lost meanwhile is found within the heartbeat timeout.
+  // heard of the failure, which their watchers hear within a heartbeat timeout.
   x.wait = c_.shutdown_timeout + c_.heartbeat_timeout + std::chrono::seconds(2);
   try {
     return exchange_progress(*joiner_->job(), x, mine);
   } catch (const Error& e) {
     // Without the other nodes' word the round cannot be judged the same way everywhere: it counts
     // as progress (never a stop for what ddplaunch could not see).
-    log::warning("the no-progress breaker could not agree on round {} with the other nodes ({}); it counts as "
-                 "progress",
-                 round_, e.what());
+    log::warning(
+        "the no-progress breaker could not agree on round {} with the other nodes ({}); it counts as "
+        "progress",
+        round_, e.what());
     return std::nullopt;
   }
 }

@@ -63,9 +63,9 @@ NodeProgress ProgressTracker::measure(const std::optional<ProgressFileReading>& 
     if (advanced) best_collective_ = collectives;
   }
   if (out.text.empty()) {
-    const char* why = !file                                              ? "no --progress_file"
+    const char* why = !file                                                ? "no --progress_file"
                       : file->state == ProgressFileReading::State::Missing ? "no --progress_file here"
-                                                                         : "--progress_file unusable";
+                                                                           : "--progress_file unusable";
     out.text = fmt::format("nothing measured ({}, no collective seen)", why);
   }
   return out;
@@ -76,13 +76,17 @@ ProgressVerdict judge_round(const std::vector<std::optional<NodeProgress>>& node
   ProgressVerdict v;
   bool any_same = false;
   bool any_advanced = false;
+  bool any_missing = false;  // a node whose measure never came may have advanced
   for (std::size_t n = 0; n < nodes.size(); ++n) {
     const std::optional<NodeProgress>& p = nodes[n];
     any_same = any_same || (p && p->progress == RoundProgress::Same);
     any_advanced = any_advanced || (p && p->progress == RoundProgress::Advanced);
+    any_missing = any_missing || !p;
     v.nodes.push_back(fmt::format("node {}: {}", n, p ? p->text : "its measure did not arrive"));
   }
-  v.progress = any_advanced ? RoundProgress::Advanced : any_same ? RoundProgress::Same : RoundProgress::Unknown;
+  v.progress = any_advanced               ? RoundProgress::Advanced
+               : any_same && !any_missing ? RoundProgress::Same
+                                          : RoundProgress::Unknown;
   v.streak = is_restart && v.progress == RoundProgress::Same ? previous_streak + 1 : 0;
   return v;
 }

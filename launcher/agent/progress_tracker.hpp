@@ -10,8 +10,9 @@
 //         number) than in any earlier round on this node;
 //      c. neither (no file here, an unreadable or non-integer file, workers that report no
 //         collectives): the node measured nothing: "unknown".
-//   2. The job's round: advanced when any node says advanced; "same" (no progress) when at least
-//      one node measured and none advanced; unknown when no node measured.
+//   2. The job's round: advanced when any node says advanced; "none" (no progress) when every
+//      node's measure arrived, at least one node measured, and none advanced; unknown otherwise
+//      (no node measured, or a node's measure never arrived: it may have advanced).
 //   3. The streak: the consecutive restarts whose rounds made no progress. A round that advanced,
 //      or that nobody could measure, resets it to 0 (ddplaunch never stops a job for a lack of
 //      progress it could not see); the first round is not a restart and never counts.

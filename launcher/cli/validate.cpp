@@ -81,9 +81,10 @@ void check_restarts_and_durations(const LaunchConfig& c) {
         fmt::format("--shutdown_timeout={:g} s is negative; use 0 or more (default 30)", seconds(c.shutdown_timeout)));
   }
   if (c.max_no_progress_restarts < 0 || c.max_no_progress_restarts > kMaxRestarts) {
-    throw UsageError(fmt::format("--max_no_progress_restarts={} is outside 0..{}; use 0 (off) or a small number "
-                                 "such as 3",
-                                 c.max_no_progress_restarts, kMaxRestarts));
+    throw UsageError(
+        fmt::format("--max_no_progress_restarts={} is outside 0..{}; use 0 (off) or a small number "
+                    "such as 3",
+                    c.max_no_progress_restarts, kMaxRestarts));
   }
   if (c.preemption_grace.count() < 0) {
     throw UsageError(

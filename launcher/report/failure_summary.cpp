@@ -233,7 +233,8 @@ std::string short_cause(const std::string& summary) {
   }
   if (!rank.empty()) {
     const std::string what = error.empty() ? last_stderr : error;
-    return fmt::format("rank {} on node {} ({}): exitcode {}{}", rank, node, host, code, what.empty() ? "" : ": " + what);
+    return fmt::format("rank {} on node {} ({}): exitcode {}{}", rank, node, host, code,
+                       what.empty() ? "" : ": " + what);
   }
   std::string first = summary_first_line(summary);
   for (const char* prefix : {"ddplaunch: ", "stopping: "}) {

@@ -19,8 +19,8 @@ std::string RestartHistory::restart_notice(int streak, int max_no_progress_resta
   const FailedRound& r = rounds_.back();
   std::string out = fmt::format("round {} failed: {}", r.round, r.cause);
   if (max_no_progress_restarts > 0 && !r.progress.empty()) {
-    out += fmt::format("\nprogress in round {}: {} ({} of {} restarts in a row without progress)", r.round,
-                       r.progress, streak, max_no_progress_restarts);
+    out += fmt::format("\nprogress in round {}: {} ({} of {} restarts in a row without progress)", r.round, r.progress,
+                       streak, max_no_progress_restarts);
     for (const std::string& node : r.progress_nodes) out += "\n  " + node;
   }
   return out;

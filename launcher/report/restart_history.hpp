@@ -13,10 +13,10 @@ namespace ddp::launcher {
 
 struct FailedRound {
   int round = 0;
-  int code = 1;          // the exit code the round's root cause gave
-  int origin_node = -1;  // the node that reported it (-1: none)
-  std::string cause;     // short form (short_cause() in failure_summary.hpp)
-  std::string progress;  // the breaker's verdict on it ("" when the breaker is off)
+  int code = 1;                             // the exit code the round's root cause gave
+  int origin_node = -1;                     // the node that reported it (-1: none)
+  std::string cause;                        // short form (short_cause() in failure_summary.hpp)
+  std::string progress;                     // the breaker's verdict on it ("" when the breaker is off)
   std::vector<std::string> progress_nodes;  // each node's measure ("node 0: iteration 100 ...")
 };
 

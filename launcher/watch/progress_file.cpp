@@ -31,9 +31,10 @@ ProgressFileReading read_progress_file(const std::string& path) {
   const auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), value);
   if (word.empty() || ec != std::errc() || ptr != word.data() + word.size() || value < 0) {
     r.state = ProgressFileReading::State::Unusable;
-    r.problem = fmt::format("--progress_file {} holds '{}', not an iteration (one integer); progress from it is "
-                            "unknown on this node",
-                            path, printable(word.substr(0, 40)));
+    r.problem = fmt::format(
+        "--progress_file {} holds '{}', not an iteration (one integer); progress from it is "
+        "unknown on this node",
+        path, printable(word.substr(0, 40)));
     return r;
   }
   r.state = ProgressFileReading::State::Iteration;

@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
+#include "ddplaunch/rendezvous/memory_store.hpp"
 #include "launcher/agent/progress_exchange.hpp"
 #include "launcher/watch/progress_file.hpp"
-#include "ddplaunch/rendezvous/memory_store.hpp"
 
 namespace {
 
@@ -48,7 +48,7 @@ TEST_CASE("progress: the file's iteration against the best seen before", "[progr
   CHECK(fresh.measure(iteration(0), std::nullopt).progress == RoundProgress::Advanced);
 }
 
-TEST_CASE("progress: collectives when the file says nothing here; nothing at all is unknown", "[progress]") {
+TEST_CASE("progress: collectives when the file says nothing here, nothing at all is unknown", "[progress]") {
   ProgressTracker t(missing());
   CHECK(t.measure(missing(), 40).progress == RoundProgress::Advanced);  // the first round's
   NodeProgress same = t.measure(missing(), 40);
@@ -64,7 +64,7 @@ TEST_CASE("progress: collectives when the file says nothing here; nothing at all
   CHECK(file_first.measure(iteration(7), 99).progress == RoundProgress::Same);
 }
 
-TEST_CASE("progress verdict: any node advanced; none measured is unknown; the streak", "[progress]") {
+TEST_CASE("progress verdict: any node advanced, none measured is unknown, and the streak", "[progress]") {
   using ddp::launcher::judge_round;
   const NodeProgress same{RoundProgress::Same, "iteration 5 (before: 5)"};
   const NodeProgress advanced{RoundProgress::Advanced, "iteration 6 (before: 5)"};
@@ -78,7 +78,8 @@ TEST_CASE("progress verdict: any node advanced; none measured is unknown; the st
   CHECK_FALSE(ddp::launcher::breaker_trips(v, 3));
   CHECK_FALSE(ddp::launcher::breaker_trips(v, 0));  // off
   CHECK(judge_round({same, advanced}, true, 1).streak == 0);
-  v = judge_round({unknown, std::nullopt}, true, 4);  // nothing seen: never a stop
+  CHECK(judge_round({same, std::nullopt}, true, 1).progress == RoundProgress::Unknown);  // it may have advanced
+  v = judge_round({unknown, std::nullopt}, true, 4);                                     // nothing seen: never a stop
   CHECK(v.progress == RoundProgress::Unknown);
   CHECK(v.streak == 0);
   CHECK(v.nodes[1] == "node 1: its measure did not arrive");
@@ -135,8 +136,16 @@ TEST_CASE("progress exchange: two nodes agree on one verdict, the streak carries
   x.is_restart = true;
   x.wait = std::chrono::milliseconds(100);
   const ProgressVerdict alone = exchange_progress(store, x, same);
-  CHECK(alone.progress == RoundProgress::Same);
+  CHECK(alone.progress == RoundProgress::Unknown);  // node 1 may have advanced
+  CHECK(alone.streak == 0);
   CHECK(alone.nodes[1] == "node 1: its measure did not arrive");
+  // A node that saw another lost judges at once; the verdict is there for the others.
+  x.round_prefix = "r10/";
+  x.node_lost = true;
+  x.wait = std::chrono::seconds(30);
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(exchange_progress(store, x, same).progress == RoundProgress::Unknown);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
 }
 
 TEST_CASE("progress file: an integer, a missing file, anything else", "[progress]") {

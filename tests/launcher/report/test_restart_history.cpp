@@ -67,7 +67,11 @@ TEST_CASE("restart history: the notice, every round at the end, the breaker's st
   CHECK(h.section().empty());  // one round: the summary above says it all
   CHECK(has(h.cured_note(), "succeeded after 1 failed round(s)"));
   CHECK(has(h.cured_note(), "  round 0: rank 3 on node 1 (gpu2): exitcode 1: boom"));
-  h.add(FailedRound{1, 1, 1, "rank 3 on node 1 (gpu2): exitcode 1: boom", "none",
+  h.add(FailedRound{1,
+                    1,
+                    1,
+                    "rank 3 on node 1 (gpu2): exitcode 1: boom",
+                    "none",
                     {"node 0: iteration 100 (before: 100)", "node 1: nothing measured"}});
   const std::string notice = h.restart_notice(1, 2);
   CHECK(has(notice, "round 1 failed: rank 3"));
