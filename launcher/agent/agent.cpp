@@ -206,9 +206,9 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   status_.stop(std::move(cause), restartable);
   procs_->signal(signal_sent_);
   procs_->signal(SIGCONT);  // a stopped worker (SIGSTOP, Ctrl-Z) acts on it now, not at SIGKILL
-  // Two graces: a preemption (a stopping signal the launcher received) gives the workers time to
-  // checkpoint; a failure or a restart wants them gone soon.
-  const std::chrono::milliseconds grace = status_.interrupted_by() ? c_.preemption_grace : c_.shutdown_timeout;
+  // Two graces: a preemption (SIGTERM to the launcher, from Kubernetes or Slurm) gives the workers
+  // time to checkpoint; a failure, a restart or a person's Ctrl-C wants them gone soon.
+  const std::chrono::milliseconds grace = preemption_grace_or(c_.shutdown_timeout);
   kill_timer_.expires_after(grace);
   kill_timer_.async_wait([this, grace](const boost::system::error_code& ec) {
     if (ec || !procs_ || procs_->running() == 0) return;

@@ -120,6 +120,8 @@ class Agent {
   // signals the local workers, and SIGKILLs them after --shutdown_timeout (--preemption_grace
   // when the launcher received a stopping signal).
   void stop_round(Outcome cause, bool restartable, bool publish);
+  // --preemption_grace when the launcher received SIGTERM (a preemption), else `otherwise`.
+  std::chrono::milliseconds preemption_grace_or(std::chrono::milliseconds otherwise) const;
   void check_round_end();
   void end_round();
   // agent_restarts.cpp: the restart loop's part of end_round. Records the failed round (its

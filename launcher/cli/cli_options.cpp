@@ -116,8 +116,8 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
                       "between SIGTERM and SIGKILL after a failure or to restart (default 30)"));
   pet.add(add_seconds(app, "--preemption_grace,--preemption-grace", v.preemption_grace,
-                      "between forwarding a stopping signal the launcher received (SIGTERM, SIGINT, SIGHUP, "
-                      "SIGQUIT: a preemption) and SIGKILL, for the workers to checkpoint (default 30)"));
+                      "between forwarding a SIGTERM the launcher received (a preemption: Kubernetes, Slurm) and "
+                      "SIGKILL, for the workers to checkpoint (default: 30, or --shutdown_timeout when longer)"));
   add_seconds(app, "--hang_timeout,--hang-timeout", v.hang_timeout,
               "fail the job (exit 124) when a rank waits this long in a collective, saying which rank never "
               "entered it (PyTorch's Flight Recorder, or the ddplaunch runtime) with stacks; for workers with "

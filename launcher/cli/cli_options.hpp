@@ -47,7 +47,7 @@ struct CommandLineValues {
   std::string monitor_interval = "0.1";
   std::string shutdown_timeout = "30";
   std::string hang_timeout = "0";
-  std::string preemption_grace = "30";
+  std::string preemption_grace;  // "": the longer of 30 s and --shutdown_timeout
   std::string rdzv_timeout = "900";
   std::string heartbeat_timeout = "10";
   bool use_env = true;         // --use_env=false asks for --local_rank=i in the workers' arguments

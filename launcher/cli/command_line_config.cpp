@@ -52,7 +52,10 @@ void apply_durations(const CommandLineValues& v, LaunchConfig& c) {
   c.monitor_interval = checked_seconds(v.monitor_interval);
   c.shutdown_timeout = checked_seconds(v.shutdown_timeout);
   c.hang_timeout = checked_seconds(v.hang_timeout);
-  c.preemption_grace = checked_seconds(v.preemption_grace);
+  // Unset: torchrun's one grace (30 s) or a longer --shutdown_timeout, as a torchrun user expects.
+  c.preemption_grace = v.preemption_grace.empty()
+                           ? std::max<std::chrono::milliseconds>(std::chrono::seconds(30), c.shutdown_timeout)
+                           : checked_seconds(v.preemption_grace);
   c.rdzv_timeout = checked_seconds(v.rdzv_timeout);
   c.heartbeat_timeout = checked_seconds(v.heartbeat_timeout);
   apply_rdzv_conf(v.rdzv_conf, c);

@@ -77,8 +77,9 @@ struct LaunchConfig {
   std::string local_addr;  // address this node advertises ("" = hostname)
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)
-  // --preemption_grace: between forwarding a stopping signal the launcher received (SIGTERM from
-  // Kubernetes or Slurm, Ctrl-C) and SIGKILL; --shutdown_timeout is for failures and restarts.
+  // --preemption_grace: between forwarding a SIGTERM the launcher received (from Kubernetes or
+  // Slurm) and SIGKILL; --shutdown_timeout is for failures, restarts and SIGINT/SIGHUP/SIGQUIT.
+  // Unset on the command line: the longer of 30 s and --shutdown_timeout.
   std::chrono::milliseconds preemption_grace{std::chrono::seconds(30)};
   // The no-progress breaker (agent/progress_rule.hpp): stop after this many consecutive restarts
   // without progress (0 = off), progress read from --progress_file ("" = none) or collectives.
