@@ -26,6 +26,7 @@
 #include "launcher/rdzv/round_joiner.hpp"
 #include "launcher/rdzv/store_backend.hpp"
 #include "launcher/report/failure_summary.hpp"
+#include "launcher/watch/progress_file.hpp"
 #include "launcher/workers/python_hook.hpp"
 
 namespace ddp::launcher {
@@ -100,6 +101,7 @@ bool Agent::prepare() {
   connect_running_ =
       backend_->connector(std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
   joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_);
+  progress_.emplace(c_.progress_file.empty() ? std::nullopt : std::optional(read_progress_file(c_.progress_file)));
   return true;
 }
 
@@ -205,11 +207,14 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   status_.stop(std::move(cause), restartable);
   procs_->signal(signal_sent_);
   procs_->signal(SIGCONT);  // a stopped worker (SIGSTOP, Ctrl-Z) acts on it now, not at SIGKILL
-  kill_timer_.expires_after(c_.shutdown_timeout);
-  kill_timer_.async_wait([this](const boost::system::error_code& ec) {
+  // Two graces: a preemption (SIGTERM to the launcher, from Kubernetes or Slurm) gives the workers
+  // time to checkpoint; a failure, a restart or a person's Ctrl-C wants them gone soon.
+  const std::chrono::milliseconds grace = preemption_grace_or(c_.shutdown_timeout);
+  kill_timer_.expires_after(grace);
+  kill_timer_.async_wait([this, grace](const boost::system::error_code& ec) {
     if (ec || !procs_ || procs_->running() == 0) return;
-    log::info("{} worker(s) still running {:g} s after {}; sending SIGKILL", procs_->running(),
-              c_.shutdown_timeout.count() / 1000.0, signal_name(signal_sent_));
+    log::info("{} worker(s) still running {:g} s after {}; sending SIGKILL", procs_->running(), grace.count() / 1000.0,
+              signal_name(signal_sent_));
     signal_sent_ = SIGKILL;
     procs_->signal(SIGKILL);
   });
@@ -254,6 +259,7 @@ void Agent::check_round_end() {
 void Agent::end_round() {
   status_.end();
   kill_timer_.cancel();
+  const std::optional<long long> collectives = watch_->collectives_completed();  // ended() empties the table
   watch_->ended();
   // Wake our own watcher if no node published an outcome, then stop the monitor. (Quietly: the
   // store's host may have ended its part of the job already, and then there is nothing to wake.)
@@ -263,17 +269,11 @@ void Agent::end_round() {
   monitor_.reset();
   retired_.push_back(std::move(procs_));
   if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));
-  if (status_.restartable() && restart_count_ < c_.max_restarts) {
-    ++restart_count_;
-    ++round_;
-    log::info("restarting the job (restart {} of {})", restart_count_, c_.max_restarts);
-    recorder_->restart(restart_count_, c_.max_restarts);
-    return start_round();
-  }
   const Outcome& cause = *status_.cause();  // set by every way into Stopping
-  console_.flush();
-  if (const std::string summary = final_summary(cause); !summary.empty()) console_.write(2, summary + "\n");
-  finish(cause.code);
+  const std::string summary = final_summary(cause);
+  if (note_failed_round(cause, summary, collectives)) return end_job(summary, kExitNoProgress);
+  if (status_.restartable() && restart_count_ < c_.max_restarts) return restart_job();
+  end_job(summary, cause.code);
 }
 
 void Agent::discard_error_files() {
@@ -287,6 +287,7 @@ void Agent::discard_error_files() {
 void Agent::finish(int code) {
   if (exit_code_) return;
   exit_code_ = code;
+  if (code == kExitOk && !history_.rounds().empty()) log::info("{}", history_.cured_note());
   io_.stop();
 }
 
@@ -337,7 +338,8 @@ int Agent::run() {
     leave_job(*joiner_->job(), key(""), exit);
   }
   if (joiner_->job()) {
-    const bool over = exit_code_ == kExitOk || (status_.cause() && restart_count_ >= c_.max_restarts);
+    const bool over = exit_code_ == kExitOk || exit_code_ == kExitNoProgress ||
+                      (status_.cause() && restart_count_ >= c_.max_restarts);
     backend_->end_job(*joiner_->job(), JobEnd{*exit_code_, over, round_ + 1, store_host});
   }
   console_.flush();

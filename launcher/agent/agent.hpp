@@ -14,7 +14,10 @@
 //   4. a node whose workers all exited 0 sets "r<r>/done/<g>"; one that then sees every node's
 //      record sets a success Outcome (job_round.hpp, count_in). A node exits 0 only on a success while its own workers
 //      all exited 0; a malformed outcome, or a success while its workers run, stops it with exit 1;
-//   5. after a failure, with restarts left, every node goes to round r+1; otherwise it exits,
+//   5. after a failure, each node prints its short cause and, with --max_no_progress_restarts, the
+//      nodes agree whether the round made progress (agent_restarts.cpp, progress_exchange.hpp);
+//      K restarts in a row without progress end the job on every node (kExitNoProgress);
+//   6. after a failure, with restarts left, every node goes to round r+1; otherwise it exits,
 //      through the exit barrier (job_round.hpp, leave_job): the store's host waits, bounded, until
 //      the others have read the outcome and counted out, unless a node or the store was lost.
 // Where a round stands on this node (joining, running, succeeded, stopping, over) and why it
@@ -34,6 +37,7 @@
 
 #include "ddplaunch/rendezvous/store.hpp"
 #include "launcher/agent/node_setup.hpp"
+#include "launcher/agent/progress_tracker.hpp"
 #include "launcher/agent/round_status.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
@@ -45,6 +49,7 @@
 #include "launcher/report/failure_summary.hpp"
 #include "launcher/report/node_failures.hpp"
 #include "launcher/report/oom_check.hpp"
+#include "launcher/report/restart_history.hpp"
 #include "launcher/report/round_report.hpp"
 #include "launcher/report/run_recorder.hpp"
 #include "launcher/watch/worker_watch.hpp"
@@ -112,10 +117,25 @@ class Agent {
   // --hang_timeout's report: logged when suspected; a collective hang fails the job (kExitHang).
   void on_hang(const HangReport& report);
   // Stops the round for `cause` (the first one wins): tells the other nodes when `publish`,
-  // signals the local workers, and SIGKILLs them after --shutdown_timeout.
+  // signals the local workers, and SIGKILLs them after --shutdown_timeout (--preemption_grace
+  // when the launcher received a stopping signal).
   void stop_round(Outcome cause, bool restartable, bool publish);
+  // --preemption_grace when the launcher received SIGTERM (a preemption), else `otherwise`.
+  std::chrono::milliseconds preemption_grace_or(std::chrono::milliseconds otherwise) const;
   void check_round_end();
   void end_round();
+  // agent_restarts.cpp: the restart loop's part of end_round. Records the failed round (its
+  // short cause from `summary`, the round's summary) and, for a round that may restart with
+  // --max_no_progress_restarts, agrees with the other nodes on its progress (blocks until every
+  // node has measured, up to --shutdown_timeout + --heartbeat_timeout + 2 s). `collectives`: how
+  // far this node's collectives got. Returns true when the breaker stops the job.
+  bool note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives);
+  std::optional<ProgressVerdict> settle_progress(std::optional<long long> collectives);
+  // Prints the short cause and "restarting the job (restart i of N)", then starts the next round.
+  void restart_job();
+  // Prints the final summary (`summary`, the list of every failed round, the breaker's stop when
+  // it tripped) and ends with `code`.
+  void end_job(const std::string& summary, int code);
   // Compare-sets the round's outcome; returns the value now in the store ("" if unreachable).
   std::string publish(const Outcome& outcome, bool quiet = false);
   void finish(int code);
@@ -156,6 +176,10 @@ class Agent {
   std::string python_hook_dir_;      // the Python workers' hook (python_hook.hpp); "": none
   // This round stopped for a lost node or store: what the other nodes are told (no exit barrier).
   std::optional<Outcome> lost_;
+  std::optional<ProgressTracker> progress_;  // this node's measures for the breaker (made by prepare())
+  std::optional<ProgressVerdict> verdict_;   // the breaker's verdict on the round that just failed
+  bool progress_file_warned_ = false;        // an unusable --progress_file is said once
+  RestartHistory history_;                   // every failed round of the job
 };
 
 // Runs the job described by `config` (validated) on this node and returns the exit code:

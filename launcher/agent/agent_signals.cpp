@@ -39,13 +39,19 @@ void Agent::on_signal(int signo) {
     status_.interrupt(signo);
     return procs_->signal(SIGKILL);
   }
-  log::info("received {}, forwarding it to the workers", signal_name(signo));
   status_.interrupt(signo);
+  log::info("received {}, forwarding it to the workers (SIGKILL after {:g} s, {})", signal_name(signo),
+            preemption_grace_or(c_.shutdown_timeout).count() / 1000.0,
+            signo == SIGTERM ? "--preemption_grace" : "--shutdown_timeout");
   stop_round(Outcome::failure(
                  exit_code_for_signal(signo),
                  fmt::format("the launcher on node {} ({}) received {}", group_rank_, eff_.host, signal_name(signo)),
                  group_rank_),
              false, true);
+}
+
+std::chrono::milliseconds Agent::preemption_grace_or(std::chrono::milliseconds otherwise) const {
+  return status_.interrupted_by() == SIGTERM ? c_.preemption_grace : otherwise;
 }
 
 }  // namespace ddp::launcher

@@ -92,6 +92,14 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
   pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
   pet.add(app.add_option("--max_restarts,--max-restarts", v.max_restarts, "restarts of the whole job after a failure")
               ->type_name("INT"));
+  pet.add(app.add_option("--max_no_progress_restarts,--max-no-progress-restarts", v.max_no_progress_restarts,
+                         "stop (exit 123: do not requeue) after this many restarts in a row without progress "
+                         "(default 0: off; docs/resilience.md)")
+              ->type_name("INT"));
+  pet.add(app.add_option("--progress_file,--progress-file", c.progress_file,
+                         "a file the training updates with its iteration (an integer), e.g. Megatron's "
+                         "latest_checkpointed_iteration.txt: the breaker's measure of progress")
+              ->type_name("PATH"));
   pet.add(add_seconds(app, "--monitor_interval,--monitor-interval", v.monitor_interval,
                       "accepted for torchrun; ddplaunch waits on events (default 0.1)"));
   pet.add(add_seconds(app, "--heartbeat_timeout,--heartbeat-timeout", v.heartbeat_timeout,
@@ -107,7 +115,10 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank,
                        "each worker sees exactly its own GPU as device 0"));
   pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
-                      "between SIGTERM and SIGKILL (default 30)"));
+                      "between SIGTERM and SIGKILL after a failure or to restart (default 30)"));
+  pet.add(add_seconds(app, "--preemption_grace,--preemption-grace", v.preemption_grace,
+                      "between forwarding a SIGTERM the launcher received (a preemption: Kubernetes, Slurm) and "
+                      "SIGKILL, for the workers to checkpoint (default: 30, or --shutdown_timeout when longer)"));
   add_seconds(app, "--hang_timeout,--hang-timeout", v.hang_timeout,
               "fail the job (exit 124) when a rank waits this long in a collective, saying which rank never "
               "entered it (PyTorch's Flight Recorder, or the ddplaunch runtime) with stacks; for workers with "

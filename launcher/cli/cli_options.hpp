@@ -35,6 +35,7 @@ struct CommandLineValues {
   std::optional<std::string> master_port;
   std::optional<std::string> signals_to_handle;
   std::string max_restarts = "0";
+  std::string max_no_progress_restarts = "0";
   std::string nproc_per_node = "1";
   std::string redirects = "0";
   std::string tee = "0";
@@ -46,6 +47,7 @@ struct CommandLineValues {
   std::string monitor_interval = "0.1";
   std::string shutdown_timeout = "30";
   std::string hang_timeout = "0";
+  std::string preemption_grace;  // "": the longer of 30 s and --shutdown_timeout
   std::string rdzv_timeout = "900";
   std::string heartbeat_timeout = "10";
   bool use_env = true;         // --use_env=false asks for --local_rank=i in the workers' arguments

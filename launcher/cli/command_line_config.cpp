@@ -53,6 +53,10 @@ void apply_durations(const CommandLineValues& v, LaunchConfig& c) {
   c.monitor_interval = checked_seconds(v.monitor_interval);
   c.shutdown_timeout = checked_seconds(v.shutdown_timeout);
   c.hang_timeout = checked_seconds(v.hang_timeout);
+  // Unset: torchrun's one grace (30 s) or a longer --shutdown_timeout, as a torchrun user expects.
+  c.preemption_grace = v.preemption_grace.empty()
+                           ? std::max<std::chrono::milliseconds>(std::chrono::seconds(30), c.shutdown_timeout)
+                           : checked_seconds(v.preemption_grace);
   c.rdzv_timeout = checked_seconds(v.rdzv_timeout);
   c.heartbeat_timeout = checked_seconds(v.heartbeat_timeout);
   apply_rdzv_conf(v.rdzv_conf, c);
@@ -98,6 +102,7 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   apply_durations(v, c);
   apply_output(v, c);
   c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
+  c.max_no_progress_restarts = parse_whole_number("--max_no_progress_restarts", v.max_no_progress_restarts);
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);
   c.rdzv_secret = load_job_secret(c.rdzv_conf, env);
   apply_rdzv_backend(c, env, v.master_port.has_value());

@@ -80,6 +80,16 @@ void check_restarts_and_durations(const LaunchConfig& c) {
     throw UsageError(
         fmt::format("--shutdown_timeout={:g} s is negative; use 0 or more (default 30)", seconds(c.shutdown_timeout)));
   }
+  if (c.max_no_progress_restarts < 0 || c.max_no_progress_restarts > kMaxRestarts) {
+    throw UsageError(
+        fmt::format("--max_no_progress_restarts={} is outside 0..{}; use 0 (off) or a small number "
+                    "such as 3",
+                    c.max_no_progress_restarts, kMaxRestarts));
+  }
+  if (c.preemption_grace.count() < 0) {
+    throw UsageError(
+        fmt::format("--preemption_grace={:g} s is negative; use 0 or more (default 30)", seconds(c.preemption_grace)));
+  }
   if (c.hang_timeout.count() < 0) {
     throw UsageError(fmt::format("--hang_timeout={:g} s is negative; use 0 (off) or a number of seconds such as 300",
                                  seconds(c.hang_timeout)));

@@ -81,6 +81,14 @@ struct LaunchConfig {
   std::string local_addr;  // address this node advertises ("" = hostname)
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)
+  // --preemption_grace: between forwarding a SIGTERM the launcher received (from Kubernetes or
+  // Slurm) and SIGKILL; --shutdown_timeout is for failures, restarts and SIGINT/SIGHUP/SIGQUIT.
+  // Unset on the command line: the longer of 30 s and --shutdown_timeout.
+  std::chrono::milliseconds preemption_grace{std::chrono::seconds(30)};
+  // The no-progress breaker (agent/progress_rule.hpp): stop after this many consecutive restarts
+  // without progress (0 = off), progress read from --progress_file ("" = none) or collectives.
+  int max_no_progress_restarts = 0;
+  std::string progress_file;
   // Python workers get PyTorch's worker server on a private socket (workers/python_hook.hpp);
   // --no_worker_server turns it off.
   bool worker_server = true;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -197,6 +198,49 @@ std::string hang_failure(const std::string& text, const std::string& stacks_file
                            stacks_file.empty() ? "no file" : stacks_file, node);
   }
   return summary;
+}
+
+std::string short_cause(const std::string& summary) {
+  // Reads back the root cause's block that root_cause_block() wrote: its first occurrence of
+  // each field (the other sections have none of them).
+  std::string host, node, rank, code, error, last_stderr;
+  bool in_root = false;
+  bool in_stderr = false;
+  std::istringstream lines(summary);
+  const auto field = [](const std::string& line, const char* name) -> std::optional<std::string> {
+    const std::string head = std::string("  ") + name;
+    if (line.compare(0, head.size(), head) != 0) return std::nullopt;
+    return line.substr(head.size());
+  };
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "Root cause (the earliest failure):") {
+      if (in_root) break;
+      in_root = true;
+      continue;
+    }
+    if (!in_root) continue;
+    if (line.empty() || line[0] == kFrame || line[0] == kDivider) break;
+    if (in_stderr && line.compare(0, 4, "    ") == 0) {
+      if (line.find_first_not_of(" \t") != std::string::npos) last_stderr = line.substr(4);
+      continue;
+    }
+    in_stderr = line == "  last stderr lines:";
+    if (auto v = field(line, "host      : ")) host = *v;
+    if (auto v = field(line, "node rank : ")) node = *v;
+    if (auto v = field(line, "rank      : ")) rank = *v;
+    if (auto v = field(line, "exitcode  : ")) code = v->substr(0, v->rfind(" (pid: "));
+    if (auto v = field(line, "error     : "); v && error.empty()) error = *v;
+  }
+  if (!rank.empty()) {
+    const std::string what = error.empty() ? last_stderr : error;
+    return fmt::format("rank {} on node {} ({}): exitcode {}{}", rank, node, host, code,
+                       what.empty() ? "" : ": " + what);
+  }
+  std::string first = summary_first_line(summary);
+  for (const char* prefix : {"ddplaunch: ", "stopping: "}) {
+    if (first.rfind(prefix, 0) == 0) first.erase(0, std::string(prefix).size());
+  }
+  return first.empty() ? "no failure was described" : first;
 }
 
 std::string summary_first_line(const std::string& summary) {

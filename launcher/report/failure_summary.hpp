@@ -71,6 +71,13 @@ std::string forged_success_stop();
 std::string lost_node_stop(const std::string& message);
 std::string workers_not_started(int node, const std::string& error);
 
+// The short form of a summary made here (end_of_round_summary(), reported_failure(), ...), one
+// line, what is printed before a restart and in the final summary's list of rounds: "rank 1
+// (local_rank 1) on node 0 (gpu1): exitcode 1: ValueError: boom" from the root cause's block
+// (its error, else its last stderr line); for a summary with no rank's block (a lost node, a
+// hang), its first line without the "ddplaunch: " and "stopping: " prefixes. Pure.
+std::string short_cause(const std::string& summary);
+
 // The first line of a summary that is not its frame: the reason the event log gives. "" for none.
 std::string summary_first_line(const std::string& summary);
 

@@ -51,6 +51,15 @@ json rank_json(const RankOutcome& o) {
   return j;
 }
 
+json failed_round_json(const FailedRound& r) {
+  return json{{"round", r.round},
+              {"exit_code", r.code},
+              {"origin_node", r.origin_node < 0 ? json(nullptr) : json(r.origin_node)},
+              {"cause", r.cause},
+              {"progress", optional_text(r.progress)},
+              {"progress_nodes", r.progress_nodes}};
+}
+
 }  // namespace
 
 RunRecorder::RunRecorder(RunRecorderOptions options) : o_(std::move(options)) {
@@ -138,6 +147,14 @@ void RunRecorder::restart(int restart, int max_restarts) {
   append(e.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+void RunRecorder::round_failed(const FailedRound& round) {
+  failed_rounds_.push_back(round);
+  if (fd_ < 0) return;
+  json e = event("round_failed");
+  e.update(failed_round_json(round));
+  append(e.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 void RunRecorder::job_ended(int exit_code, int group_rank, int restarts, const RoundReport& last_round,
                             const std::optional<Outcome>& cause, const std::string& cause_host) {
   json end = event("job_ended");
@@ -158,8 +175,11 @@ void RunRecorder::job_ended(int exit_code, int group_rank, int restarts, const R
             {"host", optional_text(cause_host)},
             {"summary", cause->summary}};
   }
-  const json summary{{"version", 1},           {"run_id", o_.run_id},  {"node_rank", group_rank}, {"host", o_.host},
-                     {"exit_code", exit_code}, {"restarts", restarts}, {"root_cause", root},      {"ranks", ranks}};
+  json rounds = json::array();
+  for (const FailedRound& r : failed_rounds_) rounds.push_back(failed_round_json(r));
+  const json summary{{"version", 1},       {"run_id", o_.run_id},    {"node_rank", group_rank},
+                     {"host", o_.host},    {"exit_code", exit_code}, {"restarts", restarts},
+                     {"root_cause", root}, {"ranks", ranks},         {"rounds", rounds}};
   const std::string text = summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   for (const std::string& path : o_.summary_json) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -4,8 +4,8 @@
 //                      worker_exited, teardown, restart, job_ended. Opened in append mode, one
 //                      write(2) per line, so several launchers (or runs) may share one file.
 //   --summary_json FILE, and summary.json in the run's log directory with --log_dir: written once
-//                      when the job ends, with every local rank's outcome in the last round and
-//                      the root cause.
+//                      when the job ends, with every local rank's outcome in the last round, the
+//                      root cause, and every failed round ("rounds": restart_history.hpp).
 // A write that fails (full disk, read-only) is reported once on the console and never changes
 // the job's exit code. Not thread-safe: the agent's event loop only.
 #pragma once
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "launcher/rdzv/outcome.hpp"
+#include "launcher/report/restart_history.hpp"
 #include "launcher/report/round_report.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
@@ -44,6 +45,9 @@ class RunRecorder {
   // The round stops: `cause` says why (its code, the node that reported it, its first line).
   void teardown(int round, const Outcome& cause, int signal_sent);
   void restart(int restart, int max_restarts);
+  // A round failed (restarted or not): appends round_failed and keeps it for the summary's
+  // "rounds" list.
+  void round_failed(const FailedRound& round);
   // --hang_timeout found a collective hang (`collective`: the job fails) or its heuristic
   // suspects one; the report and stacks are in `stacks_file`.
   void hang(int round, const std::string& stacks_file, bool collective);
@@ -56,6 +60,7 @@ class RunRecorder {
   void append(const std::string& line);
 
   RunRecorderOptions o_;
+  std::vector<FailedRound> failed_rounds_;
   int fd_ = -1;
   bool warned_ = false;
 };

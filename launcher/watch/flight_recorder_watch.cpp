@@ -63,6 +63,15 @@ void FlightRecorderWatch::watch(std::vector<FrWorker> workers, int node) {
   thread_ = std::thread([this] { run(); });
 }
 
+long long FlightRecorderWatch::most_completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  long long most = -1;
+  for (const auto& [rank, status] : last_status_) {
+    for (const auto& [id, g] : status.groups) most = std::max(most, g.last_completed);
+  }
+  return most;
+}
+
 void FlightRecorderWatch::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

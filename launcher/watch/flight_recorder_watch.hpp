@@ -79,6 +79,10 @@ class FlightRecorderWatch {
 
   std::chrono::milliseconds period() const;
 
+  // The highest sequence number of a completed collective, over this round's local ranks and
+  // their groups, as their last polled status said; -1 when none has answered. Never blocks.
+  long long most_completed() const;
+
  private:
   void run();
   void poll(const std::vector<FrWorker>& workers);

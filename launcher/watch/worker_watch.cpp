@@ -107,6 +107,16 @@ void WorkerWatch::stopping(bool failure) {
   log::info("stacks of the {} worker(s) still running when the job stopped: {}", running_.size(), path);
 }
 
+std::optional<long long> WorkerWatch::collectives_completed() const {
+  long long most = flight_ ? flight_->most_completed() : -1;
+  for (int slot = 0; slot < progress_.slots(); ++slot) {
+    const CollectiveProgress p = progress_.read(slot);
+    if (p.attached() && p.completed > 0) most = std::max(most, static_cast<long long>(p.completed));
+  }
+  if (most <= 0) return std::nullopt;
+  return most;
+}
+
 void WorkerWatch::ended() {
   live_ = false;
   stacks_timer_.cancel();

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -74,6 +75,12 @@ class WorkerWatch {
   // "" when they show none or no worker server answers. Blocks for the answers (tens of ms; up to
   // about 5 s for ranks that do not answer), only where worker servers answer. Never throws.
   std::string flight_records_at_failure();
+  // How far this round's collectives got on this node: the highest sequence number of a completed
+  // collective over the local ranks, from the progress table (the ddplaunch runtime) and the
+  // Flight Recorders' last polled status (Python workers, polled every 2 s); nullopt when neither
+  // saw a collective complete. For the no-progress breaker; call it before ended() (which
+  // empties the table). Never blocks.
+  std::optional<long long> collectives_completed() const;
   // The round is over: no more --dump_stacks answers for it.
   void ended();
 

@@ -1,0 +1,85 @@
+// The agent's restart loop: what a failed round leaves behind (its short cause, printed before a
+// restart and listed in the final summary), the no-progress breaker's verdict agreed through the
+// store (progress_tracker.hpp, progress_exchange.hpp), the restart itself and the end of the job.
+// Part of the Agent (agent.hpp), on its event loop; every word printed is report/'s.
+#include <optional>
+
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "launcher/agent/agent.hpp"
+#include "launcher/agent/progress_exchange.hpp"
+#include "launcher/rdzv/round_keys.hpp"
+#include "launcher/report/failure_summary.hpp"
+#include "launcher/watch/progress_file.hpp"
+
+namespace ddp::launcher {
+
+bool Agent::note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives) {
+  verdict_.reset();
+  if (cause.code == kExitOk) return false;
+  FailedRound round{round_, cause.code, cause.origin_node, short_cause(summary), "", {}};
+  if (c_.max_no_progress_restarts > 0 && status_.restartable()) verdict_ = settle_progress(collectives);
+  if (verdict_) {
+    round.progress = to_string(verdict_->progress);
+    round.progress_nodes = verdict_->nodes;
+  }
+  history_.add(round);
+  recorder_->round_failed(round);
+  return verdict_ && breaker_trips(*verdict_, c_.max_no_progress_restarts);
+}
+
+std::optional<ProgressVerdict> Agent::settle_progress(std::optional<long long> collectives) {
+  std::optional<ProgressFileReading> file;
+  if (!c_.progress_file.empty()) {
+    file = read_progress_file(c_.progress_file);
+    if (file->state == ProgressFileReading::State::Unusable && !progress_file_warned_)
+      log::warning("{}", file->problem);
+    progress_file_warned_ = progress_file_warned_ || file->state == ProgressFileReading::State::Unusable;
+  }
+  const NodeProgress mine = progress_->measure(file, collectives);
+  if (!joiner_->job()) return std::nullopt;
+  ProgressExchange x;
+  x.round_prefix = round_prefix(round_);
+  x.previous_round_prefix = round_ > 0 ? round_prefix(round_ - 1) : "";
+  x.node = group_rank_;
+  x.nnodes = nnodes_;
+  x.is_restart = restart_count_ > 0;
+  x.node_lost = lost_.has_value();
+  // The others measure once their workers have exited: at most the shutdown grace after they
+  // heard of the failure, which their watchers hear within a heartbeat timeout.
+  x.wait = c_.shutdown_timeout + c_.heartbeat_timeout + std::chrono::seconds(2);
+  try {
+    return exchange_progress(*joiner_->job(), x, mine);
+  } catch (const Error& e) {
+    // Without the other nodes' word the round cannot be judged the same way everywhere: it counts
+    // as progress (never a stop for what ddplaunch could not see).
+    log::warning(
+        "the no-progress breaker could not agree on round {} with the other nodes ({}); it counts as "
+        "progress",
+        round_, e.what());
+    return std::nullopt;
+  }
+}
+
+void Agent::restart_job() {
+  const int streak = verdict_ ? verdict_->streak : 0;
+  log::warning("{}", history_.restart_notice(streak, c_.max_no_progress_restarts));
+  ++restart_count_;
+  ++round_;
+  log::info("restarting the job (restart {} of {})", restart_count_, c_.max_restarts);
+  recorder_->restart(restart_count_, c_.max_restarts);
+  start_round();
+}
+
+void Agent::end_job(const std::string& summary, int code) {
+  console_.flush();
+  std::string text = summary;
+  if (const std::string rounds = history_.section(); !rounds.empty()) text += (text.empty() ? "" : "\n") + rounds;
+  if (code == kExitNoProgress && verdict_) {
+    text += (text.empty() ? "" : "\n") + history_.no_progress_stop(verdict_->streak, c_.max_no_progress_restarts);
+  }
+  if (!text.empty()) console_.write(2, text + "\n");
+  finish(code);
+}
+
+}  // namespace ddp::launcher
