@@ -95,6 +95,10 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
                       "accepted for torchrun; ddplaunch waits on events (default 0.1)"));
   pet.add(add_seconds(app, "--heartbeat_timeout,--heartbeat-timeout", v.heartbeat_timeout,
                       "without a heartbeat, a node counts as lost (default 10)"));
+  pet.add(app.add_option("--health_check,--health-check", c.health_check,
+                         "a command (run with /bin/sh -c, at most 120 s) that must exit 0 on this node before "
+                         "every round, besides the built-in checks; a node that fails them does not join and exits 69")
+              ->type_name("CMD"));
 }
 
 // How each worker is started and stopped.
