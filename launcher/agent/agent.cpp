@@ -338,8 +338,8 @@ int Agent::run() {
   }
   if (joiner_->job()) {
     // A node that excluded itself (69) leaves an elastic job that goes on without it.
-    const bool over = exit_code_ == kExitOk ||
-                      (status_.cause() && restart_count_ >= c_.max_restarts && exit_code_ != kExitUnhealthy);
+    const bool over =
+        exit_code_ == kExitOk || (status_.cause() && restart_count_ >= c_.max_restarts && exit_code_ != kExitUnhealthy);
     backend_->end_job(*joiner_->job(), JobEnd{*exit_code_, over, round_ + 1, store_host});
   }
   console_.flush();

@@ -8,7 +8,7 @@ namespace ddp::launcher {
 
 struct CheckResult {
   enum class Verdict { Healthy, Skipped, Failed };
-  std::string name;                 // "log directory", "program", "GPUs", "command 'CMD'"
+  std::string name;  // "log directory", "program", "GPUs", "command 'CMD'"
   Verdict verdict = Verdict::Healthy;
   std::string summary;              // one line: "9.8 GiB free in /tmp", "no GPU: skipped", why it failed
   std::vector<std::string> output;  // a command's last lines of output (bounded), else empty

@@ -49,8 +49,8 @@ CheckResult check_log_directory(const std::string& dir, std::uint64_t min_free_b
         fmt::format("only {} free in {} (at least {} needed){}", mib(free_bytes), dir, mib(min_free_bytes), fix));
   }
   if (fs.f_files > 0 && fs.f_favail == 0) return failed(fmt::format("no free inode left in {}{}", dir, fix));
-  return CheckResult{"log directory", CheckResult::Verdict::Healthy, fmt::format("{} free in {}", mib(free_bytes), dir),
-                     {}};
+  return CheckResult{
+      "log directory", CheckResult::Verdict::Healthy, fmt::format("{} free in {}", mib(free_bytes), dir), {}};
 }
 
 }  // namespace ddp::launcher

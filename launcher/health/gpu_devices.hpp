@@ -8,8 +8,8 @@ namespace ddp::launcher {
 
 // One device's answer.
 struct GpuProbe {
-  std::string error;                 // "" when the device answered; else NVML's error text
-  long long uncorrected_ecc = -1;    // uncorrectable ECC errors since the driver loaded; -1: not reported
+  std::string error;               // "" when the device answered; else NVML's error text
+  long long uncorrected_ecc = -1;  // uncorrectable ECC errors since the driver loaded; -1: not reported
 };
 
 // Not thread-safe; one check at a time.

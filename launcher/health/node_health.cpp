@@ -90,8 +90,8 @@ std::vector<std::string> describe_health_checks(const LaunchConfig& c, const std
   const CheckResult now = check_gpus(gpus, lookup(current_environment(), "CUDA_VISIBLE_DEVICES"));
   lines.push_back("GPUs: the visible devices answer without uncorrectable ECC errors (NVML); now: " + now.summary);
   if (!c.health_check.empty()) {
-    lines.push_back(fmt::format("command: /bin/sh -c '{}' exits 0 within {} s", c.health_check,
-                                kHealthCommandTimeout.count()));
+    lines.push_back(
+        fmt::format("command: /bin/sh -c '{}' exits 0 within {} s", c.health_check, kHealthCommandTimeout.count()));
   }
   return lines;
 }

@@ -42,13 +42,13 @@ NvmlDevices::NvmlDevices() {
   }
   const auto sym = [this](const char* name) { return ::dlsym(library_, name); };
   api_ = std::make_unique<Api>(Api{reinterpret_cast<decltype(Api::init)>(sym("nvmlInit_v2")),
-                 reinterpret_cast<decltype(Api::shutdown)>(sym("nvmlShutdown")),
-                 reinterpret_cast<decltype(Api::error_string)>(sym("nvmlErrorString")),
-                 reinterpret_cast<decltype(Api::count)>(sym("nvmlDeviceGetCount_v2")),
-                 reinterpret_cast<decltype(Api::by_index)>(sym("nvmlDeviceGetHandleByIndex_v2")),
-                 reinterpret_cast<decltype(Api::by_uuid)>(sym("nvmlDeviceGetHandleByUUID")),
-                 reinterpret_cast<decltype(Api::memory)>(sym("nvmlDeviceGetMemoryInfo")),
-                 reinterpret_cast<decltype(Api::ecc)>(sym("nvmlDeviceGetTotalEccErrors"))});
+                                   reinterpret_cast<decltype(Api::shutdown)>(sym("nvmlShutdown")),
+                                   reinterpret_cast<decltype(Api::error_string)>(sym("nvmlErrorString")),
+                                   reinterpret_cast<decltype(Api::count)>(sym("nvmlDeviceGetCount_v2")),
+                                   reinterpret_cast<decltype(Api::by_index)>(sym("nvmlDeviceGetHandleByIndex_v2")),
+                                   reinterpret_cast<decltype(Api::by_uuid)>(sym("nvmlDeviceGetHandleByUUID")),
+                                   reinterpret_cast<decltype(Api::memory)>(sym("nvmlDeviceGetMemoryInfo")),
+                                   reinterpret_cast<decltype(Api::ecc)>(sym("nvmlDeviceGetTotalEccErrors"))});
   if (!api_->init || !api_->shutdown || !api_->error_string || !api_->count || !api_->by_index || !api_->by_uuid ||
       !api_->memory || !api_->ecc) {
     unavailable_ = "libnvidia-ml.so.1 lacks the NVML functions needed";

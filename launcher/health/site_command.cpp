@@ -94,8 +94,8 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
   OutputLines lines;
   bool output_open = true, exited = false, timed_out = false;
   while (!exited && (output_open || pidfd >= 0)) {
-    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::steady_clock::now() - start);
+    const auto left =
+        timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -115,12 +115,12 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
   // open (a daemon it started in another group) must not hold the check.
   ::fcntl(out, F_SETFL, O_NONBLOCK);
   char buf[4096];
-  for (ssize_t n = 0; output_open && (n = ::read(out, buf, sizeof buf)) > 0;) lines.add(buf, static_cast<std::size_t>(n));
+  for (ssize_t n = 0; output_open && (n = ::read(out, buf, sizeof buf)) > 0;)
+    lines.add(buf, static_cast<std::size_t>(n));
   lines.finish();
   ::close(out);
   if (pidfd >= 0) ::close(pidfd);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (timed_out) return failed(name, fmt::format("timed out after {:g} s", timeout.count() / 1000.0), lines);
   if (WIFSIGNALED(status)) return failed(name, fmt::format("killed by {}", signal_name(WTERMSIG(status))), lines);
   if (WEXITSTATUS(status) != 0) return failed(name, fmt::format("exited with {}", WEXITSTATUS(status)), lines);

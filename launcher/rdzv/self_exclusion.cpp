@@ -76,8 +76,8 @@ void exclude_self(Store& job, const ExclusionPlace& p, const SelfExclusion& sick
     mark_present(job, p.round_prefix);
     throw NodeUnhealthy(sick.report + "\n" + line + "; the other nodes go on without it");
   }
-  const std::string why = p.elastic ? "this node hosts the store the others meet in"
-                                    : fmt::format("--nnodes={} is static", p.max_nodes);
+  const std::string why =
+      p.elastic ? "this node hosts the store the others meet in" : fmt::format("--nnodes={} is static", p.max_nodes);
   const std::string told = fmt::format("{}; the job cannot run without it ({})", line, why);
   job.compare_set(p.round_prefix + (p.elastic ? "closed" : "ready"), "", round_error(kExitUnhealthy, told));
   if (p.holds_store && p.max_nodes > 1) {
@@ -85,7 +85,8 @@ void exclude_self(Store& job, const ExclusionPlace& p, const SelfExclusion& sick
     const std::string read = p.round_prefix + "verdict_read/";
     log::info("{}; keeping the store up until the other nodes have read it", told);
     if (p.min_nodes <= 1 || wait_quietly(job, read + std::to_string(p.min_nodes - 1), p.wait_first)) {
-      wait_quietly(job, read + std::to_string(p.max_nodes - 1), p.min_nodes == p.max_nodes ? p.wait_first : p.last_call);
+      wait_quietly(job, read + std::to_string(p.max_nodes - 1),
+                   p.min_nodes == p.max_nodes ? p.wait_first : p.last_call);
     }
   }
   throw NodeUnhealthy(sick.report + "\n" + told);

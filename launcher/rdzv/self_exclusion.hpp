@@ -49,8 +49,8 @@ struct ExclusionPlace {
   std::string round_prefix;  // "r<round>/"
   int node_rank = 0;
   std::string host;
-  bool elastic = false;        // --nnodes=MIN:MAX (or etcd)
-  bool holds_store = false;    // this launcher hosts the store the others meet in (node 0, not etcd)
+  bool elastic = false;      // --nnodes=MIN:MAX (or etcd)
+  bool holds_store = false;  // this launcher hosts the store the others meet in (node 0, not etcd)
   int min_nodes = 1;
   int max_nodes = 1;
   std::chrono::milliseconds wait_first{0};  // --rdzv_timeout: for MIN-1 nodes to read the verdict

@@ -58,8 +58,8 @@ TEST_CASE("a failing site command keeps the node out, with its output in the rep
   NodeHealth health(n.config, n.effective, n.options);
   const auto sick = health.check(2);
   REQUIRE(sick.has_value());
-  CHECK(sick->reason == "health check command '" + n.config.health_check +
-                            "' failed: exited with 1: round 2 node 1: ib0 down");
+  CHECK(sick->reason ==
+        "health check command '" + n.config.health_check + "' failed: exited with 1: round 2 node 1: ib0 down");
   CHECK(sick->report.find("health checks before round 2 on this node:") == 0);
   CHECK(sick->report.find("  GPUs: skipped: no GPU: skipped") != std::string::npos);
   CHECK(sick->report.find("    | round 2 node 1: ib0 down") != std::string::npos);

@@ -26,16 +26,16 @@ TEST_CASE("a command that exits 0 passes") {
 }
 
 TEST_CASE("a failing command names its code and first line, and keeps its last lines") {
-  const CheckResult r = run_site_command("echo 'disk /scratch is read-only'; echo detail >&2; exit 3",
-                                         ddp::current_environment(), 10s);
+  const CheckResult r =
+      run_site_command("echo 'disk /scratch is read-only'; echo detail >&2; exit 3", ddp::current_environment(), 10s);
   CHECK(r.failed());
   CHECK(r.summary == "exited with 3: disk /scratch is read-only");
   CHECK(r.output == std::vector<std::string>{"disk /scratch is read-only", "detail"});
 }
 
 TEST_CASE("the output kept is bounded: the first line and the last lines") {
-  const CheckResult r =
-      run_site_command("i=0; while [ $i -lt 5000 ]; do echo line$i; i=$((i+1)); done; exit 1", ddp::current_environment(), 10s);
+  const CheckResult r = run_site_command("i=0; while [ $i -lt 5000 ]; do echo line$i; i=$((i+1)); done; exit 1",
+                                         ddp::current_environment(), 10s);
   CHECK(r.summary == "exited with 1: line0");
   REQUIRE(r.output.size() == kOutputLines);
   CHECK(r.output.back() == "line4999");
@@ -58,6 +58,7 @@ TEST_CASE("a command killed by a signal says which, and one without output says 
 }
 
 TEST_CASE("the command sees the environment it is given") {
-  const CheckResult r = run_site_command("test \"$HEALTH_VAR\" = yes", {{"HEALTH_VAR", "yes"}, {"PATH", "/usr/bin:/bin"}}, 10s);
+  const CheckResult r =
+      run_site_command("test \"$HEALTH_VAR\" = yes", {{"HEALTH_VAR", "yes"}, {"PATH", "/usr/bin:/bin"}}, 10s);
   CHECK(r.verdict == CheckResult::Verdict::Healthy);
 }
