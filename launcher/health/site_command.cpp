@@ -12,11 +12,12 @@
 #include <csignal>
 #include <cstring>
 #include <deque>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/child_process.hpp"
-#include "common/exit_codes.hpp"
+#include "common/process_set.hpp"
 #include "common/signals.hpp"
 
 namespace ddp::launcher {
@@ -73,6 +74,9 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return failed(name, fmt::format("pipe: {}", std::strerror(errno)), {});
   const auto start = std::chrono::steady_clock::now();
+  // In a ProcessSet, so that the launcher's reaping of adopted orphans (workers/job_lifetime.hpp)
+  // leaves its exit status to us.
+  ProcessSet set;
   pid_t pid = -1;
   try {
     ChildOptions o;
@@ -81,7 +85,7 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
     o.env = env;
     o.stdout_fd = pipe_fds[1];
     o.stderr_fd = pipe_fds[1];
-    pid = start_child(o);
+    pid = set.pid(set.start(o));
   } catch (const Error& e) {
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
@@ -105,12 +109,14 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
     if (fds[0].revents != 0) output_open = read_some(out, lines);
     if (fds[1].revents != 0) exited = true;
   }
-  // The command's group goes: all of it on a timeout, else whatever it left running (ESRCH:
-  // nothing left, which is fine). Without a pidfd and at the end of output, the wait is plain.
-  if (timed_out || exited) ::kill(-pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // The command's group goes: all of it on a timeout, else whatever it left running (a group
+  // already empty is skipped). Without a pidfd and at the end of output, the wait is plain.
+  if (timed_out || exited) set.signal_all(SIGKILL);
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
   }
+  const std::vector<ProcessSet::Exit> ends = set.collect();
+  set.reap();
   // What the command wrote before it ended is still in the pipe; a leftover holding the pipe
   // open (a daemon it started in another group) must not hold the check.
   ::fcntl(out, F_SETFL, O_NONBLOCK);
@@ -122,8 +128,9 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
   if (pidfd >= 0) ::close(pidfd);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (timed_out) return failed(name, fmt::format("timed out after {:g} s", timeout.count() / 1000.0), lines);
-  if (WIFSIGNALED(status)) return failed(name, fmt::format("killed by {}", signal_name(WTERMSIG(status))), lines);
-  if (WEXITSTATUS(status) != 0) return failed(name, fmt::format("exited with {}", WEXITSTATUS(status)), lines);
+  if (ends.empty()) return failed(name, "its end was not seen", lines);
+  if (ends[0].term_signal != 0) return failed(name, "killed by " + signal_name(ends[0].term_signal), lines);
+  if (ends[0].exit_code != 0) return failed(name, fmt::format("exited with {}", ends[0].exit_code), lines);
   return CheckResult{name, CheckResult::Verdict::Healthy, fmt::format("exit 0 in {:.2f} s", seconds), lines.last()};
 }
 
