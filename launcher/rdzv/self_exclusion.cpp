@@ -78,7 +78,7 @@ void exclude_self(Store& job, const ExclusionPlace& p, const SelfExclusion& sick
   }
   const std::string why =
       p.elastic ? "this node hosts the store the others meet in" : fmt::format("--nnodes={} is static", p.max_nodes);
-  const std::string told = fmt::format("{}; the job cannot run without it ({})", line, why);
+  const std::string told = p.max_nodes == 1 ? line : fmt::format("{}; the job cannot run without it ({})", line, why);
   job.compare_set(p.round_prefix + (p.elastic ? "closed" : "ready"), "", round_error(kExitUnhealthy, told));
   if (p.holds_store && p.max_nodes > 1) {
     // The others learn the verdict from this process's store: keep it up until they read it.
