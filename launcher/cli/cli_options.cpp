@@ -99,6 +99,11 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
                          "a command (run with /bin/sh -c, at most 120 s) that must exit 0 on this node before "
                          "every round, besides the built-in checks; a node that fails them does not join and exits 69")
               ->type_name("CMD"));
+  pet.add(app.add_option("--health_min_free_mb,--health-min-free-mb", c.health_min_free_mb,
+                         "free MiB the log directory needs before every round (default 16; 0: only that it is "
+                         "writable)")
+              ->check(CLI::NonNegativeNumber)
+              ->type_name("MIB"));
 }
 
 // How each worker is started and stopped.

@@ -77,7 +77,8 @@ struct LaunchConfig {
   std::string local_addr;  // address this node advertises ("" = hostname)
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)
-  std::string health_check;  // --health_check: a site command run before every round ("" = none; health/)
+  std::string health_check;        // --health_check: a site command run before every round ("" = none; health/)
+  double health_min_free_mb = 16;  // --health_min_free_mb: the log directory's floor (0: only writable)
   // Python workers get PyTorch's worker server on a private socket (workers/python_hook.hpp);
   // --no_worker_server turns it off.
   bool worker_server = true;

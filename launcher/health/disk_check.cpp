@@ -45,8 +45,8 @@ CheckResult check_log_directory(const std::string& dir, std::uint64_t min_free_b
   if (::statvfs(dir.c_str(), &fs) != 0) return failed(fmt::format("statvfs {}: {}", dir, std::strerror(errno)));
   const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
   if (free_bytes < min_free_bytes) {
-    return failed(
-        fmt::format("only {} free in {} (at least {} needed){}", mib(free_bytes), dir, mib(min_free_bytes), fix));
+    return failed(fmt::format("only {} free in {} (at least {} needed){}, or lower --health_min_free_mb",
+                              mib(free_bytes), dir, mib(min_free_bytes), fix));
   }
   if (fs.f_files > 0 && fs.f_favail == 0) return failed(fmt::format("no free inode left in {}{}", dir, fix));
   return CheckResult{

@@ -16,6 +16,10 @@ std::optional<std::string> lookup(const Environment& env, const std::string& nam
   return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
+std::uint64_t min_free_bytes(const LaunchConfig& c) {
+  return static_cast<std::uint64_t>(c.health_min_free_mb * (1 << 20));
+}
+
 const char* verdict_word(const CheckResult& r) {
   switch (r.verdict) {
     case CheckResult::Verdict::Healthy:
@@ -38,7 +42,7 @@ NodeHealth::NodeHealth(const LaunchConfig& c, const EffectiveConfig& eff, NodeHe
 
 std::vector<CheckResult> NodeHealth::run(int round) {
   std::vector<CheckResult> results;
-  results.push_back(check_log_directory(effective_.log_root, options_.min_free_bytes));
+  results.push_back(check_log_directory(effective_.log_root, min_free_bytes(config_)));
   try {
     check_program(config_, effective_.python);
     results.push_back(CheckResult{"program", CheckResult::Verdict::Healthy, config_.program, {}});
@@ -83,8 +87,8 @@ std::optional<SelfExclusion> NodeHealth::check(int round) {
 
 std::vector<std::string> describe_health_checks(const LaunchConfig& c, const std::string& log_base) {
   std::vector<std::string> lines{
-      fmt::format("log directory: a file can be written under {}, with at least {} MiB free", log_base,
-                  kMinFreeBytes >> 20),
+      fmt::format("log directory: a file can be written under {}, with at least {:g} MiB free", log_base,
+                  c.health_min_free_mb),
       "program: " + c.program + " (and the Python interpreter for a script or module) can run"};
   NvmlDevices gpus;
   const CheckResult now = check_gpus(gpus, lookup(current_environment(), "CUDA_VISIBLE_DEVICES"));

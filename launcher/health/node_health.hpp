@@ -1,5 +1,5 @@
 // A node's health checks before every rendezvous round (its first and every restart), in order:
-//   1. log directory: the run's directory is writable and has room (disk_check.hpp);
+//   1. log directory: the run's directory is writable and has --health_min_free_mb free (disk_check.hpp);
 //   2. program: the program, or the Python interpreter and the script, can run (the preflight of
 //      workers/worker_spec.hpp, check_program, run again: a disk or mount may have gone since);
 //   3. GPUs: the visible devices answer, without uncorrectable ECC errors, through NVML; skipped
@@ -31,7 +31,6 @@ namespace ddp::launcher {
 struct NodeHealthOptions {
   std::function<std::unique_ptr<GpuDevices>()> gpus;  // default: NvmlDevices, made for each round
   std::chrono::milliseconds command_timeout = kHealthCommandTimeout;
-  std::uint64_t min_free_bytes = kMinFreeBytes;
   Environment env;  // CUDA_VISIBLE_DEVICES and the command's environment; default: this process's
 };
 

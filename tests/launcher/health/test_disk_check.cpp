@@ -32,7 +32,7 @@ TEST_CASE("a writable directory with room passes and leaves nothing behind") {
 }
 
 TEST_CASE("a directory that does not exist fails, naming it and the fix") {
-  const CheckResult r = check_log_directory("/nonexistent/ddp_run");
+  const CheckResult r = check_log_directory("/nonexistent/ddp_run", 0);
   CHECK(r.failed());
   CHECK(r.summary.find("cannot create a file in /nonexistent/ddp_run") != std::string::npos);
   CHECK(r.summary.find("--log_dir") != std::string::npos);

@@ -37,6 +37,7 @@ struct Node {
     options.command_timeout = 10s;
   }
   ~Node() { std::filesystem::remove_all(effective.log_root); }
+  std::optional<SelfExclusion> check(int round) { return NodeHealth(config, effective, options).check(round); }
 };
 
 }  // namespace
@@ -55,8 +56,7 @@ TEST_CASE("a healthy node runs the built-in checks in order and joins") {
 TEST_CASE("a failing site command keeps the node out, with its output in the report") {
   Node n;
   n.config.health_check = "echo \"round $DDPLAUNCH_HEALTH_ROUND node $DDPLAUNCH_NODE_RANK: ib0 down\"; exit 1";
-  NodeHealth health(n.config, n.effective, n.options);
-  const auto sick = health.check(2);
+  const auto sick = n.check(2);
   REQUIRE(sick.has_value());
   CHECK(sick->reason ==
         "health check command '" + n.config.health_check + "' failed: exited with 1: round 2 node 1: ib0 down");
@@ -68,8 +68,7 @@ TEST_CASE("a failing site command keeps the node out, with its output in the rep
 TEST_CASE("a program gone since the start fails the program check") {
   Node n;
   n.config.program = "/nonexistent/train";
-  NodeHealth health(n.config, n.effective, n.options);
-  const auto sick = health.check(1);
+  const auto sick = n.check(1);
   REQUIRE(sick.has_value());
   CHECK(sick->reason.rfind("health check program failed: program '/nonexistent/train' does not exist", 0) == 0);
 }
