@@ -102,7 +102,17 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
   pet.add(app.add_option("--health_min_free_mb,--health-min-free-mb", c.health_min_free_mb,
                          "free MiB the log directory needs before every round (default 16; 0: only that it is "
                          "writable)")
-              ->check(CLI::NonNegativeNumber)
+              ->check(CLI::Validator(
+                  [](std::string& text) {
+                    // A plain number in 0..1e7, as a number of seconds is.
+                    return parse_seconds(text)
+                               ? std::string()
+                               : fmt::format(
+                                     "{} is not a number of MiB >= 0; use e.g. 16, or 0 to check only that the "
+                                     "log directory is writable",
+                                     text);
+                  },
+                  "", "MiB"))
               ->type_name("MIB"));
 }
 
