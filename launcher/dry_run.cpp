@@ -10,6 +10,7 @@
 #include "common/host_name.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/agent/node_setup.hpp"
+#include "launcher/health/node_health.hpp"
 #include "launcher/rdzv/job_registry.hpp"
 #include "launcher/watch/worker_timers.hpp"
 #include "launcher/workers/python_hook.hpp"
@@ -63,6 +64,8 @@ int print_dry_run(const LaunchConfig& c) {
   }
   const WorkerSpecInputs in = worker_spec_inputs(c, eff, ranks, c.node_rank, 0, context, env);
   if (runs_with_python(c)) std::cout << "python: " << eff.python.path << " (" << eff.python.reason << ")\n";
+  std::cout << "health checks before every round (a node that fails one does not join; exit 69):\n";
+  for (const std::string& line : describe_health_checks(c, run_dir.base)) std::cout << "  " << line << "\n";
   for (const auto& w : build_worker_specs(in)) {
     std::cout << "worker local_rank " << w.local_rank << " rank " << w.rank << ":\n  command:";
     for (const auto& a : w.argv) std::cout << " " << a;

@@ -20,6 +20,7 @@
 #include "common/log.hpp"
 #include "common/signals.hpp"
 #include "launcher/agent/node_setup.hpp"
+#include "launcher/health/node_health.hpp"
 #include "launcher/rdzv/job_round.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/rdzv/outcome.hpp"
@@ -100,7 +101,10 @@ bool Agent::prepare() {
   // within the heartbeat timeout (at least 1 s) is lost (--rdzv_timeout would hold the teardown).
   connect_running_ =
       backend_->connector(std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
-  joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_);
+  if (!deps_.health && deps_.preflight) {
+    deps_.health = [health = std::make_shared<NodeHealth>(c_, eff_)](int round) { return health->check(round); };
+  }
+  joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_, deps_.health);
   progress_.emplace(c_.progress_file.empty() ? std::nullopt : std::optional(read_progress_file(c_.progress_file)));
   return true;
 }
@@ -113,6 +117,9 @@ void Agent::start_round() {
         if (exit_code_) return;  // interrupted meanwhile
         try {
           std::rethrow_exception(error);
+        } catch (const NodeUnhealthy& e) {
+          log::error("{}", e.what());
+          finish(kExitUnhealthy);
         } catch (const UsageError& e) {
           log::error("{}", e.what());
           finish(kExitUsage);
@@ -338,8 +345,9 @@ int Agent::run() {
     leave_job(*joiner_->job(), key(""), exit);
   }
   if (joiner_->job()) {
+    // A node that excluded itself (69) leaves an elastic job that goes on without it.
     const bool over = exit_code_ == kExitOk || exit_code_ == kExitNoProgress ||
-                      (status_.cause() && restart_count_ >= c_.max_restarts);
+                      (status_.cause() && restart_count_ >= c_.max_restarts && exit_code_ != kExitUnhealthy);
     backend_->end_job(*joiner_->job(), JobEnd{*exit_code_, over, round_ + 1, store_host});
   }
   console_.flush();

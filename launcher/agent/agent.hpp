@@ -46,6 +46,7 @@
 #include "launcher/rdzv/rendezvous_backend.hpp"
 #include "launcher/rdzv/round_joiner.hpp"
 #include "launcher/rdzv/round_keys.hpp"
+#include "launcher/rdzv/self_exclusion.hpp"
 #include "launcher/report/failure_summary.hpp"
 #include "launcher/report/node_failures.hpp"
 #include "launcher/report/oom_check.hpp"
@@ -72,6 +73,9 @@ struct AgentDeps {
   bool host_store = true;
   // Whether to check the program and addresses before starting (off for fake processes).
   bool preflight = true;
+  // Runs before every round on the join thread; a node that fails it exits 69 (rdzv/self_exclusion.hpp).
+  // Default: the node's health checks (health/node_health.hpp) when `preflight`, else none.
+  HealthGate health;
 };
 
 // The agent of one node: one Asio event loop (the calling thread of run()) that owns the round
@@ -184,7 +188,8 @@ class Agent {
 
 // Runs the job described by `config` (validated) on this node and returns the exit code:
 // 0 success; the root-cause worker's code, or 128+N if it died of signal N; 130 after SIGINT
-// (128+N for another stopping signal); 2 for bad usage or conflicting nodes; 1 when a peer
+// (128+N for another stopping signal); 2 for bad usage or conflicting nodes; 69 when this node, or
+// a node the job cannot run without, failed its health checks before a round; 1 when a peer
 // launcher or the store was lost. Prints the failure summary on stderr. Blocks until done.
 int run_agent(const LaunchConfig& config, AgentDeps deps = {});
 

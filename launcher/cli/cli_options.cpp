@@ -104,6 +104,25 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
                       "accepted for torchrun; ddplaunch waits on events (default 0.1)"));
   pet.add(add_seconds(app, "--heartbeat_timeout,--heartbeat-timeout", v.heartbeat_timeout,
                       "without a heartbeat, a node counts as lost (default 10)"));
+  pet.add(app.add_option("--health_check,--health-check", c.health_check,
+                         "a command (run with /bin/sh -c, at most 120 s) that must exit 0 on this node before "
+                         "every round, besides the built-in checks; a node that fails them does not join and exits 69")
+              ->type_name("CMD"));
+  pet.add(app.add_option("--health_min_free_mb,--health-min-free-mb", c.health_min_free_mb,
+                         "free MiB the log directory needs before every round (default 16; 0: only that it is "
+                         "writable)")
+              ->check(CLI::Validator(
+                  [](std::string& text) {
+                    // A plain number in 0..1e7, as a number of seconds is.
+                    return parse_seconds(text)
+                               ? std::string()
+                               : fmt::format(
+                                     "{} is not a number of MiB >= 0; use e.g. 16, or 0 to check only that the "
+                                     "log directory is writable",
+                                     text);
+                  },
+                  "", "MiB"))
+              ->type_name("MIB"));
 }
 
 // How each worker is started and stopped.

@@ -89,6 +89,8 @@ struct LaunchConfig {
   // without progress (0 = off), progress read from --progress_file ("" = none) or collectives.
   int max_no_progress_restarts = 0;
   std::string progress_file;
+  std::string health_check;        // --health_check: a site command run before every round ("" = none; health/)
+  double health_min_free_mb = 16;  // --health_min_free_mb: the log directory's floor (0: only writable)
   // Python workers get PyTorch's worker server on a private socket (workers/python_hook.hpp);
   // --no_worker_server turns it off.
   bool worker_server = true;

@@ -65,9 +65,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   e.min_nodes = c.min_nodes;
   e.is_host = c.node_rank == 0 || c.uses_etcd();
   e.by_arrival = c.uses_etcd();
-  if (const auto it = c.rdzv_conf.find("last_call_timeout"); it != c.rdzv_conf.end()) {
-    e.last_call = std::chrono::milliseconds(static_cast<long long>(std::stod(it->second) * 1000));
-  }
+  e.last_call = last_call_timeout(c);
   for (int late = 0;; ++late) {
     try {
       ElasticRound r = join_elastic_round(root, job, self, e);
@@ -78,6 +76,12 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
       if (c.uses_etcd()) e.is_host = false;
     }
   }
+}
+
+std::chrono::milliseconds last_call_timeout(const LaunchConfig& c) {
+  const auto it = c.rdzv_conf.find("last_call_timeout");
+  if (it == c.rdzv_conf.end()) return std::chrono::seconds(3);
+  return std::chrono::milliseconds(static_cast<long long>(std::stod(it->second) * 1000));
 }
 
 bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes) {

@@ -8,6 +8,7 @@
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/rdzv/round_keys.hpp"
 #include "launcher/rdzv/static_rejoin.hpp"
+#include "launcher/rdzv/self_exclusion.hpp"
 
 namespace ddp::launcher {
 
@@ -126,7 +127,7 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
   };
   wait_reporting(job, ready_key, o.timeout, o, progress, deadline);
   const std::string ready = job.get(ready_key, o.timeout);
-  if (ready.rfind(kErrorPrefix, 0) == 0) throw UsageError(ready.substr(kErrorPrefix.size()));
+  if (is_round_error(ready)) fail_on_round_error(job, round, ready);
   std::vector<NodeInfo> nodes;
   for (int r = 0; r < o.nnodes; ++r)
     nodes.push_back(NodeInfo::parse(job.get(round + "node/" + std::to_string(r), o.timeout)));
@@ -142,6 +143,7 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
   const std::int64_t index = job.add(round + "joined", 1);
   job.set(round + "member/" + std::to_string(index), self.serialize());
   job.set(round + "arrived/" + std::to_string(index), "1");
+  mark_present(job, round);  // nodes that excluded themselves count too (self_exclusion.hpp)
 
   const auto joined_line = [&] {
     const std::string wanted = e.min_nodes == o.nnodes ? std::to_string(o.nnodes)
@@ -158,7 +160,7 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
     wait_reporting(job, round + "arrived/" + std::to_string(e.min_nodes), o.timeout, o, joined_line, too_few);
     try {
       // The last call: more nodes may join, up to MAX, for this long.
-      job.wait({round + "arrived/" + std::to_string(o.nnodes)}, e.last_call);
+      job.wait({present_key(round, o.nnodes)}, e.last_call);
     } catch (const TimeoutError&) {
       // MAX not reached: close with whoever is there.
     }
@@ -168,7 +170,7 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
     wait_reporting(job, closed_key, o.timeout, o, joined_line, too_few);
   }
   const std::string closed = job.get(closed_key, o.timeout);
-  if (closed.rfind(kErrorPrefix, 0) == 0) throw UsageError(closed.substr(kErrorPrefix.size()));
+  if (is_round_error(closed)) fail_on_round_error(job, round, closed);
   const int members = std::stoi(closed);
   if (index > members) {
     throw LateArrival("round " + std::to_string(o.round) + " closed with " + std::to_string(members) +

@@ -73,8 +73,9 @@ struct ElasticRound {
 
 // Elastic rendezvous (--nnodes=MIN:MAX), round r under "r<r>/":
 //   1. A node takes an arrival index i = ++"joined", writes "member/<i>" and sets "arrived/<i>".
-//   2. The host waits until MIN nodes arrived, then up to `last_call` more for MAX, and closes
-//      the round: "closed" = the number of members N (compare-set, so it happens once).
+//   2. The host waits until MIN nodes arrived, then up to `last_call` more for MAX present (a node
+//      that excluded itself counts as present: self_exclusion.hpp), and closes the round:
+//      "closed" = the number of members N (compare-set, so it happens once).
 //   3. Nodes with i <= N are members: the host is group rank 0, the others follow in arrival
 //      order (by_arrival: all in arrival order); ranks are prefix sums as in rank_map.hpp. A node
 //      with i > N throws LateArrival.

@@ -9,12 +9,13 @@
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/rdzv/node_rendezvous.hpp"
+#include "launcher/rdzv/round_keys.hpp"
 
 namespace ddp::launcher {
 
 RoundJoiner::RoundJoiner(boost::asio::io_context& io, RendezvousBackend& backend, const LaunchConfig& config,
-                         const EffectiveConfig& effective)
-    : io_(io), backend_(backend), config_(config), effective_(effective) {}
+                         const EffectiveConfig& effective, HealthGate health)
+    : io_(io), backend_(backend), config_(config), effective_(effective), health_(std::move(health)) {}
 
 RoundJoiner::~RoundJoiner() {
   if (thread_.joinable()) thread_.join();
@@ -25,15 +26,16 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
     std::optional<JoinedRound> joined;
     std::exception_ptr error;
     try {
-      if (!root_) {
-        JobStores views = job_stores(backend_.connector(std::nullopt)(), config_.run_id, config_.rdzv_secret);
-        root_ = std::move(views.root);
-        job_ = std::move(views.job);
-      }
+      const std::optional<SelfExclusion> sick = health_ ? health_(round) : std::nullopt;
+      if (sick) leave_sick(round, *sick);
+      connect();
       // A node of the round before may come back from another address (rendezvous_backend.hpp).
       if (round > 0) backend_.readmit_until_formed(round);
       joined = join_job_round(*root_, *job_, config_, effective_, round, &cancelled_,
                               [](const std::string& s) { log::info("{}", s); });
+      if (config_.min_nodes < config_.max_nodes || config_.uses_etcd()) {
+        for (const std::string& line : excluded_nodes(*job_, round_prefix(joined->round))) log::warning("{}", line);
+      }
       if (joined->group_rank == 0) log::info("{}", joined->ranks.describe());
       backend_.meet_workers_store(*joined, *root_, *job_);
     } catch (const rendezvous::ConnectionError& e) {
@@ -54,6 +56,35 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
       on_joined(*joined);
     });
   });
+}
+
+void RoundJoiner::connect() {
+  if (root_) return;
+  JobStores views = job_stores(backend_.connector(std::nullopt)(), config_.run_id, config_.rdzv_secret);
+  root_ = std::move(views.root);
+  job_ = std::move(views.job);
+}
+
+void RoundJoiner::leave_sick(int round, const SelfExclusion& sick) {
+  ExclusionPlace place;
+  place.round_prefix = round_prefix(round);
+  place.node_rank = config_.node_rank;
+  place.host = effective_.host;
+  place.elastic = config_.min_nodes < config_.max_nodes || config_.uses_etcd();
+  place.holds_store = !config_.uses_etcd() && backend_.hosts_store(config_.node_rank);
+  place.min_nodes = config_.min_nodes;
+  place.max_nodes = config_.max_nodes;
+  place.wait_first = config_.rdzv_timeout;
+  place.last_call = last_call_timeout(config_);
+  try {
+    connect();
+    exclude_self(*job_, place, sick);
+  } catch (const NodeUnhealthy&) {
+    throw;
+  } catch (const Error& e) {
+    // Unhealthy all the same: the exit code says so, and the message why the others were not told.
+    throw NodeUnhealthy(sick.report + "\ncould not tell the other nodes: " + e.what());
+  }
 }
 
 }  // namespace ddp::launcher

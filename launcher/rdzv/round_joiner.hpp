@@ -2,7 +2,9 @@
 // so it runs on a helper thread, and its result is posted back to the loop. The first join also
 // opens the agent's connections to the store (root and the job's prefixed view). Once joined,
 // group rank 0 logs the rank map and the backend says where the round's workers dial their store
-// (RendezvousBackend::meet_workers_store).
+// (RendezvousBackend::meet_workers_store). Before each join the health gate, if any, runs on the
+// same thread: a node that fails it does not join (self_exclusion.hpp); the members of an elastic
+// round log the nodes that excluded themselves from it.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 
 #include "launcher/rdzv/job_round.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
+#include "launcher/rdzv/self_exclusion.hpp"
 
 namespace ddp::launcher {
 
@@ -24,8 +27,9 @@ class RoundJoiner {
   using OnError = std::function<void(std::exception_ptr)>;
 
   // Keeps references to `io`, `backend`, `config` and `effective`: they must outlive the joiner.
+  // `health` (may be empty) runs before every join, on the join thread.
   RoundJoiner(boost::asio::io_context& io, RendezvousBackend& backend, const LaunchConfig& config,
-              const EffectiveConfig& effective);
+              const EffectiveConfig& effective, HealthGate health = {});
   // Joins the helper thread. Callers must not destroy a joiner whose thread still blocks (the
   // agent ends the process instead, see busy()).
   ~RoundJoiner();
@@ -33,6 +37,7 @@ class RoundJoiner {
   RoundJoiner& operator=(const RoundJoiner&) = delete;
 
   // Starts joining round `round` (or a later one, for a late elastic arrival). Does not block.
+  // A node that fails the health gate gets NodeUnhealthy through `on_error`.
   // Exactly one of the callbacks runs later on `io`'s thread, unless `io` stops first.
   // Loop thread only; not while busy().
   void start(int round, OnJoined on_joined, OnError on_error);
@@ -45,10 +50,16 @@ class RoundJoiner {
   rendezvous::Store* job() const { return job_.get(); }
 
  private:
+  // Opens the connections to the store on the first call. Join thread; throws what the connector throws.
+  void connect();
+  // Does not join round `round`: tells the others (self_exclusion.hpp). Always throws NodeUnhealthy.
+  [[noreturn]] void leave_sick(int round, const SelfExclusion& sick);
+
   boost::asio::io_context& io_;
   RendezvousBackend& backend_;
   const LaunchConfig& config_;
   const EffectiveConfig& effective_;
+  HealthGate health_;
   std::shared_ptr<rendezvous::Store> root_;  // the namespace view (job_store.hpp)
   std::shared_ptr<rendezvous::Store> job_;
   std::atomic<bool> cancelled_{false};

@@ -17,11 +17,12 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 # Area -> the areas it may include (besides itself). "" is the launcher's root (main, --dry-run,
 # --dump_stacks, the backend choice).
 LAUNCHER_AREAS = {
-    "": {"cli", "agent", "watch", "report", "workers", "etcd", "rdzv", "config"},
+    "": {"cli", "agent", "watch", "report", "health", "workers", "etcd", "rdzv", "config"},
     "cli": {"etcd", "rdzv", "config"},
-    "agent": {"watch", "report", "workers", "rdzv", "config"},
+    "agent": {"watch", "report", "health", "workers", "rdzv", "config"},
     "watch": {"workers", "rdzv", "config"},
     "report": {"workers", "rdzv", "config"},
+    "health": {"workers", "rdzv", "config"},
     "workers": {"rdzv", "config"},
     "etcd": {"rdzv", "config"},
     "rdzv": {"config"},

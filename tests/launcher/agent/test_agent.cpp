@@ -13,6 +13,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "common/exit_codes.hpp"
 #include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "launcher/rdzv/job_store.hpp"
@@ -427,4 +428,27 @@ TEST_CASE("a malformed failure code cannot choose the exit code") {
   const auto [code0, code1] = run_with_foreign_outcome("ddplaunch-outcome 1 failure 999 1\n\x1b[2Jgotcha");
   CHECK(code0 == 1);
   CHECK(code1 == 1);
+}
+
+TEST_CASE("a node that fails its health gate at the restart ends a static job with 69 on both nodes") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  auto c0 = config(2, 0, 1);
+  auto c1 = config(2, 1, 1);
+  c0.max_restarts = c1.max_restarts = 1;
+  const auto script = [](const WorkerSpec& w) {
+    return restart_count(w) == 0 && w.rank == 0 ? Script{10ms, 4} : Script{10ms, 0};
+  };
+  AgentDeps d1 = fakes(store, script, rec1);
+  std::vector<int> gated;
+  d1.health = [&gated](int round) -> std::optional<ddp::launcher::SelfExclusion> {
+    gated.push_back(round);
+    if (round == 0) return std::nullopt;
+    return ddp::launcher::SelfExclusion{"health check command 'x' failed: exited with 1: nic down", "report"};
+  };
+  auto node1 = std::async(std::launch::async, [&] { return run_agent(c1, std::move(d1)); });
+  CHECK(run_agent(c0, fakes(store, script, rec0)) == ddp::kExitUnhealthy);
+  CHECK(node1.get() == ddp::kExitUnhealthy);
+  CHECK(gated == std::vector<int>{0, 1});
+  CHECK(rec0.starts.size() == 1);  // no second round
 }

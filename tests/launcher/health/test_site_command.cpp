@@ -1,0 +1,64 @@
+// run_site_command(): exit 0 passes; another code, a signal or the timeout fails with the first
+// line of output in the summary and the last lines kept (bounded); the whole process group goes
+// on a timeout; the environment given is the command's.
+#include "launcher/health/site_command.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "ddplaunch/common/env_lookup.hpp"
+
+namespace {
+
+using namespace ddp::launcher;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+TEST_CASE("a command that exits 0 passes") {
+  const CheckResult r = run_site_command("echo fine", ddp::current_environment(), 10s);
+  CHECK(r.verdict == CheckResult::Verdict::Healthy);
+  CHECK(r.name == "command 'echo fine'");
+  CHECK(r.summary.rfind("exit 0 in ", 0) == 0);
+}
+
+TEST_CASE("a failing command names its code and first line, and keeps its last lines") {
+  const CheckResult r =
+      run_site_command("echo 'disk /scratch is read-only'; echo detail >&2; exit 3", ddp::current_environment(), 10s);
+  CHECK(r.failed());
+  CHECK(r.summary == "exited with 3: disk /scratch is read-only");
+  CHECK(r.output == std::vector<std::string>{"disk /scratch is read-only", "detail"});
+}
+
+TEST_CASE("the output kept is bounded: the first line and the last lines") {
+  const CheckResult r = run_site_command("i=0; while [ $i -lt 5000 ]; do echo line$i; i=$((i+1)); done; exit 1",
+                                         ddp::current_environment(), 10s);
+  CHECK(r.summary == "exited with 1: line0");
+  REQUIRE(r.output.size() == kOutputLines);
+  CHECK(r.output.back() == "line4999");
+}
+
+TEST_CASE("a command past its timeout fails, and its process group is gone") {
+  const auto start = Clock::now();
+  const CheckResult r = run_site_command("echo started; sleep 30 & sleep 30", ddp::current_environment(), 300ms);
+  CHECK(Clock::now() - start < 5s);
+  CHECK(r.failed());
+  CHECK(r.summary == "timed out after 0.3 s: started");
+}
+
+TEST_CASE("a command killed by a signal says which, and one without output says only that") {
+  CheckResult r = run_site_command("kill -USR1 $$", ddp::current_environment(), 10s);
+  CHECK(r.summary == "killed by SIGUSR1");
+  r = run_site_command("exit 7", ddp::current_environment(), 10s);
+  CHECK(r.summary == "exited with 7");
+  CHECK(r.output.empty());
+}
+
+TEST_CASE("the command sees the environment it is given") {
+  const CheckResult r =
+      run_site_command("test \"$HEALTH_VAR\" = yes", {{"HEALTH_VAR", "yes"}, {"PATH", "/usr/bin:/bin"}}, 10s);
+  CHECK(r.verdict == CheckResult::Verdict::Healthy);
+}

@@ -1,0 +1,175 @@
+"""Health checks before every rendezvous round (issue 26), on network-namespace hosts.
+
+Hosts 10.242.0.1-3 on one bridge (pyfixtures.NetnsHosts); tiny shell workers; short timeouts.
+  * static 2-node job, node 1's --health_check fails: both launchers exit 69 at once, both name
+    node 1 and the check;
+  * elastic --nnodes=2:3, node 2's check fails: nodes 0 and 1 run the job to success without
+    waiting for a last call, and both say node 2 excluded itself; node 2 exits 69;
+  * elastic --nnodes=2:3, node 2's check passes in round 0 and fails at the restart (a worker
+    of node 2 creates the file the check looks for, then fails): node 2 leaves at the restart,
+    the other two finish the job;
+  * a log directory without room (a 1 MiB tmpfs): the built-in check names it (exit 69);
+  * --dry-run lists the checks.
+Needs root and `ip netns` (the netns cases skip otherwise).
+    pytest test_health.py --ddplaunch=/path/to/ddplaunch
+"""
+import os
+import subprocess
+import time
+
+import pytest
+
+from pyfixtures import NetnsHosts, netns_available, note
+
+pytestmark = pytest.mark.timeout(120)
+
+ADDRESSES = ["10.242.0.1", "10.242.0.2", "10.242.0.3"]
+BOUND = 30  # seconds any launcher may take here (each case takes well under 10)
+
+WORKER = """#!/bin/sh
+# Node 2's first attempt creates the file its health check looks for, then fails.
+if [ -n "$SICK_FILE" ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then touch "$SICK_FILE"; exit 3; fi
+exit 0
+"""
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    if not netns_available():
+        pytest.skip("needs root and iproute2")
+    try:
+        with NetnsHosts(ADDRESSES) as made:
+            yield made
+    except RuntimeError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def worker(tmp_path):
+    path = tmp_path / "worker.sh"
+    path.write_text(WORKER)
+    path.chmod(0o755)
+    return str(path)
+
+
+class Nodes:
+    """Launchers on the namespace hosts, started together and awaited with their times."""
+
+    def __init__(self, ddplaunch, procs, hosts, port, nnodes):
+        self.ddplaunch, self.procs, self.hosts, self.port, self.nnodes = ddplaunch, procs, hosts, port, nnodes
+        self.started = {}
+
+    def start(self, rank, args, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        cmd = self.hosts[rank].cmd(self.ddplaunch, f"--nnodes={self.nnodes}", f"--node_rank={rank}",
+                                   f"--master_addr={ADDRESSES[0]}", f"--master_port={self.port}",
+                                   "--nproc_per_node=1", "--rdzv_timeout=20", "--heartbeat_timeout=3",
+                                   f"--local_addr={ADDRESSES[rank]}", *args)
+        p = self.procs.start(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.started[rank] = (p, time.monotonic())
+
+    def finish(self):
+        """{rank: (code, stderr, seconds)}; fails the test for a launcher over BOUND."""
+        out = {}
+        for rank, (p, t0) in self.started.items():
+            try:
+                _, err = p.communicate(timeout=BOUND)
+            except subprocess.TimeoutExpired:
+                self.procs.kill(p)
+                _, err = p.communicate()
+                pytest.fail(f"node {rank} did not finish within {BOUND} s:\n{err}")
+            out[rank] = (p.returncode, err, time.monotonic() - t0)
+        return out
+
+
+def show(results):
+    return "\n".join(f"--- node {r} (exit {c}, {s:.2f} s):\n{e}" for r, (c, e, s) in sorted(results.items()))
+
+
+def test_static_job_fails_on_every_node_naming_the_unhealthy_one(ddplaunch, procs, hosts, worker):
+    nodes = Nodes(ddplaunch, procs, hosts, 29711, "2")
+    nodes.start(0, [worker])
+    nodes.start(1, ["--health_check", "echo 'ib0: link down'; exit 1", worker])
+    results = nodes.finish()
+    for rank in (0, 1):
+        code, err, seconds = results[rank]
+        assert code == 69, show(results)
+        assert "node 1 (" in err and "excluded itself: health check command 'echo 'ib0: link down'; exit 1' " \
+            "failed: exited with 1: ib0: link down; the job cannot run without it (--nnodes=2 is static)" in err, \
+            show(results)
+        assert seconds < 10, show(results)
+    assert "    | ib0: link down" in results[1][1]
+    note("health, static 2 nodes, node 1 unhealthy: exit 69 on both, node 0 after "
+         f"{results[0][2]:.2f} s, node 1 after {results[1][2]:.2f} s")
+    procs.assert_no_survivors()
+
+
+def test_elastic_job_goes_on_without_the_unhealthy_node(ddplaunch, procs, hosts, worker):
+    nodes = Nodes(ddplaunch, procs, hosts, 29712, "2:3")
+    nodes.start(0, [worker])
+    nodes.start(1, [worker])
+    nodes.start(2, ["--health_check", "echo 'GPU 3: 2 uncorrectable ECC errors' >&2; exit 2", worker])
+    results = nodes.finish()
+    line = "excluded itself: health check command 'echo 'GPU 3: 2 uncorrectable ECC errors' >&2; exit 2' failed: " \
+        "exited with 2: GPU 3: 2 uncorrectable ECC errors"
+    for rank in (0, 1):
+        code, err, seconds = results[rank]
+        assert code == 0, show(results)
+        assert "node 2 (" in err and line in err, show(results)
+        assert seconds < 3, show(results)  # no last call: node 2 counted as present
+    assert "world size 2" in results[0][1], show(results)
+    code, err, _ = results[2]
+    assert code == 69, show(results)
+    assert line + "; the other nodes go on without it" in err
+    note("health, elastic 2:3, node 2 unhealthy: nodes 0 and 1 exit 0 after "
+         f"{results[0][2]:.2f} s / {results[1][2]:.2f} s, node 2 exits 69 after {results[2][2]:.2f} s")
+    procs.assert_no_survivors()
+
+
+def test_node_that_fails_at_the_restart_leaves_and_the_job_goes_on(ddplaunch, procs, hosts, worker, tmp_path):
+    sick = str(tmp_path / "sick")
+    nodes = Nodes(ddplaunch, procs, hosts, 29713, "2:3")
+    for rank in (0, 1):
+        nodes.start(rank, ["--max_restarts=1", worker])
+    nodes.start(2, ["--max_restarts=1", "--health_check", f"test ! -e {sick} || {{ echo 'marked sick'; exit 1; }}",
+                    worker], env={"SICK_FILE": sick})
+    results = nodes.finish()
+    for rank in (0, 1):
+        code, err, _ = results[rank]
+        assert code == 0, show(results)
+        assert "restarting the job (restart 1 of 1)" in err, show(results)
+        assert "node 2 (" in err and "excluded itself: health check command" in err and ": marked sick" in err, \
+            show(results)
+    code, err, _ = results[2]
+    assert code == 69, show(results)
+    assert "health checks passed before round 0" in err and "health checks before round 1 on this node" in err
+    note(f"health, elastic 2:3, node 2 unhealthy at the restart: nodes 0/1 exit 0 after {results[0][2]:.2f} s / "
+         f"{results[1][2]:.2f} s, node 2 exits 69 after {results[2][2]:.2f} s")
+    procs.assert_no_survivors()
+
+
+def test_log_directory_without_room_is_named(ddplaunch, procs, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)], check=True)
+    try:
+        code, out, err, seconds = procs.run([ddplaunch, "--nproc_per_node=1", f"--log_dir={full}", "/bin/true"],
+                                            timeout=BOUND)
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False)
+    assert code == 69, err
+    assert f"log directory: FAILED: only " in err and f"free in {full}/" in err, err
+    assert "(at least 16.0 MiB needed); free space there or pass another --log_dir, or lower --health_min_free_mb" in err
+    note(f"health, log dir on a 1 MiB tmpfs: exit 69 after {seconds:.2f} s")
+    procs.assert_no_survivors()
+
+
+def test_dry_run_lists_the_checks(ddplaunch, procs):
+    code, out, err, _ = procs.run([ddplaunch, "--dry-run", "--health_check", "true", "/bin/true"], timeout=BOUND)
+    assert code == 0, err
+    assert "health checks before every round (a node that fails one does not join; exit 69):" in out
+    assert "  GPUs: the visible devices answer without uncorrectable ECC errors (NVML); now: " in out
+    assert "  command: /bin/sh -c 'true' exits 0 within 120 s" in out
