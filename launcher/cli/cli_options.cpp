@@ -91,6 +91,10 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
   pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
   pet.add(app.add_option("--max_restarts,--max-restarts", v.max_restarts, "restarts of the whole job after a failure")
               ->type_name("INT"));
+  pet.add(app.add_option("--active_nodes,--active-nodes", v.active_nodes,
+                         "with --nnodes=MIN:MAX: N nodes run workers, the others stand by to replace a lost one "
+                         "(MIN <= N <= MAX)")
+              ->type_name("N"));
   pet.add(add_seconds(app, "--monitor_interval,--monitor-interval", v.monitor_interval,
                       "accepted for torchrun; ddplaunch waits on events (default 0.1)"));
   pet.add(add_seconds(app, "--heartbeat_timeout,--heartbeat-timeout", v.heartbeat_timeout,

@@ -81,7 +81,8 @@ void RunRecorder::append(const std::string& line) {
   warned_ = true;
 }
 
-void RunRecorder::round_joined(int round, int group_rank, int nnodes, int world_size) {
+void RunRecorder::round_joined(int round, int group_rank, int nnodes, int world_size, bool standby) {
+  standby_ = standby;
   if (fd_ < 0) return;
   json e = event("round_joined");
   e.update({{"run_id", o_.run_id},
@@ -89,7 +90,8 @@ void RunRecorder::round_joined(int round, int group_rank, int nnodes, int world_
             {"node_rank", group_rank},
             {"host", o_.host},
             {"nnodes", nnodes},
-            {"world_size", world_size}});
+            {"world_size", world_size},
+            {"standby", standby}});
   append(e.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
@@ -160,7 +162,9 @@ void RunRecorder::job_ended(int exit_code, int group_rank, int restarts, const R
   }
   const json summary{{"version", 1},           {"run_id", o_.run_id},  {"node_rank", group_rank}, {"host", o_.host},
                      {"exit_code", exit_code}, {"restarts", restarts}, {"root_cause", root},      {"ranks", ranks}};
-  const std::string text = summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  json marked = summary;
+  marked["standby"] = standby_;  // the last round's: a standby node has no ranks
+  const std::string text = marked.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   for (const std::string& path : o_.summary_json) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << text;

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <csignal>
 #include <future>
 #include <map>
@@ -394,4 +395,31 @@ TEST_CASE("a malformed failure code cannot choose the exit code") {
   const auto [code0, code1] = run_with_foreign_outcome("ddplaunch-outcome 1 failure 999 1\n\x1b[2Jgotcha");
   CHECK(code0 == 1);
   CHECK(code1 == 1);
+}
+
+TEST_CASE("with --active_nodes a standby starts no workers and ends with the job's success") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  std::array<Record, 3> rec;
+  const auto node = [&](int rank) {
+    auto c = config(2, rank, 1);
+    c.max_nodes = 3;
+    c.active_nodes = 2;
+    c.rdzv_conf["last_call_timeout"] = "1";
+    return c;
+  };
+  const auto quick = [](const WorkerSpec&) { return Script{50ms, 0}; };
+  auto node1 = std::async(std::launch::async, [&] { return run_agent(node(1), fakes(store, quick, rec[1])); });
+  auto node2 = std::async(std::launch::async, [&] { return run_agent(node(2), fakes(store, quick, rec[2])); });
+  CHECK(run_agent(node(0), fakes(store, quick, rec[0])) == 0);
+  CHECK(node1.get() == 0);
+  CHECK(node2.get() == 0);
+  // Node 0 and one other ran workers, in a world of the active nodes only.
+  REQUIRE(rec[0].starts.size() == 1);
+  CHECK(rec[1].starts.size() + rec[2].starts.size() == 1);
+  for (const Record& r : rec) {
+    for (const auto& specs : r.starts) {
+      CHECK(specs.at(0).env.at("WORLD_SIZE") == "2");
+      CHECK(specs.at(0).env.at("GROUP_WORLD_SIZE") == "2");
+    }
+  }
 }
