@@ -132,7 +132,7 @@ void Agent::on_joined(const JoinedRound& joined) {
   hosts_.clear();
   for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
-  if (joined.ranks.is_standby(group_rank_)) return stand_by(joined);
+  if (stands_by(joined)) return;
   RoundWorkerContext context{joined.master_addr, joined.master_port, watch_->timer_file(), watch_->progress_fd()};
   context.python_hook_dir = python_hook_dir_;
   if (!python_hook_dir_.empty()) context.socket_dir = eff_.log_root;

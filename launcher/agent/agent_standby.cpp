@@ -3,12 +3,22 @@
 // workers all finished, so the round's states, outcome, restarts and exit barrier are those of
 // any node, and a failure or a lost active node takes it to the next round like the others,
 // where it may be promoted.
+#include <utility>
+
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
 
 namespace ddp::launcher {
 
-void Agent::stand_by(const JoinedRound& joined) {
+bool Agent::stands_by(const JoinedRound& joined) {
+  const bool was_standby = std::exchange(standby_, joined.ranks.is_standby(group_rank_));
+  if (!standby_) {
+    if (was_standby) {
+      log::info("round {}: this standby node takes an active node's place: group rank {}, world size {}", round_,
+                group_rank_, joined.ranks.world_size());
+    }
+    return false;
+  }
   log::info(
       "round {}: standby (group rank {}): no workers; this node waits to take the place of a lost or failed "
       "active node at a restart (active nodes: {}, world size {})",
@@ -21,6 +31,7 @@ void Agent::stand_by(const JoinedRound& joined) {
   // No worker will exit: the round is "done" here at once (Running → Succeeded), and a standby
   // that sees every active node's record declares the job's success as any node would.
   check_round_end();
+  return true;
 }
 
 }  // namespace ddp::launcher

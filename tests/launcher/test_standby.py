@@ -156,6 +156,7 @@ def test_a_standby_takes_a_killed_nodes_place_with_the_same_world_size(ddplaunch
     for n in survivors:
         assert wait_exit(n) == 0, n.text()
     assert "lost node 1: no heartbeat" in nodes[0].text()
+    assert "round 1: this standby node takes an active node's place: group rank 1, world size 4" in standby.text()
     note(f"standby: kill -9 of an active node -> all 4 ranks running again with the spare: {recovery:.2f} s "
          f"(heartbeat timeout {HEARTBEAT_TIMEOUT} s, last call 1 s)")
     procs.assert_no_survivors()
