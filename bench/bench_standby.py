@@ -31,7 +31,7 @@ from bench_recovery import DDPLAUNCH, PY, QUICK, free_port, kill_leftovers, tail
 
 REPS = 2 if QUICK else 3
 TIMEOUT = 180  # seconds for one job; nothing may hang the benchmark
-ENV = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+ENV = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", PYTHON_EXEC=PY)
 
 # Attempt 1 is recognised by the `killed` file the benchmark writes before the kill (torchrun does
 # not count a restart caused by a node re-joining, so TORCHELASTIC_RESTART_COUNT cannot tell).
@@ -41,8 +41,14 @@ started = time.time()
 d = os.environ["STANDBY_DIR"]
 attempt = 1 if os.path.exists(os.path.join(d, "killed")) else 0
 rank = os.environ["RANK"]
+from datetime import timedelta
 import torch, torch.distributed as dist
-dist.init_process_group("gloo")
+# The launcher's store at MASTER_ADDR:MASTER_PORT, with keys of this attempt's own: ddplaunch's
+# workers meet in one store for every attempt, where the first attempt's gloo addresses stay.
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                      timeout=timedelta(seconds=60))
+dist.init_process_group("gloo", store=dist.PrefixStore(f"bench/attempt_{attempt}", store), rank=int(rank),
+                        world_size=int(os.environ["WORLD_SIZE"]))
 joined = time.time()
 with open(os.path.join(d, f"a{attempt}_{rank}.tmp"), "w") as f:
     f.write(f"{started} {joined} {os.environ['WORLD_SIZE']} {os.getppid()}\n")
@@ -236,7 +242,10 @@ def main():
             f"{os.cpu_count()} cores). ddplaunch --active_nodes=2: the third node stands by (no workers) and takes "
             "the lost node's place, so the world size stays 4. torchrun has no standby: all three nodes run "
             "workers (world size 6) and the restart goes on with the two left (world size 4). "
-            "torchrun: python -m torch.distributed.run --rdzv_backend=c10d, otherwise defaults."]
+            "torchrun: python -m torch.distributed.run --rdzv_backend=c10d, otherwise defaults. The workers "
+            "prefix their store keys with the attempt: ddplaunch's workers meet in node 0's one store in every "
+            "attempt, and gloo's addresses from the first attempt (keys PyTorch never deletes) made a new rank "
+            "dial a dead one (torch 2.15 relies on a new TCPStore per attempt, as torchrun's agent makes)."]
     print("\n".join(out))
 
 
