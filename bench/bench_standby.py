@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from bench_recovery import DDPLAUNCH, PY, QUICK, free_port, kill_leftovers, tail
+from bench_recovery import DDPLAUNCH, PY, QUICK, free_port, interleaved, kill_leftovers, tail
 
 REPS = 2 if QUICK else 3
 TIMEOUT = 180  # seconds for one job; nothing may hang the benchmark
@@ -201,16 +201,7 @@ def fmt(samples):
 
 
 def main():
-    res = {"ddplaunch": [], "torchrun": []}
-    errors = {}
-    for rep in range(REPS):
-        for name in ("ddplaunch", "torchrun"):
-            if name in errors:
-                continue
-            try:
-                res[name].append(one_run(name, rep))
-            except RuntimeError as e:
-                errors[name] = str(e)
+    res, errors = interleaved(one_run, REPS)
     if "ddplaunch" in errors:
         sys.stderr.write(errors["ddplaunch"] + "\n")
         sys.exit(1)
