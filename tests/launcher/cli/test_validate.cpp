@@ -157,7 +157,8 @@ TEST_CASE("each broken rule is a UsageError naming the value", "[validate]") {
   }
 }
 
-TEST_CASE("standby nodes: --active_nodes takes N in MIN..MAX of an elastic range with the built-in store", "[validate]") {
+TEST_CASE("standby nodes: --active_nodes takes N in MIN..MAX of an elastic range with the built-in store",
+          "[validate]") {
   const auto with = [](int min, int max, int active, const std::string& backend = "static") {
     return changed([=](LaunchConfig& c) {
       c.min_nodes = min;
