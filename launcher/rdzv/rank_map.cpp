@@ -77,6 +77,9 @@ std::string RankMap::describe() const {
     // advertises its host name: "(vm, vm)" said it twice).
     out << "  node " << n.node_rank << " (" << n.host;
     if (n.address != n.host) out << ", " << n.address;
+    // Where it reached the store from: a node that came back may have a new address.
+    if (nodes_.size() > 1 && !n.store_address.empty() && n.store_address != n.address)
+      out << ", from " << n.store_address;
     if (n.standby) {
       out << "): standby (no workers)\n";
       continue;

@@ -41,8 +41,9 @@ class RankMap {
   int num_active() const { return num_active_; }
   bool is_standby(int node_rank) const;
   const std::vector<NodeInfo>& nodes() const { return nodes_; }
-  // One line per node: "node 0 (host, addr): ranks 0-3 (4 workers)", or "node 2 (host): standby
-  // (no workers)".
+  // One line per node: "node 0 (host, addr, from 10.0.0.1): ranks 0-3 (4 workers)"; "from": the
+  // address it reached the store from, in a multi-node job. A standby node: "node 2 (host):
+  // standby (no workers)".
   std::string describe() const;
   // The IP addresses the nodes reach the store from, and their advertised addresses where those
   // are IP literals; sorted, without duplicates (what the store's allowlist admits).
