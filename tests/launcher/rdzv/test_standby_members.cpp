@@ -75,9 +75,9 @@ TEST_CASE("standby nodes take no ranks and the map says so", "[standby]") {
   CHECK(hosts_in(m) == std::vector<std::string>{"host0", "host2", "host1 standby"});
   CHECK(m.describe() ==
         "rank map: 3 node(s) (2 active, 1 standby), world size 4\n"
-        "  node 0 (host0): ranks 0-1 (2 workers)\n"
-        "  node 1 (host2): ranks 2-3 (2 workers)\n"
-        "  node 2 (host1): standby (no workers)\n");
+        "  node 0 (host0, from 10.0.0.1): ranks 0-1 (2 workers)\n"
+        "  node 1 (host2, from 10.0.0.3): ranks 2-3 (2 workers)\n"
+        "  node 2 (host1, from 10.0.0.2): standby (no workers)\n");
   CHECK(parse_active(format_active(m)) ==
         std::vector<std::string>{node_identity(node(0, 10)), node_identity(node(2, 12))});
   // Fewer members than active nodes: all of them are active.
