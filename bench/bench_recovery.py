@@ -154,20 +154,29 @@ def fmt(samples):
     return f"{med:.2f} s ({lo:.2f}–{hi:.2f})"
 
 
-def main():
-    rec = {"ddplaunch": [], "torchrun": []}
-    down = {"ddplaunch": [], "torchrun": []}
-    counts = {"ddplaunch": set(), "torchrun": set()}
-    errors = {}
-    for rep in range(REPS):
+def interleaved(run, reps):
+    """run(name, rep) for each rep, ddplaunch and torchrun in turn, so drift in the machine's load hits
+    both alike; a launcher whose run raised RuntimeError is not run again. Returns ({name: [results]},
+    {name: error})."""
+    results, errors = {"ddplaunch": [], "torchrun": []}, {}
+    for rep in range(reps):
         for name in ("ddplaunch", "torchrun"):
             if name in errors:
                 continue
             try:
-                r, t, c = one_run(name, rep)
+                results[name].append(run(name, rep))
             except RuntimeError as e:
                 errors[name] = str(e)
-                continue
+    return results, errors
+
+
+def main():
+    rec = {"ddplaunch": [], "torchrun": []}
+    down = {"ddplaunch": [], "torchrun": []}
+    counts = {"ddplaunch": set(), "torchrun": set()}
+    results, errors = interleaved(one_run, REPS)
+    for name, rows in results.items():
+        for r, t, c in rows:
             rec[name].append(r)
             if t is not None:
                 down[name].append(t)

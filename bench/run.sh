@@ -3,7 +3,8 @@
 #   bench/run.sh [--quick]        (BENCH_BUILD_DIR=dir to build in another tree than build/)
 # Sections: launch overhead and failure teardown (bench_launcher.py), the Python worker hook's
 # start-up cost (bench_python_hook.py), recovery after a failure
-# on two loopback nodes (bench_recovery.py), store throughput and
+# on two loopback nodes (bench_recovery.py), a node lost with a spare at hand against torchrun's
+# elastic restart (bench_standby.py), store throughput and
 # latency (bench_store.py, plot store_throughput.png), CPU allreduce against Gloo
 # (bench_allreduce.py, plot allreduce.png), launcher footprint (bench_footprint.py), log
 # forwarding (bench_logs.py), rendezvous at scale (bench_rendezvous.py, plot
@@ -28,7 +29,7 @@ trap 'rm -f bench/RESULTS.md.tmp' EXIT
   echo "date $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')."
   echo "Medians of repeated runs, min–max in brackets; ratios from the same run."
   echo
-  for section in launcher python_hook recovery store rendezvous etcd allreduce ddp footprint logs gpu; do
+  for section in launcher python_hook recovery standby store rendezvous etcd allreduce ddp footprint logs gpu; do
     .venv/bin/python "bench/bench_$section.py" "$BUILD/bin" "$@"
     echo
   done

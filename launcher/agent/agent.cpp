@@ -138,9 +138,11 @@ void Agent::on_joined(const JoinedRound& joined) {
   restart_count_ += joined.late_rounds;  // the job's restart count, as the members see it
   group_rank_ = joined.group_rank;
   nnodes_ = joined.ranks.num_nodes();
+  active_nodes_ = joined.ranks.num_active();
   hosts_.clear();
   for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
+  if (stands_by(joined)) return;
   RoundWorkerContext context{joined.master_addr, joined.master_port, watch_->timer_file(), watch_->progress_fd()};
   context.python_hook_dir = python_hook_dir_;
   if (!python_hook_dir_.empty()) context.socket_dir = eff_.log_root;
@@ -182,6 +184,7 @@ void Agent::start_monitor() {
   mo.heartbeat_prefix = key("hb/");
   mo.node = group_rank_;
   mo.nnodes = nnodes_;
+  mo.watched = active_nodes_;  // a standby's loss stops no round
   mo.interval = c_.heartbeat_interval;
   mo.timeout = c_.heartbeat_timeout;
   const int round = round_;
@@ -256,7 +259,7 @@ void Agent::check_round_end() {
   status_.succeed();
   try {
     const Outcome success = Outcome::success(group_rank_);
-    if (count_in(*joiner_->job(), key(""), group_rank_, nnodes_) && publish(success) == success.encode())
+    if (count_in(*joiner_->job(), key(""), group_rank_, active_nodes_) && publish(success) == success.encode())
       return finish(kExitOk);
   } catch (const Error& e) {
     on_lost("the store became unreachable: " + std::string(e.what()), true);

@@ -106,6 +106,10 @@ class Agent {
   void on_signal(int signo);
   void start_round();
   void on_joined(const JoinedRound& joined);
+  // Whether this node stands by in the joined round (--active_nodes): then it has set the round
+  // up without workers, to wait for the outcome; else it says so if it stood by before
+  // (agent_standby.cpp).
+  bool stands_by(const JoinedRound& joined);
   void start_monitor();
   void on_worker_exit(const WorkerResult& w);
   // Whether a worker that ended after the round began to stop was stopped by us (our signals, or
@@ -160,6 +164,8 @@ class Agent {
   int restart_count_ = 0;
   int group_rank_ = 0;
   int nnodes_ = 1;
+  bool standby_ = false;                   // this node stood by in the last round it joined
+  int active_nodes_ = 1;                   // nodes of the round that run workers: group ranks 0..active_nodes_-1
   std::vector<std::string> hosts_;         // host name of each node of the round, by group rank
   LogFileTally log_tally_;                 // lines that missed their log files (reported at the end)
   OomWitness oom_;                         // tells an out-of-memory kill from another SIGKILL

@@ -100,6 +100,10 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
                          "a file the training updates with its iteration (an integer), e.g. Megatron's "
                          "latest_checkpointed_iteration.txt: the breaker's measure of progress")
               ->type_name("PATH"));
+  pet.add(app.add_option("--active_nodes,--active-nodes", v.active_nodes,
+                         "with --nnodes=MIN:MAX: N nodes run workers, the others stand by to replace a lost one "
+                         "(MIN <= N <= MAX)")
+              ->type_name("N"));
   pet.add(add_seconds(app, "--monitor_interval,--monitor-interval", v.monitor_interval,
                       "accepted for torchrun; ddplaunch waits on events (default 0.1)"));
   pet.add(add_seconds(app, "--heartbeat_timeout,--heartbeat-timeout", v.heartbeat_timeout,

@@ -30,6 +30,26 @@ void check_program(const LaunchConfig& c) {
   }
 }
 
+// --active_nodes (standby nodes): only for an elastic range with the built-in store.
+void check_active_nodes(const LaunchConfig& c) {
+  if (c.active_nodes == 0) return;
+  if (c.min_nodes == c.max_nodes) {
+    throw UsageError(
+        fmt::format("--active_nodes={} needs an elastic --nnodes=MIN:MAX (not --nnodes={}); give a range "
+                    "whose MAX counts the standby nodes, e.g. --nnodes={}:{}",
+                    c.active_nodes, nnodes_text(c), c.active_nodes, c.active_nodes + 1));
+  }
+  if (c.active_nodes < c.min_nodes || c.active_nodes > c.max_nodes) {
+    throw UsageError(fmt::format("--active_nodes={} is outside --nnodes={}; pick N with {} <= N <= {}", c.active_nodes,
+                                 nnodes_text(c), c.min_nodes, c.max_nodes));
+  }
+  if (c.uses_etcd()) {
+    throw UsageError(
+        "--active_nodes does not work with --rdzv_backend etcd-v3 yet; use the built-in store (static or "
+        "c10d) or drop --active_nodes");
+  }
+}
+
 void check_nodes(const LaunchConfig& c) {
   if (c.min_nodes < 1 || c.max_nodes < c.min_nodes || c.max_nodes > kMaxNodes) {
     throw UsageError(fmt::format("--nnodes={} is not a valid range; use N or MIN:MAX with 1 <= MIN <= MAX <= {}",
@@ -50,6 +70,7 @@ void check_nodes(const LaunchConfig& c) {
                     "--nnodes/--node_rank or --standalone",
                     nnodes_text(c), c.node_rank));
   }
+  check_active_nodes(c);
   if (c.node_rank < 0 || c.node_rank >= c.max_nodes) {
     throw UsageError(
         fmt::format("--node_rank={} is outside 0..{} for --nnodes={}; give each node a distinct rank "

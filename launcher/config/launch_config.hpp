@@ -39,6 +39,9 @@ inline constexpr const char* kDefaultSignalsToHandle = "SIGTERM,SIGINT,SIGHUP,SI
 struct LaunchConfig {
   int min_nodes = 1;
   int max_nodes = 1;
+  // --active_nodes: members of an elastic round beyond this many stand by (no workers) and take a
+  // lost node's place in the next round (rdzv/standby_members.hpp); 0 = every member is active.
+  int active_nodes = 0;
   int nproc_per_node = 1;
   int node_rank = 0;
   // --rdzv_backend c10d without a node rank (Kubeflow's elastic PyTorchJob): nodes rank in order

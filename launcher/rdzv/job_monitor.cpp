@@ -139,7 +139,7 @@ class StoreHeartbeats : public NodeLiveness {
     auto due = Clock::now();
     do {
       const Clock::duration woke_late = Clock::now() - due;
-      for (int n = 0; n < o_.nnodes; ++n) {
+      for (int n = 0; n < (o_.watched > 0 ? o_.watched : o_.nnodes); ++n) {
         if (n == o_.node) continue;
         const auto sent = Clock::now();
         const bool answered = reads.check({o_.heartbeat_prefix + std::to_string(n)});

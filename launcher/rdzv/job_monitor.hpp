@@ -55,6 +55,9 @@ struct JobMonitorOptions {
   std::string heartbeat_prefix;  // e.g. "r0/hb/"
   int node = 0;                  // this node's group rank
   int nnodes = 1;                // heartbeats run only when > 1
+  // Only nodes 0..watched-1 are checked (the active ones; a standby's loss stops nothing);
+  // 0: all nnodes. Every node beats.
+  int watched = 0;
   std::chrono::milliseconds interval{1000};
   std::chrono::milliseconds timeout{10000};
   // Empty: heartbeat values in the job's store, on a connection of their own.

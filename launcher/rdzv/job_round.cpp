@@ -65,6 +65,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   e.min_nodes = c.min_nodes;
   e.is_host = c.node_rank == 0 || c.uses_etcd();
   e.by_arrival = c.uses_etcd();
+  e.active_nodes = c.active_nodes;
   e.last_call = last_call_timeout(c);
   for (int late = 0;; ++late) {
     try {
@@ -85,7 +86,7 @@ std::chrono::milliseconds last_call_timeout(const LaunchConfig& c) {
 }
 
 bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes) {
-  if (nnodes == 1) return true;
+  if (nnodes == 1 && node == 0) return true;  // a standby (node >= nnodes) never declares it alone
   job.set(round_prefix + "done/" + std::to_string(node), "1");
   for (int n = 0; n < nnodes; ++n) {
     const std::string key = round_prefix + "done/" + std::to_string(n);

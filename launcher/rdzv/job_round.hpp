@@ -39,7 +39,9 @@ std::chrono::milliseconds last_call_timeout(const LaunchConfig& config);
 // whether every node of the round has such a record, so the caller publishes the success. The
 // store orders the writes, so of nodes that finish together the last one sees every record. A
 // record is a value, read back through the job's view, so with a job secret a stranger cannot
-// forge one (a counter could be bumped by anyone). Throws what the store throws.
+// forge one (a counter could be bumped by anyone). `nnodes` counts the nodes that run workers
+// (group ranks 0..nnodes-1); a standby node (`node` >= nnodes) may record itself and declare the
+// success when it sees every active node's record. Throws what the store throws.
 bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes);
 
 // Closes round `next_round` of an elastic job that ended for good, with `why` as the error that a

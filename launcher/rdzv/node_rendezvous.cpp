@@ -5,10 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "common/log.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/rdzv/round_keys.hpp"
 #include "launcher/rdzv/static_rejoin.hpp"
 #include "launcher/rdzv/self_exclusion.hpp"
+#include "launcher/rdzv/standby_members.hpp"
 
 namespace ddp::launcher {
 
@@ -81,6 +83,45 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
   }
 }
 
+// The members of a closed round, in arrival order (arrival index i at [i-1]).
+std::vector<NodeInfo> read_members(Store& job, const RendezvousOptions& o, int members) {
+  std::vector<NodeInfo> arrived;
+  for (int i = 1; i <= members; ++i) {
+    arrived.push_back(NodeInfo::parse(job.get(round_prefix(o.round) + "member/" + std::to_string(i), o.timeout)));
+  }
+  return arrived;
+}
+
+// The host, closing a round with --active_nodes: orders its `members` (standby_members.hpp) and
+// records the order and the active nodes before the round is seen closed.
+void write_standby_order(Store& job, const RendezvousOptions& o, int members) {
+  const std::vector<NodeInfo> arrived = read_members(job, o, members);
+  std::vector<std::string> previous;
+  const std::string previous_key = round_prefix(o.round - 1) + "active";
+  if (o.round > 0 && job.check({previous_key})) previous = parse_active(job.get(previous_key, o.timeout));
+  job.set(round_prefix(o.round) + "order", format_order(order_members(arrived, previous)));
+}
+
+// A member's view of a closed round with --active_nodes: the host's order, active and standby.
+ElasticRound read_standby_round(Store& job, const RendezvousOptions& o, int members, std::size_t mine,
+                                int active_nodes) {
+  const std::vector<NodeInfo> arrived = read_members(job, o, members);
+  const std::string round = round_prefix(o.round);
+  const std::vector<std::size_t> order =
+      parse_order(job.get(round + "order", o.timeout), static_cast<std::size_t>(members));
+  RankMap ranks = standby_rank_map(arrived, order, active_nodes);
+  if (members < active_nodes) {
+    log::warning(
+        "round {}: only {} of --active_nodes={} nodes joined and no spare is left: all {} run workers, world size "
+        "{} (smaller than asked) until a restart finds {} nodes again",
+        o.round, members, active_nodes, members, ranks.world_size(), active_nodes);
+  }
+  // Any member may write it: every one computes the same value from the same keys.
+  job.set(round + "active", format_active(ranks));
+  const int group_rank = static_cast<int>(std::find(order.begin(), order.end(), mine) - order.begin());
+  return ElasticRound{std::move(ranks), group_rank};
+}
+
 }  // namespace
 
 RankMap join_round(Store& root, Store& job, const NodeInfo& self, const RendezvousOptions& o) {
@@ -139,6 +180,14 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
   const std::string round = round_prefix(o.round);
   const std::string closed_key = round + "closed";
   check_job(root, job, self, o, closed_key, std::to_string(e.min_nodes) + ":" + std::to_string(o.nnodes));
+  const std::string active = std::to_string(e.active_nodes);
+  if (const std::string agreed = job.compare_set("config/active_nodes", "", active); agreed != active) {
+    const auto text = [](const std::string& n) { return n == "0" ? std::string("none") : n; };
+    fail_round(job, closed_key,
+               "node " + std::to_string(self.node_rank) + " (" + self.host + ") has --active_nodes=" + text(active) +
+                   " but the other nodes have --active_nodes=" + text(agreed) +
+                   "; start every node with the same --active_nodes");
+  }
 
   const std::int64_t index = job.add(round + "joined", 1);
   job.set(round + "member/" + std::to_string(index), self.serialize());
@@ -165,6 +214,7 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
       // MAX not reached: close with whoever is there.
     }
     const std::int64_t n = std::min<std::int64_t>(job.add(round + "joined", 0), o.nnodes);
+    if (e.active_nodes > 0) write_standby_order(job, o, static_cast<int>(n));
     job.compare_set(closed_key, "", std::to_string(n));
   } else {
     wait_reporting(job, closed_key, o.timeout, o, joined_line, too_few);
@@ -176,6 +226,8 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
     throw LateArrival("round " + std::to_string(o.round) + " closed with " + std::to_string(members) +
                       " nodes before this node arrived; it joins at the next restart");
   }
+  if (e.active_nodes > 0)
+    return read_standby_round(job, o, members, static_cast<std::size_t>(index - 1), e.active_nodes);
   // The host is group rank 0; the others follow in arrival order.
   std::vector<std::pair<NodeInfo, std::int64_t>> nodes;
   for (int i = 1; i <= members; ++i) {

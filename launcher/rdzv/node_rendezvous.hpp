@@ -64,6 +64,7 @@ struct ElasticOptions {
   bool is_host = false;  // this node closes rounds: the store's host (--node_rank 0); with etcd, every node
   std::chrono::milliseconds last_call{std::chrono::seconds(3)};
   bool by_arrival = false;  // group ranks in arrival order only; --node_rank plays no part (etcd)
+  int active_nodes = 0;     // --active_nodes: members beyond it stand by (standby_members.hpp); 0: none do
 };
 
 struct ElasticRound {
@@ -79,6 +80,10 @@ struct ElasticRound {
 //   3. Nodes with i <= N are members: the host is group rank 0, the others follow in arrival
 //      order (by_arrival: all in arrival order); ranks are prefix sums as in rank_map.hpp. A node
 //      with i > N throws LateArrival.
+//   With active_nodes (not by_arrival), the host, before step 2's "closed", orders the members by
+//   the rule in standby_members.hpp and writes "order" (the members' group-rank order) and
+//   "active" (the active nodes' identities, read when it closes the next round); every member
+//   builds the rank map from "order", the first active_nodes of it active, the rest standby.
 // Blocks until the round closes or options.base.timeout passes (TimeoutError); cancellation and
 // configuration conflicts as in join_round.
 ElasticRound join_elastic_round(rendezvous::Store& root, rendezvous::Store& job, const NodeInfo& self,

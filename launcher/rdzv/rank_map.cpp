@@ -44,8 +44,10 @@ NodeInfo NodeInfo::parse(const std::string& text) {
 RankMap::RankMap(std::vector<NodeInfo> nodes) : nodes_(std::move(nodes)) {
   std::sort(nodes_.begin(), nodes_.end(), [](const auto& a, const auto& b) { return a.node_rank < b.node_rank; });
   for (const auto& n : nodes_) {
-    base_.push_back(world_size_);
+    base_.push_back(n.standby ? -1 : world_size_);
+    if (n.standby) continue;
     world_size_ += n.nproc;
+    ++num_active_;
   }
 }
 
@@ -56,9 +58,19 @@ int RankMap::base_rank(int node_rank) const {
   return -1;
 }
 
+bool RankMap::is_standby(int node_rank) const {
+  for (const auto& n : nodes_) {
+    if (n.node_rank == node_rank) return n.standby;
+  }
+  return false;
+}
+
 std::string RankMap::describe() const {
   std::ostringstream out;
-  out << "rank map: " << nodes_.size() << " node(s), world size " << world_size_ << "\n";
+  out << "rank map: " << nodes_.size() << " node(s)";
+  if (num_active_ < static_cast<int>(nodes_.size()))
+    out << " (" << num_active_ << " active, " << nodes_.size() - num_active_ << " standby)";
+  out << ", world size " << world_size_ << "\n";
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const auto& n = nodes_[i];
     // The address only when it says more than the host name (a node without --local_addr
@@ -68,6 +80,10 @@ std::string RankMap::describe() const {
     // Where it reached the store from: a node that came back may have a new address.
     if (nodes_.size() > 1 && !n.store_address.empty() && n.store_address != n.address)
       out << ", from " << n.store_address;
+    if (n.standby) {
+      out << "): standby (no workers)\n";
+      continue;
+    }
     out << "): ranks " << base_[i];
     if (n.nproc > 1) out << "-" << base_[i] + n.nproc - 1;
     out << " (" << n.nproc << " worker" << (n.nproc == 1 ? "" : "s") << ")\n";

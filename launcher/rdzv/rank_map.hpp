@@ -4,6 +4,8 @@
 //   3. A node's base rank is the sum of nproc of all lower node ranks (a prefix sum), so rank 0 is
 //      always local rank 0 of node 0, and nodes may run different nproc.
 //   4. RANK = base + local_rank; WORLD_SIZE = the sum of all nproc.
+// A standby node (--active_nodes, standby_members.hpp) has a group rank but no workers: it adds
+// nothing to the world size and comes after every active node, so the bases are unchanged by it.
 #pragma once
 
 #include <string>
@@ -18,6 +20,7 @@ struct NodeInfo {
   std::string host;     // host name, for messages
   int pid = 0;
   std::string store_address;  // the IP this node's launcher reaches the store from ("" in-process)
+  bool standby = false;       // in this round: no workers (not serialized; the round decides it)
 
   std::string serialize() const;
   // Throws UsageError on a malformed record (another program using the same store keys).
@@ -29,12 +32,18 @@ class RankMap {
   // `nodes` in any order; node ranks must be 0..n-1 exactly once (asserted by the caller).
   explicit RankMap(std::vector<NodeInfo> nodes);
 
+  // -1 for a standby node or one not in the map.
   int base_rank(int node_rank) const;
   int world_size() const { return world_size_; }
+  // Every member, standby ones included (heartbeats, the exit barrier).
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  // The nodes that run workers (GROUP_WORLD_SIZE): group ranks 0..num_active()-1.
+  int num_active() const { return num_active_; }
+  bool is_standby(int node_rank) const;
   const std::vector<NodeInfo>& nodes() const { return nodes_; }
   // One line per node: "node 0 (host, addr, from 10.0.0.1): ranks 0-3 (4 workers)"; "from": the
-  // address it reached the store from, in a multi-node job.
+  // address it reached the store from, in a multi-node job. A standby node: "node 2 (host):
+  // standby (no workers)".
   std::string describe() const;
   // The IP addresses the nodes reach the store from, and their advertised addresses where those
   // are IP literals; sorted, without duplicates (what the store's allowlist admits).
@@ -44,6 +53,7 @@ class RankMap {
   std::vector<NodeInfo> nodes_;
   std::vector<int> base_;
   int world_size_ = 0;
+  int num_active_ = 0;
 };
 
 }  // namespace ddp::launcher

@@ -90,7 +90,8 @@ void RunRecorder::append(const std::string& line) {
   warned_ = true;
 }
 
-void RunRecorder::round_joined(int round, int group_rank, int nnodes, int world_size) {
+void RunRecorder::round_joined(int round, int group_rank, int nnodes, int world_size, bool standby) {
+  standby_ = standby;
   if (fd_ < 0) return;
   json e = event("round_joined");
   e.update({{"run_id", o_.run_id},
@@ -98,7 +99,8 @@ void RunRecorder::round_joined(int round, int group_rank, int nnodes, int world_
             {"node_rank", group_rank},
             {"host", o_.host},
             {"nnodes", nnodes},
-            {"world_size", world_size}});
+            {"world_size", world_size},
+            {"standby", standby}});
   append(e.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
@@ -179,7 +181,8 @@ void RunRecorder::job_ended(int exit_code, int group_rank, int restarts, const R
   for (const FailedRound& r : failed_rounds_) rounds.push_back(failed_round_json(r));
   const json summary{{"version", 1},       {"run_id", o_.run_id},    {"node_rank", group_rank},
                      {"host", o_.host},    {"exit_code", exit_code}, {"restarts", restarts},
-                     {"root_cause", root}, {"ranks", ranks},         {"rounds", rounds}};
+                     {"root_cause", root}, {"ranks", ranks},         {"rounds", rounds},
+                     {"standby", standby_}};  // the last round's: a standby node has no ranks
   const std::string text = summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   for (const std::string& path : o_.summary_json) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

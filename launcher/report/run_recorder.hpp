@@ -39,7 +39,9 @@ class RunRecorder {
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;
 
-  void round_joined(int round, int group_rank, int nnodes, int world_size);
+  // `standby`: this node joined as a standby (--active_nodes): no workers in this round; the
+  // summary's "standby" is the last round's.
+  void round_joined(int round, int group_rank, int nnodes, int world_size, bool standby = false);
   void workers_started(int round, const std::vector<WorkerSpec>& specs, const std::vector<int>& pids);
   void worker_exited(int round, const RankOutcome& outcome);
   // The round stops: `cause` says why (its code, the node that reported it, its first line).
@@ -61,6 +63,7 @@ class RunRecorder {
 
   RunRecorderOptions o_;
   std::vector<FailedRound> failed_rounds_;
+  bool standby_ = false;  // in the last round joined
   int fd_ = -1;
   bool warned_ = false;
 };

@@ -175,7 +175,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     we.world_size = in.ranks.world_size();
     we.local_world_size = c.nproc_per_node;
     we.group_rank = in.node_rank;
-    we.group_world_size = in.ranks.num_nodes();
+    we.group_world_size = in.ranks.num_active();  // standby nodes run no workers
     we.role_name = c.role;
     // Without brackets, as torchrun passes it: PyTorch's TCPStore resolves "::1", not "[::1]".
     we.master_addr = rendezvous::unbracket_host(in.master_addr);

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <csignal>
 #include <future>
 #include <map>
@@ -451,4 +452,31 @@ TEST_CASE("a node that fails its health gate at the restart ends a static job wi
   CHECK(node1.get() == ddp::kExitUnhealthy);
   CHECK(gated == std::vector<int>{0, 1});
   CHECK(rec0.starts.size() == 1);  // no second round
+}
+
+TEST_CASE("with --active_nodes a standby starts no workers and ends with the job's success") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  std::array<Record, 3> rec;
+  const auto node = [&](int rank) {
+    auto c = config(2, rank, 1);
+    c.max_nodes = 3;
+    c.active_nodes = 2;
+    c.rdzv_conf["last_call_timeout"] = "1";
+    return c;
+  };
+  const auto quick = [](const WorkerSpec&) { return Script{50ms, 0}; };
+  auto node1 = std::async(std::launch::async, [&] { return run_agent(node(1), fakes(store, quick, rec[1])); });
+  auto node2 = std::async(std::launch::async, [&] { return run_agent(node(2), fakes(store, quick, rec[2])); });
+  CHECK(run_agent(node(0), fakes(store, quick, rec[0])) == 0);
+  CHECK(node1.get() == 0);
+  CHECK(node2.get() == 0);
+  // Node 0 and one other ran workers, in a world of the active nodes only.
+  REQUIRE(rec[0].starts.size() == 1);
+  CHECK(rec[1].starts.size() + rec[2].starts.size() == 1);
+  for (const Record& r : rec) {
+    for (const auto& specs : r.starts) {
+      CHECK(specs.at(0).env.at("WORLD_SIZE") == "2");
+      CHECK(specs.at(0).env.at("GROUP_WORLD_SIZE") == "2");
+    }
+  }
 }

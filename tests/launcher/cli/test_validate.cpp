@@ -157,4 +157,30 @@ TEST_CASE("each broken rule is a UsageError naming the value", "[validate]") {
   }
 }
 
+TEST_CASE("standby nodes: --active_nodes takes N in MIN..MAX of an elastic range with the built-in store",
+          "[validate]") {
+  const auto with = [](int min, int max, int active, const std::string& backend = "static") {
+    return changed([=](LaunchConfig& c) {
+      c.min_nodes = min;
+      c.max_nodes = max;
+      c.active_nodes = active;
+      c.rdzv_backend = backend;
+      if (backend == "etcd-v3") c.rdzv_endpoint = "etcd:2379";
+    });
+  };
+  CHECK(usage_error(with(2, 3, 2)) == "<no exception>");
+  CHECK(usage_error(with(2, 3, 3)) == "<no exception>");
+  CHECK(usage_error(with(2, 2, 0)) == "<no exception>");
+  const std::vector<std::pair<LaunchConfig, std::vector<std::string>>> bad{
+      {with(2, 2, 2), {"--active_nodes=2 needs an elastic", "--nnodes=2", "--nnodes=2:3"}},
+      {with(2, 4, 1), {"--active_nodes=1 is outside --nnodes=2:4", "2 <= N <= 4"}},
+      {with(2, 4, 5), {"--active_nodes=5 is outside --nnodes=2:4"}},
+      {with(2, 3, 2, "etcd-v3"), {"--active_nodes", "etcd-v3", "drop --active_nodes"}},
+  };
+  for (const auto& [config, needles] : bad) {
+    const std::string message = usage_error(config);
+    for (const std::string& needle : needles) CHECK_THAT(message, Catch::Contains(needle));
+  }
+}
+
 }  // namespace
