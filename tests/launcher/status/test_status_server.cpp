@@ -81,7 +81,7 @@ StatusServerOptions options_in(const TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("GET /status answers the JSON on the socket and on TCP; other targets are 404, other methods 405") {
+TEST_CASE("GET /status answers the JSON on the socket and on TCP, other targets are 404, other methods 405") {
   TempDir dir;
   StatusServer server(options_in(dir), [] { return std::string("{\"ok\":true}\n"); });
   REQUIRE(server.tcp_port() > 0);
@@ -145,7 +145,7 @@ TEST_CASE("a slow client neither blocks the others nor outlives its deadline") {
   CHECK(std::chrono::steady_clock::now() - start < 3s);
 }
 
-TEST_CASE("connections beyond the limit are closed at once; the server serves again when they go") {
+TEST_CASE("connections beyond the limit are closed at once, the server serves again when they go") {
   TempDir dir;
   StatusServerOptions o = options_in(dir);
   o.max_connections = 2;
@@ -173,7 +173,7 @@ TEST_CASE("connections beyond the limit are closed at once; the server serves ag
   CHECK(answer.rfind("HTTP/1.1 200", 0) == 0);
 }
 
-TEST_CASE("a path longer than sun_path works; nothing listens once the server is gone") {
+TEST_CASE("a path longer than sun_path works, nothing listens once the server is gone") {
   TempDir dir;
   const fs::path deep = dir.path / std::string(60, 'd') / std::string(60, 'e');
   fs::create_directories(deep);
