@@ -85,7 +85,7 @@ bool Agent::prepare() {
       }
     }
     watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) { on_hang(r); });
-    status_board_.identify(status_identity(c_, eff_.host), &watch_->progress_table());
+    status_board_.identify(status_identity(c_, eff_.host), {&watch_->progress_table(), watch_->flight_recorders()});
     if (deps_.preflight)
       status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(c_.node_rank));
   } catch (const UsageError& e) {

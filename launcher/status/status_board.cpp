@@ -12,10 +12,10 @@ StatusBoard::StatusBoard() {
   s_.started_ns = realtime_ns();
 }
 
-void StatusBoard::identify(StatusIdentity id, const ProgressTable* table) {
+void StatusBoard::identify(StatusIdentity id, ProgressSources sources) {
   std::lock_guard lock(mutex_);
   s_.id = std::move(id);
-  progress_ = table;
+  sources_ = sources;
 }
 
 void StatusBoard::joining(int round, int restarts) {
@@ -87,16 +87,18 @@ void StatusBoard::hang(bool collective, const std::string& text) {
 
 StatusSnapshot StatusBoard::snapshot() const {
   StatusSnapshot copy;
-  const ProgressTable* table = nullptr;
+  ProgressSources sources;
   {
     std::lock_guard lock(mutex_);
     copy = s_;
-    table = progress_;
+    sources = sources_;
   }
-  // Outside the lock: the slots are seqlocks, safe to read from any thread.
-  if (table != nullptr) {
+  // Outside the lock: the slots are seqlocks, safe to read from any thread; the polls have their
+  // own mutex.
+  if (const ProgressTable* table = sources.collectives) {
     for (int slot = 0; slot < table->slots(); ++slot) copy.progress.push_back(table->read(slot));
   }
+  if (sources.flight_recorders != nullptr) copy.flight_recorders = sources.flight_recorders->progress();
   copy.now_ns = realtime_ns();
   return copy;
 }

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "common/collective_progress.hpp"
 #include "launcher/rdzv/job_round.hpp"
+#include "launcher/watch/flight_recorder_watch.hpp"
 #include "launcher/workers/process_context.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
@@ -53,6 +55,13 @@ struct NodeStatus {
   int nproc = 0;  // 0: a standby node (no workers this round)
 };
 
+// Where the ranks' progress is read at each snapshot, without the agent: both must outlive every
+// later snapshot(); nullptr: none.
+struct ProgressSources {
+  const ProgressTable* collectives = nullptr;             // the runtime's slots (worker_watch.hpp)
+  const FlightRecorderWatch* flight_recorders = nullptr;  // Python workers' polls
+};
+
 // Everything the board holds, copied out in one go.
 struct StatusSnapshot {
   StatusIdentity id;
@@ -68,19 +77,19 @@ struct StatusSnapshot {
   std::string hang = "none";  // none, suspected, collective
   std::string hang_summary;   // its first line
   std::int64_t hang_ns = 0;
-  int stop_code = 0;                         // while stopping: the root cause's exit code
-  int stop_origin = -1;                      // and the group rank it came from (-1: none or unknown)
-  std::vector<CollectiveProgress> progress;  // by slot, read at snapshot time (empty: no table)
-  std::int64_t now_ns = 0;                   // when the snapshot was taken
+  int stop_code = 0;                           // while stopping: the root cause's exit code
+  int stop_origin = -1;                        // and the group rank it came from (-1: none or unknown)
+  std::vector<CollectiveProgress> progress;    // by slot, read at snapshot time (empty: no table)
+  std::map<int, FrProgress> flight_recorders;  // by rank, as the last polls saw them
+  std::int64_t now_ns = 0;                     // when the snapshot was taken
 };
 
 class StatusBoard {
  public:
   StatusBoard();
 
-  // Who this launcher is (known once the node is set up), and its collective-progress table
-  // (worker_watch.hpp; nullptr: none), which must outlive every later snapshot().
-  void identify(StatusIdentity id, const ProgressTable* table);
+  // Who this launcher is (known once the node is set up), and where progress is read.
+  void identify(StatusIdentity id, ProgressSources sources);
   // Round `round` is being joined (the first, a restart, or a new elastic round); `restarts`: the
   // job's restart count so far.
   void joining(int round, int restarts);
@@ -100,7 +109,7 @@ class StatusBoard {
  private:
   mutable std::mutex mutex_;
   StatusSnapshot s_;
-  const ProgressTable* progress_ = nullptr;
+  ProgressSources sources_;
 };
 
 }  // namespace ddp::launcher

@@ -8,7 +8,8 @@
 namespace ddp::launcher {
 namespace {
 
-using nlohmann::json;
+// Insertion order kept: the document reads top-down (who, where, the round, the ranks).
+using json = nlohmann::ordered_json;
 
 double seconds(std::int64_t ns) {
   return static_cast<double>(ns) / 1e9;
@@ -30,12 +31,25 @@ std::string node_state(const StatusSnapshot& s) {
   return s.state;
 }
 
+// A Python rank's Flight Recorder counts as the last poll saw them; null before any answer.
+json flight_recorder_progress(const StatusSnapshot& s, const RankStatus& r) {
+  const auto it = s.flight_recorders.find(r.rank);
+  if (it == s.flight_recorders.end()) return nullptr;
+  const FrProgress& p = it->second;
+  return {{"source", "flight_recorder"},
+          {"collectives_completed", p.completed},
+          {"in_collective", p.waiting_in.empty() ? json(nullptr) : json(p.waiting_in)},
+          {"time", seconds(p.changed_ns)},
+          {"age_s", seconds(s.now_ns - p.changed_ns)}};
+}
+
 // The rank's last progress the launcher sees: its collective-progress slot, when a worker of
-// this round attached to it (the ddplaunch runtime); null otherwise.
+// this round attached to it (the ddplaunch runtime), else its Flight Recorder (a Python worker
+// with a worker server); null otherwise.
 json last_progress(const StatusSnapshot& s, const RankStatus& r) {
-  if (r.slot < 0 || r.slot >= static_cast<int>(s.progress.size())) return nullptr;
+  if (r.slot < 0 || r.slot >= static_cast<int>(s.progress.size())) return flight_recorder_progress(s, r);
   const CollectiveProgress& p = s.progress[static_cast<std::size_t>(r.slot)];
-  if (!p.attached() || p.pid != r.pid) return nullptr;
+  if (!p.attached() || p.pid != r.pid) return flight_recorder_progress(s, r);
   const std::int64_t at = p.inside() ? p.entered_ns : p.completed_ns;
   json out = {{"source", "collectives"},
               {"collectives_completed", p.completed},
@@ -63,7 +77,8 @@ std::string status_json(const StatusSnapshot& s) {
   for (const NodeStatus& n : s.nodes) {
     nodes.push_back({{"group_rank", n.group_rank},
                      {"host", n.host},
-                     {"ranks", n.nproc > 0 ? json::array({n.first_rank, n.first_rank + n.nproc - 1}) : json::array()},
+                     {"first_rank", n.first_rank},
+                     {"nproc", n.nproc},
                      {"role", n.nproc > 0 ? "active" : "standby"}});
   }
   json ranks = json::array();

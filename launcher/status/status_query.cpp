@@ -79,12 +79,12 @@ int print_status(const LaunchConfig& c) {
     log::error("{}; is the launcher still running?", reply.error);
     return kExitFailure;
   }
-  const nlohmann::json doc = nlohmann::json::parse(reply.body, nullptr, false);
+  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(reply.body, nullptr, false);
   if (doc.is_discarded()) {
     log::error("{} answered with something that is not JSON: {}", *socket, reply.body.substr(0, 200));
     return kExitFailure;
   }
-  std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  std::cout << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << std::endl;
   return kExitOk;
 }
 

@@ -64,6 +64,9 @@ class WorkerWatch {
   // The table itself: its slots may be read from any thread (collective_progress.hpp) while this
   // object lives (the live status endpoint reads them, status/status_board.hpp).
   const ProgressTable& progress_table() const { return progress_; }
+  // The Python workers' Flight Recorder polls (thread-safe, flight_recorder_watch.hpp); nullptr
+  // without worker servers. Lives as long as this object.
+  const FlightRecorderWatch* flight_recorders() const { return flight_.get(); }
   // A round's workers started (by pid).
   void started(int round, int group_rank, int nnodes, std::map<int, WatchedWorker> workers);
   // A worker exited: why ddplaunch killed it ("killed by ddplaunch: file timer 's' expired"),

@@ -6,6 +6,7 @@
     the job secret appears in neither;
   * a slow client and a garbage one hold neither the job nor other clients;
   * a worker that exited shows its code while the round stops;
+  * Python ranks show their Flight Recorder's progress;
   * two nodes in network namespaces (10.244.0.0/24): each node's status says its group rank,
     role, round and the two nodes; node 1's port answers from node 0's host;
   * once the launcher exits nothing listens: the socket file is gone, the port refuses;
@@ -22,6 +23,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -156,6 +158,26 @@ def test_a_worker_that_exited_shows_its_code(lx, xdg):
     assert s["node"]["state"] == "stopping" and s["stopping"] == {"code": 3, "origin_node": 0}
     lx.procs.kill(p)
     lx.kill_workers()
+
+
+def test_python_ranks_show_flight_recorder_progress(lx, xdg):
+    # Two gloo ranks doing all_reduces: their last progress comes from PyTorch's Flight Recorder,
+    # as the launcher's watch polls it (every 2 s).
+    prog = lx.script("allreduce.py", "import os, time, torch, torch.distributed as dist\n"
+                     "open(os.path.join(os.environ['PIDDIR'], 'pid.' + os.environ['RANK']), 'w').write(str(os.getpid()))\n"
+                     "dist.init_process_group('gloo')\n"
+                     "while True:\n    dist.all_reduce(torch.ones(4))\n    time.sleep(0.05)\n", mode=0o644)
+    env = {"XDG_RUNTIME_DIR": str(xdg), "PYTHON_EXEC": sys.executable, "OMP_NUM_THREADS": "1"}
+    p = lx.start(["--nproc_per_node", "2", prog], env=env)
+    s = wait_status(lx, xdg, lambda s: len(s["ranks"]) == 2 and all(r["last_progress"] for r in s["ranks"]),
+                    timeout=30)
+    for r in s["ranks"]:
+        lp = r["last_progress"]
+        assert lp["source"] == "flight_recorder" and lp["collectives_completed"] > 0, lp
+        assert 0 <= lp["age_s"] < 10
+    print(json.dumps(s["ranks"]))
+    lx.procs.stop(p, grace=10)
+    lx.assert_no_survivors()
 
 
 def test_no_job_and_wrong_arguments(lx, xdg):

@@ -48,7 +48,7 @@ TEST_CASE("a fresh board says who it is and that it is starting") {
   c.run_id = "job7";
   c.node_rank = 1;
   c.max_restarts = 3;
-  board.identify(status_identity(c, "beta"), nullptr);
+  board.identify(status_identity(c, "beta"), {});
   const json j = doc(board);
   CHECK(j["job_id"] == "job7");
   CHECK(j["node"]["host"] == "beta");
@@ -76,7 +76,8 @@ TEST_CASE("a round: joined, started, one rank exits, the round stops, the rest a
   CHECK(j["node"]["role"] == "active");
   CHECK(j["node"]["state"] == "running");
   REQUIRE(j["nodes"].size() == 2);
-  CHECK(j["nodes"][1] == json({{"group_rank", 1}, {"host", "beta"}, {"ranks", {2, 3}}, {"role", "active"}}));
+  CHECK(j["nodes"][1] ==
+        json({{"group_rank", 1}, {"host", "beta"}, {"first_rank", 2}, {"nproc", 2}, {"role", "active"}}));
   REQUIRE(j["ranks"].size() == 2);
   CHECK(j["ranks"][0]["rank"] == 2);
   CHECK(j["ranks"][0]["pid"] == 101);
@@ -136,7 +137,7 @@ TEST_CASE("a node with no workers in the round is a standby") {
   const json j = doc(board);
   CHECK(j["node"]["role"] == "standby");
   CHECK(j["nodes"][1]["role"] == "standby");
-  CHECK(j["nodes"][1]["ranks"].empty());
+  CHECK(j["nodes"][1]["nproc"] == 0);
 }
 
 TEST_CASE("a hang is kept with its first line until the next round") {
@@ -153,7 +154,7 @@ TEST_CASE("a hang is kept with its first line until the next round") {
 TEST_CASE("collective progress comes from the table, for this round's worker in the slot") {
   ddp::ProgressTable table = ddp::ProgressTable::create(2);
   StatusBoard board;
-  board.identify(StatusIdentity{}, &table);
+  board.identify(StatusIdentity{}, {&table, nullptr});
   board.joined(two_nodes(0), 0);
   board.started(specs(0), {static_cast<int>(::getpid()), 4242});
   ::setenv(ddp::kProgressVariable, ddp::progress_variable_value(table.fd(), 0).c_str(), 1);
@@ -177,7 +178,7 @@ TEST_CASE("the job secret is never in the status") {
   c.rdzv_secret = "s3cr3t-token-value";
   c.etcd_password = "etcd-password-value";
   StatusBoard board;
-  board.identify(status_identity(c, "h"), nullptr);
+  board.identify(status_identity(c, "h"), {});
   board.joined(two_nodes(0), 0);
   const std::string text = status_json(board.snapshot());
   CHECK(text.find("s3cr3t") == std::string::npos);
