@@ -12,7 +12,8 @@
   * once the launcher exits nothing listens: the socket file is gone, the port refuses;
   * no job: one line and exit 1; a wrong argument: exit 2.
 
-Each test has its own registry (XDG_RUNTIME_DIR in its temporary directory).
+Each test has its own registry (XDG_RUNTIME_DIR in its temporary directory); `lx` comes from
+tests/launcher/conftest.py.
 
     pytest test_status.py --ddplaunch=/path/to/ddplaunch
 """
@@ -28,7 +29,6 @@ import time
 
 import pytest
 
-from launches import Launches
 from pyfixtures import NetnsHosts, netns_available
 
 pytestmark = pytest.mark.timeout(60)
@@ -36,13 +36,6 @@ pytestmark = pytest.mark.timeout(60)
 SECRET = "0123456789abcdef0123456789abcdef-status"
 SLEEPER = '#!/bin/bash\necho $$ > "$PIDDIR/pid.$RANK"\nexec sleep 60\n'
 PORT_LINE = re.compile(r"ddplaunch: status: http://(\S+):(\d+)/status")
-
-
-@pytest.fixture
-def lx(ddplaunch, procs, tmp_path):
-    launches = Launches(ddplaunch, procs, tmp_path)
-    yield launches
-    launches.kill_workers()
 
 
 @pytest.fixture

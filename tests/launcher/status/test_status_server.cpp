@@ -24,6 +24,7 @@
 
 #include "ddplaunch/common/error.hpp"
 #include "launcher/watch/worker_server.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace {
 
@@ -34,18 +35,7 @@ using namespace std::chrono_literals;
 using tcp = asio::ip::tcp;
 using Local = asio::local::stream_protocol;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "status_server_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ignored;  // best effort: a leftover directory in /tmp fails no test
-    fs::remove_all(path, ignored);
-  }
-};
+using ddp::testing::TempDir;
 
 // An agent loop on a thread of its own, as the real agent's.
 struct AgentLoop {
