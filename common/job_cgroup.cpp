@@ -63,27 +63,6 @@ std::string make_at(const std::string& dir, int* dir_fd, int* procs, int* events
 
 }  // namespace
 
-std::string cgroup2_mount_point() {
-  std::ifstream in("/proc/self/mountinfo");
-  // Fields: id parent major:minor root mount-point options [optional...] - fstype source options
-  for (std::string line; std::getline(in, line);) {
-    const auto dash = line.find(" - ");
-    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
-    std::istringstream fields(line.substr(0, dash));
-    std::string id, parent, dev, root, mount;
-    if (fields >> id >> parent >> dev >> root >> mount) return mount;
-  }
-  return "";
-}
-
-std::string own_cgroup2_path() {
-  std::ifstream in("/proc/self/cgroup");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("0::", 0) == 0) return line.substr(3);
-  }
-  return "";
-}
-
 std::optional<JobCgroup> JobCgroup::create(const std::string& name, std::string* why_not) {
   const std::string mount = cgroup2_mount_point();
   if (mount.empty()) {

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cgroup_mounts.hpp"  // cgroup2_mount_point(), own_cgroup2_path()
+
 namespace ddp {
 
 class JobCgroup {
@@ -71,11 +73,5 @@ class JobCgroup {
   int procs_fd_ = -1;
   int events_fd_ = -1;
 };
-
-// The cgroup v2 mount point from /proc/self/mountinfo, "" if none.
-std::string cgroup2_mount_point();
-// This process's cgroup v2 path ("/..." relative to the mount point) from /proc/self/cgroup,
-// "" if none.
-std::string own_cgroup2_path();
 
 }  // namespace ddp

@@ -65,6 +65,9 @@ void TcpStoreClient::connect_with_retries() {
       return;
     } catch (const ConnectionError& e) {
       last_error = e.what();
+    } catch (const RefusedError& e) {
+      if (!options_.retry_refused) throw;
+      last_error = e.what();
     } catch (const ProtocolError& e) {
       last_error = e.what();
     } catch (const TimeoutError& e) {

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 
+#include <fmt/format.h>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -224,11 +225,17 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
 }
 
 void Agent::on_lost(const std::string& message, bool store_lost) {
-  // Elastic jobs carry on without a lost node (other than the store's host) if enough remain.
-  const bool recover =
-      !store_lost && c_.min_nodes < c_.max_nodes && nnodes_ - 1 >= c_.min_nodes && restart_count_ < c_.max_restarts;
+  // With restarts left, a lost node (other than the store's host) ends the round: elastic jobs
+  // carry on without it if enough remain; static ones wait for it to come back, from any address
+  // (a restarted Kubernetes pod), in the next round (rdzv/static_rejoin.hpp).
+  const bool elastic = c_.min_nodes < c_.max_nodes;
+  const bool recover = !store_lost && (!elastic || nnodes_ - 1 >= c_.min_nodes) && restart_count_ < c_.max_restarts;
   if (!status_.stoppable()) return;
-  log::warning("{}{}", message, recover ? "; continuing with the remaining nodes in a new round" : "");
+  log::warning("{}{}", message,
+               !recover  ? ""
+               : elastic ? "; continuing with the remaining nodes in a new round"
+                         : fmt::format("; waiting up to {:g} s (--rdzv_timeout) for it to come back in a new round",
+                                       c_.rdzv_timeout.count() / 1000.0));
   Outcome cause = Outcome::failure(kExitFailure, lost_node_stop(message), group_rank_);
   // A lost store is told as the round ends (end_round), quietly: it may live on without answering.
   lost_ = Outcome::failure(kExitFailure, message, group_rank_);

@@ -70,9 +70,10 @@ CLI::Option* add_port(CLI::App& app, const std::string& names, int& value, const
 void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--nnodes", v.nnodes, "N or MIN:MAX (elastic)")->type_name("N|MIN:MAX"));
-  pet.add(
-      app.add_option("--nproc_per_node,--nproc-per-node", v.nproc_per_node, "workers on this node: N, gpu, cpu or auto")
-          ->type_name("N|gpu|cpu|auto"));
+  pet.add(app.add_option(
+                 "--nproc_per_node,--nproc-per-node", v.nproc_per_node,
+                 "workers on this node: N, gpu, cpu (the CPUs this process may use: affinity, cgroup limit) or auto")
+              ->type_name("N|gpu|cpu|auto"));
   pet.add(app.add_option("--node_rank,--node-rank", v.node_rank, "rank of this node, 0..nnodes-1")->type_name("INT"));
   pet.add(app.add_option("--master_addr,--master-addr", v.master_addr,
                          "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)")

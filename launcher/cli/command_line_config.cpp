@@ -9,6 +9,7 @@
 #include "common/hostlist.hpp"
 #include "common/mpi_env.hpp"
 #include "common/signals.hpp"
+#include "launcher/cli/c10d_ranks.hpp"
 #include "launcher/cli/mpi.hpp"
 #include "launcher/cli/slurm.hpp"
 #include "launcher/config/flag_parsers.hpp"
@@ -116,6 +117,8 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   } else if (!v.nnodes && !v.node_rank && under_mpi(env)) {
     // One launcher per node under mpirun/mpiexec (see mpi.hpp).
     apply_mpi_environment(env, v.master_addr.has_value(), v.master_port.has_value() || !c.rdzv_endpoint.empty(), c);
+  } else if (!v.node_rank && c.rdzv_backend == "c10d" && c.max_nodes > 1) {
+    apply_c10d_ranks(c);  // Kubeflow's elastic PyTorchJob: no node rank (see c10d_ranks.hpp)
   } else if (c.max_nodes == 1 && !v.master_port && c.rdzv_endpoint.empty()) {
     apply_single_node_port(env, c);
   }

@@ -22,8 +22,11 @@ void PetDefaults::apply(const EnvLookup& env) const {
   for (const auto& [option, name] : options_) {
     const auto value = env(name);
     if (!value || option->count() > 0) continue;
+    // An empty value turns a flag on: Kubeflow's elastic PyTorchJob sets PET_STANDALONE="" for
+    // standalone: true (torchrun itself fails on it).
+    const bool flag = option->get_items_expected_max() == 0;
     try {
-      option->add_result(*value);
+      option->add_result(flag && value->empty() ? std::string("1") : *value);
       option->run_callback();
     } catch (const CLI::ParseError& e) {
       throw UsageError(fmt::format("{}={} is not valid for {} ({})", name, *value, option->get_name(), e.what()));

@@ -22,9 +22,10 @@ class PetDefaults {
   CLI::Option* add(CLI::Option* option);
 
   // Call after CLI::App::parse: gives every registered option that the command line left unset
-  // the value of its PET_* variable in `env`, through the option's own conversion and
-  // validators. Throws UsageError naming the variable, its value and the flag when the value is
-  // not valid for the flag. Not thread-safe (it writes into the options).
+  // the value of its PET_* variable in `env` (an empty one turns a flag on, as Kubeflow means it),
+  // through the option's own conversion and validators. Throws UsageError naming the variable,
+  // its value and the flag when the value is not valid for the flag. Not thread-safe (it writes
+  // into the options).
   void apply(const EnvLookup& env) const;
 
  private:

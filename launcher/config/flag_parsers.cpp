@@ -1,14 +1,15 @@
 // One flag's text → a value; see flag_parsers.hpp.
 #include "launcher/config/flag_parsers.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "launcher/config/cpu_budget.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -90,8 +91,14 @@ NodeRange parse_nnodes(const std::string& text) {
 }
 
 int parse_nproc(const std::string& text, const EnvLookup& env) {
-  const int cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  if (text == "cpu") return cpus;
+  // The CPUs this process may use (affinity, the cgroup's limit), not the host's.
+  const auto cpus = [&text] {
+    const CpuBudget budget = read_cpu_budget();
+    log::info("--nproc_per_node={}: {} worker(s), one per CPU this process may use: {}", text, budget.usable(),
+              budget.describe());
+    return budget.usable();
+  };
+  if (text == "cpu") return cpus();
   if (text == "gpu") {
     const int gpus = count_gpus(env);
     if (gpus == 0) {
@@ -103,7 +110,7 @@ int parse_nproc(const std::string& text, const EnvLookup& env) {
   }
   if (text == "auto") {
     const int gpus = count_gpus(env);
-    return gpus > 0 ? gpus : cpus;
+    return gpus > 0 ? gpus : cpus();
   }
   if (is_digits(text, 1, 9)) return std::stoi(text);
   throw UsageError(fmt::format("--nproc_per_node={} is not a number, gpu, cpu or auto", text));

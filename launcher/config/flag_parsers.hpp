@@ -46,8 +46,8 @@ struct NodeRange {
 };
 NodeRange parse_nnodes(const std::string& text);
 
-// --nproc_per_node: a number, or gpu (the visible GPUs), cpu (the online CPUs) or auto (GPUs if
-// any, else CPUs). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else from /dev/nvidiaN.
+// --nproc_per_node: a number, or gpu (the visible GPUs), cpu (the CPUs this process may use:
+// cpu_budget.hpp; logged) or auto (GPUs if any, else cpu). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else from /dev/nvidiaN.
 // Throws UsageError for other text, and for gpu when no GPU is visible.
 int parse_nproc(const std::string& text, const EnvLookup& env);
 

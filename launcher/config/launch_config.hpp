@@ -41,6 +41,10 @@ struct LaunchConfig {
   int max_nodes = 1;
   int nproc_per_node = 1;
   int node_rank = 0;
+  // --rdzv_backend c10d without a node rank (Kubeflow's elastic PyTorchJob): nodes rank in order
+  // of arrival, the store's host first; node_rank is then 0 on the store's host, 1 elsewhere
+  // (cli/c10d_ranks.hpp).
+  bool rank_by_arrival = false;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string run_id = "none";

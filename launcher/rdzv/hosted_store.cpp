@@ -2,6 +2,7 @@
 #include "launcher/rdzv/hosted_store.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,15 +17,24 @@
 namespace ddp::launcher {
 namespace {
 
-// Whether `host` (a name) resolves only to loopback addresses on this machine.
-bool resolves_to_loopback_only(const std::string& host) {
+// The addresses `host` (a name) resolves to here; none when it does not resolve.
+std::vector<boost::asio::ip::address> addresses_of(const std::string& host) {
   boost::asio::io_context io;
   boost::asio::ip::tcp::resolver resolver(io);
   boost::system::error_code ec;
   const auto results = resolver.resolve(host, "", ec);
-  if (ec || results.empty()) return false;
-  return std::all_of(results.begin(), results.end(),
-                     [](const auto& r) { return r.endpoint().address().is_loopback(); });
+  std::vector<boost::asio::ip::address> out;
+  if (!ec) {
+    for (const auto& r : results) out.push_back(r.endpoint().address());
+  }
+  return out;
+}
+
+// Whether `host` (a name) resolves only to loopback addresses on this machine.
+bool resolves_to_loopback_only(const std::string& host) {
+  const auto addresses = addresses_of(host);
+  return !addresses.empty() &&
+         std::all_of(addresses.begin(), addresses.end(), [](const auto& a) { return a.is_loopback(); });
 }
 
 // Whether only this machine reaches `host`: a loopback address, or a name that resolves only to
@@ -53,7 +63,7 @@ void warn_without_secret(const LaunchConfig& c, const std::string& store_host, i
 // --master_addr (loopback by default), since all the workers dial it on this host; for several,
 // the address --master_addr resolves to here, except a host name that resolves only to loopback
 // here (Debian maps its own name to 127.0.1.1), which the other nodes resolve to another
-// address: every interface then, as torchrun.
+// address: every interface then, as torchrun; and a name that does not resolve here (yet).
 // With etcd-v3, every interface unless bind says otherwise: the workers dial the address the
 // host published, which is the one it reaches etcd from.
 std::string store_bind_host(const LaunchConfig& c) {
@@ -63,6 +73,15 @@ std::string store_bind_host(const LaunchConfig& c) {
   boost::system::error_code ec;
   const std::string bare = rendezvous::unbracket_host(c.master_addr);
   boost::asio::ip::make_address(bare, ec);
+  if (ec && bare != "localhost" && addresses_of(bare).empty()) {
+    // A Kubernetes service name published only once the pod is ready (Trainer's
+    // <job>-node-0-0.<job>): every interface, as torchrun's store listens.
+    log::info(
+        "--master_addr={} does not resolve on this host (yet); the store listens on every interface (choose "
+        "one with --rdzv_conf bind=ADDR)",
+        c.master_addr);
+    return "";
+  }
   if (ec && bare != "localhost" && resolves_to_loopback_only(bare)) {
     log::info(
         "--master_addr={} resolves to loopback on this host; the store listens on every interface (choose one "

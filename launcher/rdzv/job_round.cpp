@@ -7,8 +7,33 @@
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/rdzv/round_keys.hpp"
+#include "launcher/rdzv/static_rejoin.hpp"
 
 namespace ddp::launcher {
+namespace {
+
+// A static job's round: the one asked for, or where the job is when this launcher just started
+// and the others are further on (a node coming back; static_rejoin.hpp). Each round this node
+// skips counts as a restart, as it did for the others.
+JoinedRound join_static_round(rendezvous::Store& root, rendezvous::Store& job, const NodeInfo& self,
+                              RendezvousOptions o, std::chrono::milliseconds heartbeat_timeout) {
+  const int asked = o.round;
+  if (asked == 0 && o.nnodes > 1) o.round = current_round(job);
+  if (o.round > asked) log::info("the job is in round {}: this node joins it there", o.round);
+  for (;;) {
+    if (o.nnodes > 1) record_current_round(job, o.round);
+    try {
+      return JoinedRound{join_round(root, job, self, o), self.node_rank, o.round, o.round - asked, "", 0};
+    } catch (const RankHeld& held) {
+      if (o.status)
+        o.status(std::string(held.what()) + "; waiting for the others to lose it, then joining the next round");
+      await_round_end(job, o.round, self.node_rank, held, rank_holder_bound(heartbeat_timeout));
+      ++o.round;
+    }
+  }
+}
+
+}  // namespace
 
 JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& c,
                            const EffectiveConfig& eff, int round, const std::atomic<bool>* cancelled,
@@ -29,9 +54,8 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   o.status = status;
   o.with_secret = !c.rdzv_secret.empty();
   o.cancelled = cancelled;
-  if (c.min_nodes == c.max_nodes && !c.uses_etcd()) {
-    return JoinedRound{join_round(root, job, self, o), c.node_rank, round, 0, "", 0};
-  }
+  if (c.min_nodes == c.max_nodes && !c.uses_etcd() && !c.rank_by_arrival)
+    return join_static_round(root, job, self, o, c.heartbeat_timeout);
   // With etcd there is no store host: ranks follow the order of arrival (--node_rank is not
   // needed), and every node that comes to a round with the job (its start or a restart) may close
   // it; the compare-set makes that happen once. A node that arrived late waits for them: closing

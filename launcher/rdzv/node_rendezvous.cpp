@@ -7,6 +7,7 @@
 
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/rdzv/round_keys.hpp"
+#include "launcher/rdzv/static_rejoin.hpp"
 
 namespace ddp::launcher {
 
@@ -91,6 +92,13 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
   const std::string holder = job.compare_set(node_key, "", record);
   if (holder != record) {
     const NodeInfo other = NodeInfo::parse(holder);
+    // A round that formed already keeps its members: a launcher started again on a lost node's
+    // rank waits for the round's end instead of failing it (static_rejoin.hpp).
+    if (job.check({ready_key})) {
+      throw RankHeld(fmt::format("round {} formed with --node_rank={} on {} (pid {})", o.round, self.node_rank,
+                                 other.host, other.pid),
+                     holder);
+    }
     fail_round(job, ready_key,
                "--node_rank=" + std::to_string(self.node_rank) + " is used twice: by " + other.host + " (pid " +
                    std::to_string(other.pid) + ") and by " + self.host + " (pid " + std::to_string(self.pid) +

@@ -3,7 +3,8 @@
 //   1. "config" is compare-set to this node's nnodes: a node with another nnodes fails, and
 //      marks the round failed so the others fail too.
 //   2. "r<r>/node/<node_rank>" is compare-set to the NodeInfo: a second node with the same
-//      node_rank fails, and marks the round failed ("r<r>/ready" = "error: ...").
+//      node_rank fails, and marks the round failed ("r<r>/ready" = "error: ..."), unless the
+//      round formed already: then it throws RankHeld and the round stays (static_rejoin.hpp).
 //   3. "r<r>/joined" is incremented; the node that brings it to nnodes sets "r<r>/ready" = "ok".
 //   4. Everyone waits for "r<r>/ready" (printing "waiting for nodes: k/N joined" as nodes join),
 //      then reads every node record and builds the RankMap.
@@ -39,7 +40,8 @@ inline constexpr const char* kSameSecretHint =
 
 // Blocks until all nodes joined round `options.round` (or throws). `root` is the namespace view
 // (for the run-id check), `job` the job's view under it (job_store.hpp).
-// Throws UsageError for conflicting configuration (both sides), TimeoutError naming the
+// Throws UsageError for conflicting configuration (both sides), RankHeld (static_rejoin.hpp) when
+// the round formed with another launcher on this node rank, TimeoutError naming the
 // missing node ranks, ConnectionError when the store goes away, and Error("interrupted")
 // when *cancelled becomes true.
 RankMap join_round(rendezvous::Store& root, rendezvous::Store& job, const NodeInfo& self,

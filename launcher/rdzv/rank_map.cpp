@@ -65,6 +65,9 @@ std::string RankMap::describe() const {
     // advertises its host name: "(vm, vm)" said it twice).
     out << "  node " << n.node_rank << " (" << n.host;
     if (n.address != n.host) out << ", " << n.address;
+    // Where it reached the store from: a node that came back may have a new address.
+    if (nodes_.size() > 1 && !n.store_address.empty() && n.store_address != n.address)
+      out << ", from " << n.store_address;
     out << "): ranks " << base_[i];
     if (n.nproc > 1) out << "-" << base_[i] + n.nproc - 1;
     out << " (" << n.nproc << " worker" << (n.nproc == 1 ? "" : "s") << ")\n";

@@ -33,7 +33,8 @@ class RankMap {
   int world_size() const { return world_size_; }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   const std::vector<NodeInfo>& nodes() const { return nodes_; }
-  // One line per node: "node 0 (host, addr): ranks 0-3 (4 workers)".
+  // One line per node: "node 0 (host, addr, from 10.0.0.1): ranks 0-3 (4 workers)"; "from": the
+  // address it reached the store from, in a multi-node job.
   std::string describe() const;
   // The IP addresses the nodes reach the store from, and their advertised addresses where those
   // are IP literals; sorted, without duplicates (what the store's allowlist admits).

@@ -47,6 +47,13 @@ class RendezvousBackend {
   // --rdzv_timeout; throws ddp::Error. Join thread.
   virtual void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) = 0;
 
+  // Round `round` (> 0) of the job is about to form, and a node of the round before may come back
+  // in it from another address (a lost node's launcher started again, as a restarted Kubernetes
+  // pod): the built-in store serves new connections from any address until that round forms,
+  // when meet_workers_store admits only its nodes again. Others: nothing. Never throws. Join
+  // thread.
+  virtual void readmit_until_formed(int round) { (void)round; }
+
   // Whether this node, as group rank `group_rank`, hosts the job's store: it then waits for the
   // others at the exit barrier. Pure.
   virtual bool hosts_store(int group_rank) const = 0;

@@ -30,6 +30,8 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
         root_ = std::move(views.root);
         job_ = std::move(views.job);
       }
+      // A node of the round before may come back from another address (rendezvous_backend.hpp).
+      if (round > 0) backend_.readmit_until_formed(round);
       joined = join_job_round(*root_, *job_, config_, effective_, round, &cancelled_,
                               [](const std::string& s) { log::info("{}", s); });
       if (joined->group_rank == 0) log::info("{}", joined->ranks.describe());

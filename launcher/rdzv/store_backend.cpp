@@ -41,6 +41,9 @@ StoreConnector StoreBackend::connector(std::optional<std::chrono::milliseconds> 
   // up to --rdzv_timeout. DDPLAUNCH_STATUS_INTERVAL (seconds) changes the interval (tests).
   o.on_waiting = [](const std::string& line) { log::info("{}", line); };
   o.auth = store_auth(c_.rdzv_secret);
+  // A node of a static job with restarts may be coming back (static_rejoin.hpp): node 0 admits
+  // it once the job's next round starts forming.
+  o.retry_refused = !connect_timeout && c_.min_nodes == c_.max_nodes && c_.max_restarts > 0;
   if (const char* v = std::getenv("DDPLAUNCH_STATUS_INTERVAL")) {
     if (const auto interval = parse_seconds(v)) o.waiting_interval = std::max(*interval, std::chrono::milliseconds(10));
   }
@@ -50,11 +53,26 @@ StoreConnector StoreBackend::connector(std::optional<std::chrono::milliseconds> 
 void StoreBackend::set_liveness(JobMonitorOptions&, int) {}  // the defaults: heartbeats in the store
 
 void StoreBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store&, rendezvous::Store&) {
-  if (!server_ || joined.round != 0 || c_.min_nodes != c_.max_nodes || joined.ranks.num_nodes() < 2) return;
-  // The round formed: only its nodes (and this host) may open new connections from now on.
+  if (!server_ || c_.min_nodes != c_.max_nodes || joined.ranks.num_nodes() < 2) return;
+  // The round formed: only its nodes (and this host) may open new connections from now on. Every
+  // round: a node that came back (readmit_until_formed) may have a new address.
   const std::vector<std::string> addresses = joined.ranks.ip_addresses();
   server_->allow_only(addresses);
-  log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
+  if (addresses != admitted_) log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
+  admitted_ = addresses;
+}
+
+void StoreBackend::readmit_until_formed(int round) {
+  if (!server_ || c_.min_nodes != c_.max_nodes || admitted_.empty()) return;
+  server_->allow_any();
+  admitted_.clear();
+  log::info(
+      "store: new connections from any address until round {} forms (a lost node may come back from a new "
+      "one){}",
+      round,
+      c_.rdzv_secret.empty() ? "; without a job secret, any host that reaches the store meanwhile can join "
+                               "in its place (see docs/security.md)"
+                             : "");
 }
 
 bool StoreBackend::hosts_store(int) const {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
@@ -21,9 +23,12 @@ class StoreBackend : public RendezvousBackend {
 
   StoreConnector connector(std::optional<std::chrono::milliseconds> connect_timeout) override;
   void set_liveness(JobMonitorOptions& options, int round) override;
-  // The workers dial node 0's store; after the first round of a static multi-node job forms, it
-  // takes new connections only from the round's nodes (and this host).
+  // The workers dial node 0's store; once a round of a static multi-node job forms, it takes new
+  // connections only from the round's nodes (and this host).
   void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) override;
+  // Node 0 of a static multi-node job: new connections from anywhere until round `round` forms
+  // (a lost node's new address is not known before), said in one line.
+  void readmit_until_formed(int round) override;
   bool hosts_store(int group_rank) const override;
   void end_job(rendezvous::Store& job, const JobEnd& end) override;
 
@@ -32,6 +37,7 @@ class StoreBackend : public RendezvousBackend {
   EffectiveConfig& eff_;
   StoreConnector connect_root_;
   std::unique_ptr<rendezvous::TcpStoreServer> server_;  // node 0 only
+  std::vector<std::string> admitted_;                   // the allowlist last applied ("": none yet)
 };
 
 // The BackendFactory of the built-in store.

@@ -340,6 +340,39 @@ TEST_CASE("a node that stops heartbeating is reported lost within the heartbeat 
   CHECK(std::chrono::steady_clock::now() - start < 5s);
 }
 
+TEST_CASE("a static job with a restart left waits for a lost node, and a launcher started again on its rank rejoins") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  auto c0 = config(2, 0, 1);
+  auto c1 = config(2, 1, 1);
+  c0.max_restarts = c1.max_restarts = 1;
+  // Round 0 runs "forever"; after the restart the workers finish.
+  const auto script = [](const WorkerSpec& w) {
+    return restart_count(w) == 0 ? Script{0ms, 0, true} : Script{10ms, 0};
+  };
+  // Node 1's first launcher joins round 0 and is killed (no agent, no heartbeats).
+  const auto views = ddp::launcher::job_stores(store, "test", "");
+  auto killed = std::async(std::launch::async, [&] {
+    RendezvousOptions o;
+    o.nnodes = 2;
+    o.run_id = "test";
+    o.timeout = 10s;
+    join_round(*views.root, *views.job, NodeInfo{1, 1, "pod1", "pod1", 1, ""}, o);
+  });
+  auto node0 = std::async(std::launch::async, [&] { return run_agent(c0, fakes(store, script, rec0)); });
+  killed.get();
+  // Started again at once: round 0 still holds the dead launcher's record, so it waits for the
+  // round's end and joins round 1 with node 0.
+  const int code1 = run_agent(c1, fakes(store, script, rec1));
+  CHECK(node0.get() == 0);
+  CHECK(code1 == 0);
+  REQUIRE(rec0.starts.size() == 2);
+  CHECK(restart_count(rec0.starts[1][0]) == 1);
+  REQUIRE(rec1.starts.size() == 1);
+  CHECK(restart_count(rec1.starts[0][0]) == 1);  // the rejoin counts as a restart, as on node 0
+  CHECK(rec1.starts[0][0].rank == 1);
+}
+
 TEST_CASE("an elastic job starts with MIN nodes once the last call has passed") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec;

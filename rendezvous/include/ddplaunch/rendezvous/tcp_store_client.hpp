@@ -36,6 +36,10 @@ struct TcpStoreClientOptions {
   // constructing thread and must not throw.
   std::function<void(const std::string&)> on_waiting;
   std::chrono::milliseconds waiting_interval{std::chrono::seconds(10)};
+  // Whether a store that refuses this host's address (RefusedError) is retried until
+  // connect_timeout like one not listening yet: a node coming back to a static job with restarts
+  // left, which node 0 admits from any address once the next round forms.
+  bool retry_refused = false;
   // Deadline for every reply of a non-waiting call (set, add, …). Waits take their own timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string key_prefix = "/";
@@ -53,7 +57,8 @@ struct TcpStoreClientOptions {
 class TcpStoreClient final : public Store {
  public:
   // Connects and handshakes; blocks up to options.connect_timeout. Throws AuthError (see
-  // TcpStoreClientOptions::auth), RefusedError (the store refuses this host's address) or
+  // TcpStoreClientOptions::auth), RefusedError (the store refuses this host's address, unless
+  // retry_refused) or
   // ConnectionError.
   explicit TcpStoreClient(TcpStoreClientOptions options);
   ~TcpStoreClient() override;

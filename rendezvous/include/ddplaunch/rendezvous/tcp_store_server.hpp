@@ -118,6 +118,10 @@ class TcpStoreServer {
   // report_interval). Throws Error naming a value that is not an IP address. Thread-safe,
   // non-blocking: takes effect on the loop shortly after.
   void allow_only(const std::vector<std::string>& addresses);
+  // Lifts allow_only: new connections from any address are served again (a lost node may come
+  // back from a new address; the caller applies allow_only again once it has). Thread-safe,
+  // non-blocking: takes effect on the loop shortly after.
+  void allow_any();
 
   // The loop's io_context, to attach signal handlers or timers to the same loop.
   boost::asio::io_context& context() { return io_; }
