@@ -12,6 +12,7 @@
 #include "launcher/cli/cli.hpp"
 #include "launcher/dry_run.hpp"
 #include "launcher/dump_stacks.hpp"
+#include "launcher/status/status_query.hpp"
 #include "launcher/workers/job_lifetime.hpp"
 #include "launcher/workers/process_context.hpp"
 
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
     if (!parsed.config.log_level.empty()) log::set_level(log::parse_level(parsed.config.log_level));
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
     if (parsed.config.dump_stacks) return request_stacks(parsed.config);
+    if (parsed.config.status) return print_status(parsed.config);
     // Before any thread: the reaper is a fork of this process (job_lifetime.hpp).
     // DDPLAUNCH_CGROUP=0: process groups only (what a machine without a writable cgroup v2 gets).
     const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");

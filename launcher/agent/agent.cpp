@@ -27,6 +27,7 @@
 #include "launcher/rdzv/round_joiner.hpp"
 #include "launcher/rdzv/store_backend.hpp"
 #include "launcher/report/failure_summary.hpp"
+#include "launcher/status/status_endpoint.hpp"
 #include "launcher/watch/progress_file.hpp"
 #include "launcher/workers/python_hook.hpp"
 
@@ -87,6 +88,9 @@ bool Agent::prepare() {
       }
     }
     watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) { on_hang(r); });
+    status_board_.identify(status_identity(c_, eff_.host), {&watch_->progress_table(), watch_->flight_recorders()});
+    if (deps_.preflight)
+      status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(c_.node_rank));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     exit_code_ = kExitUsage;
@@ -111,6 +115,7 @@ bool Agent::prepare() {
 
 void Agent::start_round() {
   status_.join();
+  status_board_.joining(round_, restart_count_);
   joiner_->start(
       round_, [this](const JoinedRound& joined) { on_joined(joined); },
       [this](std::exception_ptr error) {
@@ -141,6 +146,7 @@ void Agent::on_joined(const JoinedRound& joined) {
   active_nodes_ = joined.ranks.num_active();
   hosts_.clear();
   for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
+  status_board_.joined(joined, restart_count_);
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
   if (stands_by(joined)) return;
   RoundWorkerContext context{joined.master_addr, joined.master_port, watch_->timer_file(), watch_->progress_fd()};
@@ -158,6 +164,7 @@ void Agent::on_joined(const JoinedRound& joined) {
     const std::vector<WorkerSpec> specs = build_worker_specs(in);
     const std::vector<int> pids = procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); });
     recorder_->workers_started(round_, specs, pids);
+    status_board_.started(specs, pids);
     std::map<int, WatchedWorker> workers;
     for (std::size_t i = 0; i < pids.size(); ++i) workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
     watch_->started(round_, group_rank_, nnodes_, std::move(workers));
@@ -214,6 +221,7 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   watch_->stopping(!status_.interrupted_by() && cause.code != kExitOk);
   signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
   recorder_->teardown(round_, cause, signal_sent_);
+  status_board_.stopping(cause.code, cause.origin_node);
   status_.stop(std::move(cause), restartable);
   procs_->signal(signal_sent_);
   procs_->signal(SIGCONT);  // a stopped worker (SIGSTOP, Ctrl-Z) acts on it now, not at SIGKILL
@@ -307,6 +315,7 @@ int Agent::run() {
   if (!prepare()) return *exit_code_;
   start_round();
   io_.run();
+  status_server_.reset();  // before the progress table (the watch) and the run's directory go
   if (!procs_ && !exit_code_) exit_code_ = kExitFailure;
   watch_.reset();  // the timer pipe goes before the run's directory may
   if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);

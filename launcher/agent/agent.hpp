@@ -53,6 +53,8 @@
 #include "launcher/report/restart_history.hpp"
 #include "launcher/report/round_report.hpp"
 #include "launcher/report/run_recorder.hpp"
+#include "launcher/status/status_board.hpp"
+#include "launcher/status/status_server.hpp"
 #include "launcher/watch/worker_watch.hpp"
 #include "launcher/workers/console_writer.hpp"
 #include "launcher/workers/process_context.hpp"
@@ -181,6 +183,9 @@ class Agent {
   // This machine's record of the job (rdzv/job_registry.hpp): set in the first round this node
   // starts workers in (nullptr with etcd). Declared after io_, so it goes first.
   std::optional<std::unique_ptr<JobRegistration>> registration_;
+  // The live status (status/): updated at this loop's events, served on the server's own thread.
+  StatusBoard status_board_;
+  std::unique_ptr<StatusServer> status_server_;  // made by prepare(); goes before the watch
   std::optional<int> exit_code_;
   std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure
   std::string python_hook_dir_;      // the Python workers' hook (python_hook.hpp); "": none

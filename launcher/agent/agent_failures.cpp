@@ -38,6 +38,7 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   std::string note = watch_->exited(w.pid);
   if (note.empty() && w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
   report_.add(w, state, std::move(note));
+  status_board_.exited(w);
   recorder_->worker_exited(round_, report_.ranks().back());
   if (failed_first) {
     // A collective timed out: before anything is stopped, what the others were doing in their
@@ -60,6 +61,7 @@ void Agent::on_worker_exit(const WorkerResult& w) {
 
 void Agent::on_hang(const HangReport& report) {
   recorder_->hang(round_, report.stacks_file, report.collective);
+  status_board_.hang(report.collective, report.text);
   if (!report.collective) return log::error("{}", report.text);
   if (!status_.stoppable()) return;
   // A failure of this node's, found at this time: the other nodes print it as such.

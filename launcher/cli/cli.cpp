@@ -53,7 +53,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   }
   pet.apply(env);
   take_program(app.remaining(), values.config);
-  values.config.find_job = values.config.dump_stacks && app.count("--master_addr") == 0 &&
+  values.config.find_job = (values.config.dump_stacks || values.config.status) && app.count("--master_addr") == 0 &&
                            app.count("--master_port") == 0 && app.count("--rdzv_id") == 0 &&
                            app.count("--rdzv_endpoint") == 0;
   out.config = to_launch_config(std::move(values), env);

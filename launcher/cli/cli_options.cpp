@@ -54,6 +54,18 @@ CLI::Option* add_seconds(CLI::App& app, const std::string& names, std::string& v
   return app.add_option(names, value, help)->check(seconds)->type_name("SECONDS");
 }
 
+// A TCP port flag: its text must be a whole number in 0..65535 (CLI11 reports "--flag: <message>").
+CLI::Option* add_port(CLI::App& app, const std::string& names, int& value, const std::string& help) {
+  const CLI::Validator port(
+      [](std::string& text) {
+        const bool ok = !text.empty() && text.size() <= 5 &&
+                        text.find_first_not_of("0123456789") == std::string::npos && std::stoi(text) <= 65535;
+        return ok ? std::string() : fmt::format("{} is not a port; use 1..65535, or 0 for a free one", text);
+      },
+      "", "port");
+  return app.add_option(names, value, help)->check(port)->type_name("PORT");
+}
+
 // Which nodes take part and where node 0's store is.
 void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
@@ -189,6 +201,14 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
                "print every rank's stack on every node of the running job at --master_addr:--master_port "
                "(--rdzv_id), without stopping it; no program; without those flags, the job started last on "
                "this machine");
+  app.add_flag("--status", c.status,
+               "print a running launcher's live status as JSON (round, nodes, ranks with pids and state, restarts, "
+               "progress, hangs) and exit: the job started last on this machine, or the one of --rdzv_id, or "
+               "`--status PID` / `--status SOCKET`; no program");
+  pet.add(add_port(app, "--status_port,--status-port", c.status_port,
+                   "also serve the live status over HTTP on this TCP port (GET /status, GET /healthz), at the "
+                   "store's address on the node hosting it, else --local_addr or every interface; 0: a free port "
+                   "(printed); always: a unix socket in the run's directory"));
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
   app.add_option("--log_level,--log-level", c.log_level,
                  "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)")

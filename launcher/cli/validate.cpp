@@ -177,6 +177,16 @@ void check_output(const LaunchConfig& c) {
 }  // namespace
 
 void validate(const LaunchConfig& c) {
+  if (c.status) {
+    if (!c.program_args.empty() || (!c.program.empty() && c.program.find('/') == std::string::npos &&
+                                    c.program.find_first_not_of("0123456789") != std::string::npos)) {
+      throw UsageError(
+          fmt::format("--status takes a launcher's pid or its status socket path ('{}' given); run it "
+                      "alone for the job started last on this machine",
+                      c.program + (c.program_args.empty() ? "" : " " + c.program_args.front())));
+    }
+    return;
+  }
   if (c.dump_stacks) {
     if (!c.program.empty())
       throw UsageError("--dump_stacks takes no program ('" + c.program + "' given); it asks the running job");

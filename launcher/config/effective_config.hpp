@@ -15,6 +15,7 @@ struct EffectiveConfig {
   bool temporary_log_root = false;  // it holds only the error files: removed after a success
   long long open_files_limit = -1;  // before hosting the store raised it; workers get it back
   PythonInterpreter python;         // runs a .py program or -m module (python_interpreter.hpp)
+  std::string status_socket;        // the live status endpoint's unix socket ("": none; status/)
 };
 
 }  // namespace ddp::launcher

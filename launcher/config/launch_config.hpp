@@ -108,6 +108,8 @@ struct LaunchConfig {
   // --dump_stacks with none of --master_addr, --master_port, --rdzv_id, --rdzv_endpoint (nor their
   // PET_* variables): the job comes from this machine's registry (rdzv/job_registry.hpp).
   bool find_job = false;
+  bool status = false;    // --status: print a running launcher's live status (status/status_query.hpp)
+  int status_port = -1;   // --status_port: the status endpoint on TCP too (0: a free port; -1: none)
   std::string log_level;  // --log_level: debug, info, warning, error ("" = DDPLAUNCH_LOG_LEVEL or info)
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(1)};

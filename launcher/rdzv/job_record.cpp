@@ -39,7 +39,8 @@ std::string JobRecord::to_json() const {
                     {"hosts_store", hosts_store},
                     {"secret", secret},
                     {"cwd", cwd},
-                    {"command", command}};
+                    {"command", command},
+                    {"status_socket", status_socket}};
   // Replacing invalid UTF-8 (a path or argument in another encoding) rather than throwing.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -61,6 +62,7 @@ std::optional<JobRecord> JobRecord::from_json(const std::string& text) {
     r.secret = doc.at("secret").get<bool>();
     r.cwd = doc.at("cwd").get<std::string>();
     r.command = doc.at("command").get<std::string>();
+    r.status_socket = doc.value("status_socket", "");  // absent in an older launcher's record
     if (r.pid <= 0 || r.port <= 0 || r.port > 65535) return std::nullopt;
     return r;
   } catch (const json::exception&) {

@@ -23,6 +23,7 @@ struct JobRecord {
   bool secret = false;                // the job has a job secret (--dump_stacks then needs it too)
   std::string cwd;                    // the launcher's working directory
   std::string command;                // the program and its arguments, shortened (kMaxCommandChars)
+  std::string status_socket;          // its status endpoint (status/status_endpoint.hpp); "": none
 
   // One JSON object. Never throws for a record made here.
   std::string to_json() const;

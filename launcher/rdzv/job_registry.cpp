@@ -200,6 +200,7 @@ std::unique_ptr<JobRegistration> register_job(boost::asio::io_context& io, const
   r.hosts_store = hosts_store;
   r.secret = !c.rdzv_secret.empty();
   r.command = short_command(c.program, c.program_args);
+  r.status_socket = eff.status_socket;
   return std::make_unique<JobRegistration>(io, std::move(r));
 }
 

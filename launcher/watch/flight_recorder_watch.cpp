@@ -18,6 +18,19 @@
 namespace ddp::launcher {
 namespace {
 
+// Folds a rank's polled status into its progress, keeping the time of the last change.
+void note_progress(FrProgress& p, const FrSnapshot& status) {
+  FrProgress now;
+  for (const auto& [id, g] : status.groups) {
+    now.completed += std::max(0LL, g.last_completed);
+    if (g.last_enqueued > g.last_completed && now.waiting_in.empty())
+      now.waiting_in = fmt::format("#{} in group {}", g.last_enqueued, g.name.empty() ? g.id : g.name);
+  }
+  if (now.completed == p.completed && now.waiting_in == p.waiting_in && p.changed_ns != 0) return;
+  now.changed_ns = realtime_ns();
+  p = now;
+}
+
 using std::chrono::milliseconds;
 
 // A status is small and the worker answers it without Python work beyond the dump: 2 s is
@@ -49,6 +62,11 @@ milliseconds FlightRecorderWatch::period() const {
   return std::clamp<milliseconds>(o_.hang_timeout / 10, milliseconds(200), std::chrono::seconds(2));
 }
 
+std::map<int, FrProgress> FlightRecorderWatch::progress() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return progress_;
+}
+
 void FlightRecorderWatch::watch(std::vector<FrWorker> workers, int node) {
   stop();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -58,6 +76,7 @@ void FlightRecorderWatch::watch(std::vector<FrWorker> workers, int node) {
   checked_.clear();
   last_full_.clear();
   last_status_.clear();
+  progress_.clear();
   answering_ = false;
   stopping_ = false;
   thread_ = std::thread([this] { run(); });
@@ -127,6 +146,7 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
     }
     answering_ = true;
     last_status_[w.rank] = status;
+    note_progress(progress_[w.rank], status);
     for (const auto& [id, g] : status.groups) {
       const auto key = std::make_pair(w.rank, id);
       if (g.last_enqueued <= g.last_completed) {

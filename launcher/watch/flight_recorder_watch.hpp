@@ -47,6 +47,14 @@ struct FrWorker {
   std::string socket;  // its worker server
 };
 
+// A rank's collectives as the last poll of its Flight Recorder saw them (the live status reads it,
+// status/status_board.hpp).
+struct FrProgress {
+  long long completed = 0;      // collectives completed, over all its groups
+  std::string waiting_in;       // "#12 in group 0" while one is enqueued and not completed; else ""
+  std::int64_t changed_ns = 0;  // CLOCK_REALTIME of the poll that first saw the present counts
+};
+
 class FlightRecorderWatch {
  public:
   // Called on the watch's thread: this node's ranks' full records and tracebacks, and how long
@@ -82,6 +90,9 @@ class FlightRecorderWatch {
   // The highest sequence number of a completed collective, over this round's local ranks and
   // their groups, as their last polled status said; -1 when none has answered. Never blocks.
   long long most_completed() const;
+  // This round's ranks' progress, by rank, as the polls saw it (none before the first answer).
+  // Thread-safe; never blocks beyond the mutex.
+  std::map<int, FrProgress> progress() const;
 
  private:
   void run();
@@ -106,6 +117,7 @@ class FlightRecorderWatch {
   std::set<std::tuple<std::string, long long, long long>> checked_;  // (group, #N, delay ms) done
   std::map<int, RankFr> last_full_;                                  // by rank
   std::map<int, FrSnapshot> last_status_;                            // by rank
+  std::map<int, FrProgress> progress_;                               // by rank
 };
 
 }  // namespace ddp::launcher

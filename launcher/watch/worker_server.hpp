@@ -25,4 +25,11 @@ struct WorkerServerReply {
 WorkerServerReply ask_worker_server(const std::string& socket_path, const std::string& handler,
                                     std::chrono::milliseconds timeout);
 
+// The same exchange with GET (or POST when `post`) of `target` ("/status"), for any HTTP server
+// on a unix socket (the launcher's status endpoint, status/); `what` names the request in errors
+// ("no answer from <socket> to <what> within 2000 ms"). Blocks, never throws, thread-safe, as
+// ask_worker_server.
+WorkerServerReply ask_unix_http(const std::string& socket_path, bool post, const std::string& target,
+                                const std::string& what, std::chrono::milliseconds timeout);
+
 }  // namespace ddp::launcher

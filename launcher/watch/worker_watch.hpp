@@ -62,6 +62,12 @@ class WorkerWatch {
   std::string timer_file() const;
   // The progress table's descriptor, for the workers (WorkerSpecInputs::progress_fd).
   int progress_fd() const { return progress_.fd(); }
+  // The table itself: its slots may be read from any thread (collective_progress.hpp) while this
+  // object lives (the live status endpoint reads them, status/status_board.hpp).
+  const ProgressTable& progress_table() const { return progress_; }
+  // The Python workers' Flight Recorder polls (thread-safe, flight_recorder_watch.hpp); nullptr
+  // without worker servers. Lives as long as this object.
+  const FlightRecorderWatch* flight_recorders() const { return flight_.get(); }
   // A round's workers started (by pid).
   void started(int round, int group_rank, int nnodes, std::map<int, WatchedWorker> workers);
   // A worker exited: why ddplaunch killed it ("killed by ddplaunch: file timer 's' expired"),

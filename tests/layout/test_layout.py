@@ -17,9 +17,10 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 # Area -> the areas it may include (besides itself). "" is the launcher's root (main, --dry-run,
 # --dump_stacks, the backend choice).
 LAUNCHER_AREAS = {
-    "": {"cli", "agent", "watch", "report", "health", "workers", "etcd", "rdzv", "config"},
+    "": {"cli", "agent", "status", "watch", "report", "health", "workers", "etcd", "rdzv", "config"},
     "cli": {"etcd", "rdzv", "config"},
-    "agent": {"watch", "report", "health", "workers", "rdzv", "config"},
+    "agent": {"status", "watch", "report", "health", "workers", "rdzv", "config"},
+    "status": {"watch", "workers", "rdzv", "config"},
     "watch": {"workers", "rdzv", "config"},
     "report": {"workers", "rdzv", "config"},
     "health": {"workers", "rdzv", "config"},

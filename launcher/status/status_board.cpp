@@ -1,0 +1,106 @@
+// See status_board.hpp.
+#include "launcher/status/status_board.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace ddp::launcher {
+
+StatusBoard::StatusBoard() {
+  s_.pid = static_cast<int>(::getpid());
+  s_.started_ns = realtime_ns();
+}
+
+void StatusBoard::identify(StatusIdentity id, ProgressSources sources) {
+  std::lock_guard lock(mutex_);
+  s_.id = std::move(id);
+  sources_ = sources;
+}
+
+void StatusBoard::joining(int round, int restarts) {
+  std::lock_guard lock(mutex_);
+  s_.state = "joining";
+  s_.round = round;
+  s_.restarts = restarts;
+  s_.ranks.clear();
+  s_.hang = "none";
+  s_.hang_summary.clear();
+  s_.hang_ns = 0;
+  s_.stop_code = 0;
+  s_.stop_origin = -1;
+}
+
+void StatusBoard::joined(const JoinedRound& joined, int restarts) {
+  std::lock_guard lock(mutex_);
+  s_.round = joined.round;
+  s_.restarts = restarts;
+  s_.group_rank = joined.group_rank;
+  s_.world_size = joined.ranks.world_size();
+  s_.nodes.clear();
+  for (const NodeInfo& n : joined.ranks.nodes()) {
+    s_.nodes.push_back(NodeStatus{n.node_rank, n.host, joined.ranks.base_rank(n.node_rank), n.nproc});
+  }
+}
+
+void StatusBoard::started(const std::vector<WorkerSpec>& specs, const std::vector<int>& pids) {
+  std::lock_guard lock(mutex_);
+  s_.state = "running";
+  s_.ranks.clear();
+  for (std::size_t i = 0; i < specs.size() && i < pids.size(); ++i) {
+    RankStatus r;
+    r.rank = specs[i].rank;
+    r.local_rank = specs[i].local_rank;
+    r.pid = pids[i];
+    r.slot = static_cast<int>(i);
+    r.state = "running";
+    s_.ranks.push_back(r);
+  }
+}
+
+void StatusBoard::exited(const WorkerResult& w) {
+  std::lock_guard lock(mutex_);
+  const auto it = std::find_if(s_.ranks.begin(), s_.ranks.end(), [&w](const RankStatus& r) { return r.pid == w.pid; });
+  if (it == s_.ranks.end()) return;  // a previous round's worker, reaped late
+  it->state = "exited";
+  it->exit_code = w.exit_code;
+  it->signal = w.term_signal;
+  it->exited_ns = realtime_ns();
+}
+
+void StatusBoard::stopping(int code, int origin_node) {
+  std::lock_guard lock(mutex_);
+  s_.state = "stopping";
+  s_.stop_code = code;
+  s_.stop_origin = origin_node;
+  for (RankStatus& r : s_.ranks) {
+    if (r.state == "running") r.state = "stopping";
+  }
+}
+
+void StatusBoard::hang(bool collective, const std::string& text) {
+  std::lock_guard lock(mutex_);
+  s_.hang = collective ? "collective" : "suspected";
+  s_.hang_summary = text.substr(0, text.find('\n'));
+  s_.hang_ns = realtime_ns();
+}
+
+StatusSnapshot StatusBoard::snapshot() const {
+  StatusSnapshot copy;
+  ProgressSources sources;
+  {
+    std::lock_guard lock(mutex_);
+    copy = s_;
+    sources = sources_;
+  }
+  // Outside the lock: the slots are seqlocks, safe to read from any thread; the polls have their
+  // own mutex.
+  if (const ProgressTable* table = sources.collectives) {
+    for (int slot = 0; slot < table->slots(); ++slot) copy.progress.push_back(table->read(slot));
+  }
+  if (sources.flight_recorders != nullptr) copy.flight_recorders = sources.flight_recorders->progress();
+  copy.now_ns = realtime_ns();
+  return copy;
+}
+
+}  // namespace ddp::launcher

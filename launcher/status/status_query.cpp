@@ -1,0 +1,91 @@
+// See status_query.hpp.
+#include "launcher/status/status_query.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/rdzv/job_registry.hpp"
+#include "launcher/watch/worker_server.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+constexpr std::chrono::seconds kAnswerTimeout{5};
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+std::string describe(const JobRecord& r) {
+  return fmt::format("launcher pid {} of job '{}' (node {} of {}: {})", r.pid, r.run_id, r.node_rank, r.nnodes,
+                     r.command);
+}
+
+// The socket to ask, from the registry; nullopt after one error line.
+std::optional<std::string> find_socket(const LaunchConfig& c) {
+  const JobRegistry registry = JobRegistry::for_user(process_env());
+  std::vector<JobRecord> live;
+  try {
+    live = registry.running();
+  } catch (const RegistryError& e) {
+    log::error("job registry: {}; give ddplaunch --status the launcher's status socket (<run dir>/status.sock)",
+               e.what());
+    return std::nullopt;
+  }
+  const bool by_pid = all_digits(c.program);
+  std::erase_if(live, [&](const JobRecord& r) {
+    if (r.status_socket.empty()) return true;  // a launcher without an endpoint (an older ddplaunch)
+    if (by_pid) return std::to_string(r.pid) != c.program;
+    return !c.find_job && r.run_id != c.run_id;
+  });
+  const JobChoice choice = choose_job(live);
+  if (!choice.chosen) {
+    const std::string which = by_pid       ? fmt::format("with pid {}", c.program)
+                              : c.find_job ? std::string("of this user")
+                                           : fmt::format("of job '{}'", c.run_id);
+    log::error(
+        "no running ddplaunch launcher {} on this machine (none in {}; a launcher registers a second after its "
+        "workers start); give its status socket, <run dir>/status.sock, or ask its --status_port",
+        which, registry.dir());
+    return std::nullopt;
+  }
+  const JobRecord& chosen = *choice.chosen;
+  for (const JobRecord& other : live) {
+    if (other.pid != chosen.pid)
+      log::info("not asked: {}; ask it with ddplaunch --status {}", describe(other), other.pid);
+  }
+  if (live.size() > 1) log::info("asking {}", describe(chosen));
+  return chosen.status_socket;
+}
+
+}  // namespace
+
+int print_status(const LaunchConfig& c) {
+  std::optional<std::string> socket;
+  if (c.program.find('/') != std::string::npos) {
+    socket = c.program;
+  } else if (!(socket = find_socket(c))) {
+    return kExitFailure;
+  }
+  const WorkerServerReply reply = ask_unix_http(*socket, false, "/status", "GET /status", kAnswerTimeout);
+  if (!reply.ok) {
+    log::error("{}; is the launcher still running?", reply.error);
+    return kExitFailure;
+  }
+  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(reply.body, nullptr, false);
+  if (doc.is_discarded()) {
+    log::error("{} answered with something that is not JSON: {}", *socket, reply.body.substr(0, 200));
+    return kExitFailure;
+  }
+  std::cout << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << std::endl;
+  return kExitOk;
+}
+
+}  // namespace ddp::launcher

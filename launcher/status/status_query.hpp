@@ -1,0 +1,20 @@
+// `ddplaunch --status`: the client of a launcher's status endpoint (status_server.hpp), run
+// instead of a job. Which launcher:
+//   ddplaunch --status               the job started last among this user's on this machine
+//                                    (rdzv/job_registry.hpp; its store's host when several of its
+//                                    launchers run here); stderr names the others and how to ask them
+//   ddplaunch --status --rdzv_id ID  the same among the jobs with that run id
+//   ddplaunch --status PID           the launcher with that pid
+//   ddplaunch --status PATH          the status socket at PATH (<run dir>/status.sock)
+#pragma once
+
+#include "launcher/config/launch_config.hpp"
+
+namespace ddp::launcher {
+
+// Prints the chosen launcher's status as indented JSON on stdout and returns 0; returns 1 after
+// one line on stderr when no launcher is found (none registered yet: a launcher registers a
+// second after its workers start), or none answers within 5 s. Blocks.
+int print_status(const LaunchConfig& config);
+
+}  // namespace ddp::launcher

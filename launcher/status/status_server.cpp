@@ -1,0 +1,228 @@
+// See status_server.hpp. One io_context on one thread: two acceptors (unix, TCP) and a session
+// per connection, as Boost.Asio's http server example, with Beast's parser and a deadline per
+// connection (basic_stream) instead of a hand-written parser.
+#include "launcher/status/status_server.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/basic_stream.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "common/log.hpp"
+#include "ddplaunch/common/error.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/watch/socket_path.hpp"
+
+namespace ddp::launcher {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Local = asio::local::stream_protocol;
+
+constexpr std::size_t kHeaderLimit = 8 * 1024;
+
+struct StatusServerState : std::enable_shared_from_this<StatusServerState> {
+  StatusServerState(StatusServerOptions o, std::function<std::string()> s)
+      : options(std::move(o)), status(std::move(s)), unix_acceptor(io), tcp_acceptor(io) {}
+
+  template <class Acceptor>
+  void accept(Acceptor& acceptor);
+
+  StatusServerOptions options;
+  std::function<std::string()> status;
+  int open = 0;  // connections now (server thread only; sessions outlive the thread until io goes)
+  asio::io_context io;
+  Local::acceptor unix_acceptor;
+  tcp::acceptor tcp_acceptor;
+};
+
+namespace {
+
+// One connection: one request, one answer, then close; everything within the deadline.
+template <class Protocol>
+class Session : public std::enable_shared_from_this<Session<Protocol>> {
+ public:
+  Session(StatusServerState& server, typename Protocol::socket socket)
+      : server_(server), stream_(std::move(socket)), buffer_(kHeaderLimit), health_timer_(server.io) {
+    ++server_.open;
+    parser_.header_limit(kHeaderLimit);
+    parser_.body_limit(0);
+  }
+  ~Session() { --server_.open; }
+
+  void start() {
+    stream_.expires_after(server_.options.request_timeout);
+    http::async_read(stream_, buffer_, parser_,
+                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  // The agent's loop ran the probe (`alive`), or the wait for it ended.
+  void health(bool alive) {
+    if (answered_) return;
+    health_timer_.cancel();
+    if (alive) return answer(http::status::ok, "text/plain", "ok\n");
+    answer(
+        http::status::service_unavailable, "text/plain",
+        fmt::format("the launcher's event loop did not answer within {} ms\n", server_.options.health_timeout.count()));
+  }
+
+ private:
+  void on_read(beast::error_code ec) {
+    // A timeout, a closed connection: nothing to answer. Anything else is not HTTP we serve.
+    if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof) return;
+    if (ec) return answer(http::status::bad_request, "text/plain", "bad request: " + ec.message() + "\n");
+    const auto& request = parser_.get();
+    const std::string_view target(request.target().data(), request.target().size());
+    if (target != "/status" && target != "/healthz") {
+      return answer(http::status::not_found, "text/plain", "not found; try GET /status or GET /healthz\n");
+    }
+    if (request.method() != http::verb::get) return answer(http::status::method_not_allowed, "text/plain", "use GET\n");
+    if (target == "/status") return answer(http::status::ok, "application/json", server_.status());
+    probe_agent();
+  }
+
+  void probe_agent() {
+    if (!server_.options.post_to_agent) return answer(http::status::ok, "text/plain", "ok\n");
+    health_timer_.expires_after(server_.options.health_timeout);
+    health_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
+      if (!ec) self->health(false);
+    });
+    // Only weak references cross to the agent's thread: a probe that runs after the server has
+    // gone finds nothing, and the session is never destroyed there.
+    std::weak_ptr<StatusServerState> server = server_.weak_from_this();
+    std::weak_ptr<Session> session = this->shared_from_this();
+    server_.options.post_to_agent([server, session] {
+      if (const auto s = server.lock()) {
+        asio::post(s->io, [session] {
+          if (const auto alive = session.lock()) alive->health(true);
+        });
+      }
+    });
+  }
+
+  void answer(http::status status, const char* type, std::string body) {
+    answered_ = true;
+    response_.version(11);
+    response_.result(status);
+    response_.set(http::field::content_type, type);
+    response_.set(http::field::cache_control, "no-store");
+    response_.keep_alive(false);
+    response_.body() = std::move(body);
+    response_.prepare_payload();
+    http::async_write(stream_, response_, [self = this->shared_from_this()](beast::error_code, std::size_t) {
+      beast::error_code ignored;  // the peer may be gone already: nothing more to do for it
+      self->stream_.socket().shutdown(Protocol::socket::shutdown_send, ignored);
+    });
+  }
+
+  StatusServerState& server_;
+  beast::basic_stream<Protocol> stream_;
+  beast::flat_buffer buffer_;
+  http::request_parser<http::empty_body> parser_;
+  http::response<http::string_body> response_;
+  asio::steady_timer health_timer_;
+  bool answered_ = false;
+};
+
+// Where TCP listens: the resolved host, or for "" dual-stack IPv6 first, then IPv4 (as the
+// store, rendezvous/tcp_store_server.cpp).
+std::vector<tcp::endpoint> tcp_candidates(asio::io_context& io, const std::string& host, int port) {
+  const auto p = static_cast<std::uint16_t>(port);
+  if (host.empty()) return {tcp::endpoint(tcp::v6(), p), tcp::endpoint(tcp::v4(), p)};
+  tcp::resolver resolver(io);
+  beast::error_code ec;
+  const auto results = resolver.resolve(rendezvous::unbracket_host(host), std::to_string(port),
+                                        tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  std::vector<tcp::endpoint> out;
+  if (!ec) {
+    for (const auto& r : results) out.push_back(r.endpoint());
+  }
+  if (out.empty()) {
+    throw UsageError(
+        fmt::format("--status_port: cannot resolve the address {} ({}); give --local_addr an address "
+                    "of this machine",
+                    host, ec ? ec.message() : "no address"));
+  }
+  return out;
+}
+
+int bind_tcp(tcp::acceptor& acceptor, asio::io_context& io, const std::string& host, int port) {
+  beast::error_code ec;
+  for (const auto& ep : tcp_candidates(io, host, port)) {
+    ec = {};
+    acceptor.open(ep.protocol(), ec);
+    if (!ec && ep.protocol() == tcp::v6()) acceptor.set_option(asio::ip::v6_only(false), ec);
+    if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor.bind(ep, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) return acceptor.local_endpoint().port();
+    beast::error_code ignored;  // closing a socket that failed to bind: nothing to report
+    acceptor.close(ignored);
+  }
+  throw UsageError(fmt::format(
+      "--status_port={}: cannot listen on {}: {}; choose another port (0: a free one)", port,
+      rendezvous::format_endpoint(host.empty() ? "::" : host, static_cast<std::uint16_t>(port)), ec.message()));
+}
+
+void bind_unix(Local::acceptor& acceptor, const std::string& path) {
+  const SocketPath reachable(path);
+  if (reachable.usable().empty()) throw Error("status socket: " + reachable.error());
+  beast::error_code ec;
+  acceptor.open(Local(), ec);
+  if (!ec) acceptor.bind(Local::endpoint(reachable.usable()), ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw Error(fmt::format("cannot make the status socket {}: {}", path, ec.message()));
+}
+
+}  // namespace
+
+template <class Acceptor>
+void StatusServerState::accept(Acceptor& acceptor) {
+  acceptor.async_accept([this, &acceptor](beast::error_code ec, typename Acceptor::protocol_type::socket socket) {
+    if (ec == asio::error::operation_aborted) return;  // the server stops
+    if (!ec) {
+      if (open < options.max_connections) {
+        std::make_shared<Session<typename Acceptor::protocol_type>>(*this, std::move(socket))->start();
+      }
+      // else: too many at once; closing it (the socket's destructor) is the answer.
+    }
+    // Another error (out of descriptors, say) concerns this connection only: keep accepting.
+    accept(acceptor);
+  });
+}
+
+StatusServer::StatusServer(StatusServerOptions options, std::function<std::string()> status)
+    : impl_(std::make_shared<StatusServerState>(std::move(options), std::move(status))) {
+  StatusServerState& s = *impl_;
+  if (s.options.tcp_port) tcp_port_ = bind_tcp(s.tcp_acceptor, s.io, s.options.tcp_host, *s.options.tcp_port);
+  if (!s.options.socket_path.empty()) bind_unix(s.unix_acceptor, s.options.socket_path);
+  if (s.unix_acceptor.is_open()) s.accept(s.unix_acceptor);
+  if (s.tcp_acceptor.is_open()) s.accept(s.tcp_acceptor);
+  thread_ = std::thread([state = impl_.get()] { state->io.run(); });
+}
+
+StatusServer::~StatusServer() {
+  impl_->io.stop();
+  thread_.join();
+  if (!impl_->options.socket_path.empty() && impl_->unix_acceptor.is_open()) {
+    ::unlink(impl_->options.socket_path.c_str());  // gone already (removed by hand): as good
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,56 @@
+// The launcher's live status endpoint: a small HTTP/1.1 server on a thread of its own, so it
+// never holds the agent's event loop, listening on a unix socket in the run's directory (always;
+// the directory is 0700, so only this user reaches it) and, with --status_port, on TCP.
+//   GET /status   200, the board's JSON (status_json.hpp)
+//   GET /healthz  200 "ok" when the agent's event loop ran a probe within 1 s; else 503 saying so
+//   anything else 404 (a method other than GET: 405)
+// One request per connection (the answer closes it). A stranger cannot hold it: a request's
+// header is at most 8 KiB and has no body, each connection has 5 s for the whole exchange, and
+// at most 32 are open at once (more are closed as they come).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace ddp::launcher {
+
+struct StatusServerOptions {
+  std::string socket_path;      // the unix socket to make ("": none); any length (socket_path.hpp)
+  std::optional<int> tcp_port;  // nullopt: no TCP; 0: a free port
+  std::string tcp_host;         // the TCP address: "" for every interface (IPv6 and IPv4)
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};
+  std::chrono::milliseconds health_timeout{std::chrono::seconds(1)};
+  int max_connections = 32;
+  // Runs a probe on the agent's loop (thread-safe, never blocks: an Asio post). Unset: /healthz
+  // answers from the server thread alone.
+  std::function<void(std::function<void()>)> post_to_agent;
+};
+
+struct StatusServerState;  // status_server.cpp
+
+class StatusServer {
+ public:
+  // Binds (the unix socket replaces nothing: its path must be free) and starts serving.
+  // `status` is called on the server thread for each GET /status and must be thread-safe.
+  // Throws UsageError naming the address and a fix when the TCP port cannot be bound (taken,
+  // not an address of this machine), ddp::Error when the unix socket cannot be made.
+  StatusServer(StatusServerOptions options, std::function<std::string()> status);
+  // Stops serving (open connections are closed), joins the thread, removes the socket file.
+  ~StatusServer();
+  StatusServer(const StatusServer&) = delete;
+  StatusServer& operator=(const StatusServer&) = delete;
+
+  // The TCP port bound (the real one for port 0); 0 without TCP.
+  int tcp_port() const { return tcp_port_; }
+
+ private:
+  std::shared_ptr<StatusServerState> impl_;  // probes posted to the agent's loop hold it weakly
+  std::thread thread_;
+  int tcp_port_ = 0;
+};
+
+}  // namespace ddp::launcher

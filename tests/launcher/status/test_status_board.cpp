@@ -1,0 +1,186 @@
+// The status board and its JSON: a round joined, workers started and exited, the round stopping,
+// a hang; the node's state as the ranks refine it; collective progress from a real table; no
+// secret in the document.
+#include "launcher/status/status_board.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/status/status_endpoint.hpp"
+#include "launcher/status/status_json.hpp"
+
+namespace {
+
+using namespace ddp::launcher;
+using nlohmann::json;
+
+JoinedRound two_nodes(int group_rank) {
+  NodeInfo a;
+  a.node_rank = 0;
+  a.nproc = 2;
+  a.host = "alpha";
+  NodeInfo b;
+  b.node_rank = 1;
+  b.nproc = 2;
+  b.host = "beta";
+  return JoinedRound{RankMap({a, b}), group_rank, 3, 0, "", 0};
+}
+
+std::vector<WorkerSpec> specs(int first_rank) {
+  std::vector<WorkerSpec> out(2);
+  for (int i = 0; i < 2; ++i) {
+    out[static_cast<std::size_t>(i)].local_rank = i;
+    out[static_cast<std::size_t>(i)].rank = first_rank + i;
+  }
+  return out;
+}
+
+json doc(const StatusBoard& board) {
+  return json::parse(status_json(board.snapshot()));
+}
+
+}  // namespace
+
+TEST_CASE("a fresh board says who it is and that it is starting") {
+  StatusBoard board;
+  LaunchConfig c;
+  c.run_id = "job7";
+  c.node_rank = 1;
+  c.max_restarts = 3;
+  board.identify(status_identity(c, "beta"), {});
+  const json j = doc(board);
+  CHECK(j["job_id"] == "job7");
+  CHECK(j["node"]["host"] == "beta");
+  CHECK(j["node"]["node_rank"] == 1);
+  CHECK(j["node"]["group_rank"].is_null());
+  CHECK(j["node"]["state"] == "starting");
+  CHECK(j["node"]["launcher_pid"] == static_cast<int>(::getpid()));
+  CHECK(j["restarts"] == json({{"count", 0}, {"max", 3}}));
+  CHECK(j["ranks"].empty());
+  CHECK(j["hang"]["state"] == "none");
+  CHECK(j["ddplaunch_version"].is_string());
+  CHECK(j["uptime_s"].get<double>() >= 0);
+}
+
+TEST_CASE("a round: joined, started, one rank exits, the round stops, the rest are stopped") {
+  StatusBoard board;
+  board.joining(3, 1);
+  CHECK(doc(board)["node"]["state"] == "joining");
+  board.joined(two_nodes(1), 1);
+  board.started(specs(2), {101, 102});
+  json j = doc(board);
+  CHECK(j["round"] == 3);
+  CHECK(j["world_size"] == 4);
+  CHECK(j["node"]["group_rank"] == 1);
+  CHECK(j["node"]["role"] == "active");
+  CHECK(j["node"]["state"] == "running");
+  REQUIRE(j["nodes"].size() == 2);
+  CHECK(j["nodes"][1] ==
+        json({{"group_rank", 1}, {"host", "beta"}, {"first_rank", 2}, {"nproc", 2}, {"role", "active"}}));
+  REQUIRE(j["ranks"].size() == 2);
+  CHECK(j["ranks"][0]["rank"] == 2);
+  CHECK(j["ranks"][0]["pid"] == 101);
+  CHECK(j["ranks"][0]["state"] == "running");
+  CHECK(j["ranks"][0]["last_progress"].is_null());
+
+  WorkerResult w;
+  w.pid = 102;
+  w.rank = 3;
+  w.local_rank = 1;
+  w.exit_code = 3;
+  board.exited(w);
+  board.stopping(3, 1);
+  j = doc(board);
+  CHECK(j["ranks"][1]["state"] == "exited");
+  CHECK(j["ranks"][1]["exit_code"] == 3);
+  CHECK(j["ranks"][1]["signal"].is_null());
+  CHECK(j["ranks"][0]["state"] == "stopping");
+  CHECK(j["node"]["state"] == "stopping");
+  CHECK(j["stopping"] == json({{"code", 3}, {"origin_node", 1}}));
+
+  w.pid = 101;
+  w.exit_code = 128 + 15;
+  w.term_signal = 15;
+  board.exited(w);
+  j = doc(board);
+  CHECK(j["ranks"][0]["signal"] == 15);
+  CHECK(j["node"]["state"] == "stopped");
+
+  board.joining(4, 2);
+  j = doc(board);
+  CHECK(j["ranks"].empty());
+  CHECK(j["restarts"]["count"] == 2);
+  CHECK(j["stopping"].is_null());
+}
+
+TEST_CASE("every local rank exited 0: the node has succeeded and waits for the job") {
+  StatusBoard board;
+  board.joined(two_nodes(0), 0);
+  board.started(specs(0), {7, 8});
+  for (int pid : {7, 8}) {
+    WorkerResult w;
+    w.pid = pid;
+    board.exited(w);
+  }
+  CHECK(doc(board)["node"]["state"] == "succeeded");
+}
+
+TEST_CASE("a node with no workers in the round is a standby") {
+  NodeInfo a;
+  a.nproc = 2;
+  NodeInfo b;
+  b.node_rank = 1;
+  b.nproc = 0;
+  StatusBoard board;
+  board.joined(JoinedRound{RankMap({a, b}), 1, 0, 0, "", 0}, 0);
+  const json j = doc(board);
+  CHECK(j["node"]["role"] == "standby");
+  CHECK(j["nodes"][1]["role"] == "standby");
+  CHECK(j["nodes"][1]["nproc"] == 0);
+}
+
+TEST_CASE("a hang is kept with its first line until the next round") {
+  StatusBoard board;
+  board.hang(false, "suspected hang: no rank used CPU for 5 s\nrank 0: ...");
+  json j = doc(board);
+  CHECK(j["hang"]["state"] == "suspected");
+  CHECK(j["hang"]["summary"] == "suspected hang: no rank used CPU for 5 s");
+  CHECK(j["hang"]["since"].get<double>() > 0);
+  board.joining(1, 1);
+  CHECK(doc(board)["hang"]["state"] == "none");
+}
+
+TEST_CASE("collective progress comes from the table, for this round's worker in the slot") {
+  ddp::ProgressTable table = ddp::ProgressTable::create(2);
+  StatusBoard board;
+  board.identify(StatusIdentity{}, {&table, nullptr});
+  board.joined(two_nodes(0), 0);
+  board.started(specs(0), {static_cast<int>(::getpid()), 4242});
+  ::setenv(ddp::kProgressVariable, ddp::progress_variable_value(table.fd(), 0).c_str(), 1);
+  auto writer = ddp::ProgressWriter::from_env(ddp::process_env());
+  ::unsetenv(ddp::kProgressVariable);
+  REQUIRE(writer);
+  writer->enter(ddp::CollectiveKind::Allreduce, 64);
+  writer->leave();
+  writer->enter(ddp::CollectiveKind::Barrier, 0);
+  const json j = doc(board);
+  const json& p = j["ranks"][0]["last_progress"];
+  CHECK(p["source"] == "collectives");
+  CHECK(p["collectives_completed"] == 1);
+  CHECK(p["in_collective"] == "barrier");
+  CHECK(p["age_s"].get<double>() >= 0);
+  CHECK(j["ranks"][1]["last_progress"].is_null());  // slot 1: no worker attached
+}
+
+TEST_CASE("the job secret is never in the status") {
+  LaunchConfig c;
+  c.rdzv_secret = "s3cr3t-token-value";
+  c.etcd_password = "etcd-password-value";
+  StatusBoard board;
+  board.identify(status_identity(c, "h"), {});
+  board.joined(two_nodes(0), 0);
+  const std::string text = status_json(board.snapshot());
+  CHECK(text.find("s3cr3t") == std::string::npos);
+  CHECK(text.find("etcd-password") == std::string::npos);
+}

@@ -1,0 +1,230 @@
+"""The live status of a running launcher (launcher/status/), through the real ddplaunch binary:
+
+  * `ddplaunch --status` finds a running 2-worker job through this user's job registry and shows
+    both ranks running with their real pids; `--status PID` and `--status SOCKET` pick the same;
+    `--status_port=0` serves the same JSON over HTTP (GET /status, /healthz; 404 otherwise);
+    the job secret appears in neither;
+  * a slow client and a garbage one hold neither the job nor other clients;
+  * a worker that exited shows its code while the round stops;
+  * Python ranks show their Flight Recorder's progress;
+  * two nodes in network namespaces (10.244.0.0/24): each node's status says its group rank,
+    role, round and the two nodes; node 1's port answers from node 0's host;
+  * once the launcher exits nothing listens: the socket file is gone, the port refuses;
+  * no job: one line and exit 1; a wrong argument: exit 2.
+
+Each test has its own registry (XDG_RUNTIME_DIR in its temporary directory); `lx` comes from
+tests/launcher/conftest.py.
+
+    pytest test_status.py --ddplaunch=/path/to/ddplaunch
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pyfixtures import NetnsHosts, netns_available
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "0123456789abcdef0123456789abcdef-status"
+SLEEPER = '#!/bin/bash\necho $$ > "$PIDDIR/pid.$RANK"\nexec sleep 60\n'
+PORT_LINE = re.compile(r"ddplaunch: status: http://(\S+):(\d+)/status")
+
+
+@pytest.fixture
+def xdg(tmp_path):
+    d = tmp_path / "xdg"
+    d.mkdir(mode=0o700)
+    return d
+
+
+def status(lx, xdg, *args, expect=0):
+    """`ddplaunch --status ARGS` with this test's registry: the parsed JSON (or stderr)."""
+    code, out, err = lx.run(["--status", *args], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15)
+    assert code == expect, f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    return json.loads(out) if expect == 0 else err
+
+
+def wait_status(lx, xdg, pred, *args, timeout=15):
+    """Asks until `pred(status)` holds: the launcher registers a second after its workers start,
+    and a worker's exit is its own event, which a test cannot wait on from outside."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        code, out, _ = lx.run(["--status", *args], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15)
+        if code == 0:
+            last = json.loads(out)
+            if pred(last):
+                return last
+        time.sleep(0.1)  # see above: no event to wait on
+    pytest.fail(f"the status never matched; last: {json.dumps(last, indent=1)}")
+
+
+def read_port(p):
+    for line in p.stderr:  # said at start, before the rendezvous; the test's timeout bounds it
+        m = PORT_LINE.search(line)
+        if m:
+            return m.group(1), int(m.group(2))
+    pytest.fail(f"no status port line; the launcher ended ({p.wait()})")
+
+
+def http_get(host, port, path):
+    c = http.client.HTTPConnection(host, port, timeout=5)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        c.close()
+
+
+def test_status_of_a_running_job(lx, xdg):
+    prog = lx.script("sleeper.sh", SLEEPER)
+    env = {"XDG_RUNTIME_DIR": str(xdg), "DDPLAUNCH_RDZV_TOKEN": SECRET}
+    p = lx.start(["--nproc_per_node", "2", "--status_port", "0", "--rdzv_id", "statusjob", prog], env=env)
+    host, port = read_port(p)
+    assert host == "127.0.0.1"  # a single node's store binds --master_addr; so does the status
+    lx.wait_pids(2)
+    t0 = time.monotonic()
+    s = wait_status(lx, xdg, lambda s: len(s["ranks"]) == 2)
+    real = {int(n.split(".")[1]): int(open(os.path.join(lx.dir, n)).read()) for n in os.listdir(lx.dir)
+            if n.startswith("pid.")}
+    assert {r["rank"]: r["pid"] for r in s["ranks"]} == real
+    assert all(r["state"] == "running" for r in s["ranks"])
+    assert s["job_id"] == "statusjob" and s["round"] == 0 and s["world_size"] == 2
+    assert s["node"]["launcher_pid"] == p.pid and s["node"]["role"] == "active"
+    assert s["node"]["state"] == "running" and s["hang"] == {"state": "none"}
+    assert s["restarts"] == {"count": 0, "max": 0}
+
+    # The same launcher by pid and by socket path.
+    assert status(lx, xdg, str(p.pid))["node"]["launcher_pid"] == p.pid
+    record = json.loads((xdg / "ddplaunch" / "jobs" / f"{p.pid}.json").read_text())
+    sock = record["status_socket"]
+    assert status(lx, xdg, sock)["job_id"] == "statusjob"
+
+    # A slow client (half a request) and a garbage one hold nobody up.
+    slow = socket.create_connection((host, port))
+    slow.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n")
+    garbage = socket.socket(socket.AF_UNIX)
+    garbage.connect(sock)
+    garbage.sendall(b"\x00\xff" * 100 + b"\r\n\r\n")
+    t1 = time.monotonic()
+    code, body = http_get(host, port, "/status")
+    assert code == 200 and json.loads(body)["node"]["launcher_pid"] == p.pid
+    assert http_get(host, port, "/healthz") == (200, "ok\n")
+    assert http_get(host, port, "/metrics")[0] == 404
+    assert status(lx, xdg)["job_id"] == "statusjob"
+    asked = time.monotonic() - t1
+    assert asked < 5, f"answers took {asked:.1f} s beside a slow client"
+    assert garbage.recv(100).startswith(b"HTTP/1.1 400")
+    slow.close()
+    garbage.close()
+
+    for text in (body, json.dumps(s), (xdg / "ddplaunch" / "jobs" / f"{p.pid}.json").read_text()):
+        assert SECRET not in text
+
+    # Once the launcher has gone, nothing listens.
+    lx.procs.stop(p, grace=10)
+    assert not os.path.exists(sock)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, port), timeout=2)
+    lx.assert_no_survivors()
+    print(f"status answered {time.monotonic() - t0:.1f} s into the test; {asked * 1000:.0f} ms with a slow client")
+
+
+def test_a_worker_that_exited_shows_its_code(lx, xdg):
+    # Rank 1 fails with 3; rank 0 ignores SIGTERM, so the round stays stopping for the grace.
+    prog = lx.script("fail.sh", '#!/bin/bash\necho $$ > "$PIDDIR/pid.$RANK"\n'
+                     'if [ "$RANK" = 1 ]; then sleep 1.5; exit 3; fi\ntrap "" TERM\nexec sleep 60\n')
+    p = lx.start(["--nproc_per_node", "2", "--shutdown_timeout", "20", prog], env={"XDG_RUNTIME_DIR": str(xdg)})
+    s = wait_status(lx, xdg, lambda s: any(r["state"] == "exited" for r in s["ranks"]))
+    by_rank = {r["rank"]: r for r in s["ranks"]}
+    assert by_rank[1]["state"] == "exited" and by_rank[1]["exit_code"] == 3 and by_rank[1]["signal"] is None
+    assert by_rank[0]["state"] == "stopping"
+    assert s["node"]["state"] == "stopping" and s["stopping"] == {"code": 3, "origin_node": 0}
+    lx.procs.kill(p)
+    lx.kill_workers()
+
+
+def test_python_ranks_show_flight_recorder_progress(lx, xdg):
+    # Two gloo ranks doing all_reduces: their last progress comes from PyTorch's Flight Recorder,
+    # as the launcher's watch polls it (every 2 s).
+    prog = lx.script("allreduce.py", "import os, time, torch, torch.distributed as dist\n"
+                     "open(os.path.join(os.environ['PIDDIR'], 'pid.' + os.environ['RANK']), 'w').write(str(os.getpid()))\n"
+                     "dist.init_process_group('gloo')\n"
+                     "while True:\n    dist.all_reduce(torch.ones(4))\n    time.sleep(0.05)\n", mode=0o644)
+    env = {"XDG_RUNTIME_DIR": str(xdg), "PYTHON_EXEC": sys.executable, "OMP_NUM_THREADS": "1"}
+    p = lx.start(["--nproc_per_node", "2", prog], env=env)
+    s = wait_status(lx, xdg, lambda s: len(s["ranks"]) == 2 and all(r["last_progress"] for r in s["ranks"]),
+                    timeout=30)
+    for r in s["ranks"]:
+        lp = r["last_progress"]
+        assert lp["source"] == "flight_recorder" and lp["collectives_completed"] > 0, lp
+        assert 0 <= lp["age_s"] < 10
+    print(json.dumps(s["ranks"]))
+    lx.procs.stop(p, grace=10)
+    lx.assert_no_survivors()
+
+
+def test_no_job_and_wrong_arguments(lx, xdg):
+    err = status(lx, xdg, expect=1)
+    assert "no running ddplaunch launcher of this user on this machine" in err and len(err.splitlines()) == 1
+    assert "with pid 1 " in status(lx, xdg, "1", expect=1)
+    assert "cannot connect to /nonexistent/status.sock" in status(lx, xdg, "/nonexistent/status.sock", expect=1)
+    assert "--status takes a launcher's pid" in status(lx, xdg, "train.py", expect=2)
+    code, _, err = lx.run(["--status_port", "70000", "x.sh"])
+    assert code == 2 and "70000 is not a port" in err
+
+
+NODES = ["10.244.0.1", "10.244.0.2"]
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    if not netns_available():
+        pytest.skip("needs root and iproute2")
+    try:
+        with NetnsHosts(NODES) as made:
+            yield made
+    except RuntimeError as e:
+        pytest.skip(str(e))
+
+
+def test_two_nodes_each_say_their_role_and_round(lx, xdg, hosts):
+    prog = lx.script("sleeper.sh", SLEEPER)
+    env = {"XDG_RUNTIME_DIR": str(xdg)}
+    launchers = []
+    for rank, h in enumerate(hosts):
+        args = ["--nnodes", "2", "--node_rank", str(rank), "--master_addr", NODES[0], "--master_port", "29561",
+                "--nproc_per_node", "1", "--rdzv_id", "twonodes", "--status_port", "0", "--heartbeat_timeout", "3",
+                "--rdzv_timeout", "20", prog]
+        e = dict(os.environ, PIDDIR=lx.dir, **env)
+        launchers.append(lx.procs.start(h.cmd(lx.launcher, *args), env=e, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=lx.dir))
+    ports = [read_port(p) for p in launchers]
+    assert ports[0][0] == NODES[0]  # node 0: the store's address; node 1: every interface
+    for p in launchers:  # `ip netns exec` execs the launcher: its pid is the launcher's
+        s = wait_status(lx, xdg, lambda s: len(s["ranks"]) == 1, str(p.pid))
+        g = s["node"]["group_rank"]
+        assert g == launchers.index(p)
+        assert s["node"]["role"] == "active" and s["node"]["state"] == "running"
+        assert s["round"] == 0 and s["world_size"] == 2 and s["job_id"] == "twonodes"
+        assert [n["group_rank"] for n in s["nodes"]] == [0, 1] and [x["rank"] for x in s["ranks"]] == [g]
+        print(f"node {g}: node={json.dumps(s['node'])} round={s['round']} nodes={json.dumps(s['nodes'])}")
+    # Node 1's port from node 0's host, over the bridge.
+    ask = ("import http.client, sys; c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=5); "
+           "c.request('GET', '/status'); r = c.getresponse(); print(r.status, r.read().decode())")
+    out = subprocess.run(hosts[0].cmd("python3", "-c", ask, NODES[1], str(ports[1][1])), capture_output=True,
+                         text=True, timeout=15).stdout
+    code, body = out.split(" ", 1)
+    assert code == "200" and json.loads(body)["node"]["group_rank"] == 1
+    for p in launchers:
+        lx.procs.stop(p, grace=10)
+    lx.assert_no_survivors()
