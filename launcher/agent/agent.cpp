@@ -168,9 +168,7 @@ void Agent::on_joined(const JoinedRound& joined) {
     std::map<int, WatchedWorker> workers;
     for (std::size_t i = 0; i < pids.size(); ++i) workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
     watch_->started(round_, group_rank_, nnodes_, std::move(workers));
-    // After the workers start; the record is written a second later (rdzv/job_registry.hpp).
-    if (!registration_ && deps_.preflight)
-      registration_ = register_job(io_, c_, eff_, group_rank_, nnodes_, backend_->hosts_store(group_rank_));
+    register_once();  // after the workers start
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     Outcome cause = Outcome::failure(kExitUsage, workers_not_started(group_rank_, e.what()), group_rank_);
@@ -183,6 +181,12 @@ void Agent::on_joined(const JoinedRound& joined) {
   // failures and success itself) and the store lives in this process. Skipping it saves a thread
   // and a store connection per launch.
   if (c_.max_nodes > 1) start_monitor();
+}
+
+void Agent::register_once() {
+  // The record is written a second later (rdzv/job_registry.hpp).
+  if (!registration_ && deps_.preflight)
+    registration_ = register_job(io_, c_, eff_, group_rank_, nnodes_, backend_->hosts_store(group_rank_));
 }
 
 void Agent::start_monitor() {

@@ -113,6 +113,9 @@ class Agent {
   // (agent_standby.cpp).
   bool stands_by(const JoinedRound& joined);
   void start_monitor();
+  // Records the job in this machine's registry (--dump_stacks, --status find it), once: in the
+  // first round this node takes part in, with workers or standing by.
+  void register_once();
   void on_worker_exit(const WorkerResult& w);
   // Whether a worker that ended after the round began to stop was stopped by us (our signals, or
   // the forwarded stopping signal) rather than failing on its own.
@@ -181,7 +184,7 @@ class Agent {
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;
   // This machine's record of the job (rdzv/job_registry.hpp): set in the first round this node
-  // starts workers in (nullptr with etcd). Declared after io_, so it goes first.
+  // takes part in (register_once; nullptr with etcd). Declared after io_, so it goes first.
   std::optional<std::unique_ptr<JobRegistration>> registration_;
   // The live status (status/): updated at this loop's events, served on the server's own thread.
   StatusBoard status_board_;

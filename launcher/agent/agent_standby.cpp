@@ -27,6 +27,7 @@ bool Agent::stands_by(const JoinedRound& joined) {
   report_.clear();
   recorder_->round_joined(round_, group_rank_, nnodes_, joined.ranks.world_size(), true);
   status_.run();
+  register_once();  // --status finds a standby node too
   start_monitor();
   // No worker will exit: the round is "done" here at once (Running → Succeeded), and a standby
   // that sees every active node's record declares the job's success as any node would.

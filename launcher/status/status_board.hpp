@@ -52,7 +52,8 @@ struct NodeStatus {
   int group_rank = 0;
   std::string host;
   int first_rank = 0;
-  int nproc = 0;  // 0: a standby node (no workers this round)
+  int nproc = 0;
+  bool standby = false;  // no workers this round (--active_nodes)
 };
 
 // Where the ranks' progress is read at each snapshot, without the agent: both must outlive every

@@ -79,12 +79,12 @@ std::string status_json(const StatusSnapshot& s) {
                      {"host", n.host},
                      {"first_rank", n.first_rank},
                      {"nproc", n.nproc},
-                     {"role", n.nproc > 0 ? "active" : "standby"}});
+                     {"role", n.standby ? "standby" : "active"}});
   }
   json ranks = json::array();
   for (const RankStatus& r : s.ranks) ranks.push_back(rank_json(s, r));
   bool standby = false;
-  for (const NodeStatus& n : s.nodes) standby = standby || (n.group_rank == s.group_rank && n.nproc == 0);
+  for (const NodeStatus& n : s.nodes) standby = standby || (n.group_rank == s.group_rank && n.standby);
   json hang = {{"state", s.hang}};
   if (s.hang != "none") {
     hang["since"] = seconds(s.hang_ns);

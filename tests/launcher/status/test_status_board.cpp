@@ -126,12 +126,13 @@ TEST_CASE("every local rank exited 0: the node has succeeded and waits for the j
   CHECK(doc(board)["node"]["state"] == "succeeded");
 }
 
-TEST_CASE("a node with no workers in the round is a standby") {
+TEST_CASE("a standby node of the round (--active_nodes) says so, with no workers") {
   NodeInfo a;
   a.nproc = 2;
   NodeInfo b;
   b.node_rank = 1;
-  b.nproc = 0;
+  b.nproc = 2;
+  b.standby = true;
   StatusBoard board;
   board.joined(JoinedRound{RankMap({a, b}), 1, 0, 0, "", 0}, 0);
   const json j = doc(board);
