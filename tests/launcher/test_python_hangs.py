@@ -312,7 +312,8 @@ import os, sys
 assert "DDPLAUNCH_WORKER_SOCKET" not in os.environ
 assert "torch" not in sys.modules
 run_dir = os.path.dirname(os.environ["TORCHELASTIC_ERROR_FILE"])  # flat in the run's directory
-print("plain", os.environ["RANK"], sorted(n for n in os.listdir(run_dir) if ".sock" in n))
+# The workers' sockets only (the launcher's own status.sock is there too).
+print("plain", os.environ["RANK"], sorted(n for n in os.listdir(run_dir) if n.startswith("worker") and ".sock" in n))
 ''')
     rc, out, err = launches.run(["--nproc_per_node=2", "--hang_timeout=3", prog], env=py_env())
     assert rc == 0, err
@@ -339,7 +340,7 @@ if __name__ == "__main__":
     for p in ps:
         p.join()
     run_dir = os.path.dirname(os.environ["TORCHELASTIC_ERROR_FILE"])
-    socks = sorted(n for n in os.listdir(run_dir) if n.endswith(".sock"))
+    socks = sorted(n for n in os.listdir(run_dir) if n.startswith("worker") and n.endswith(".sock"))
     print("rank", dist.get_rank(), "children", got, "sockets", socks, flush=True)
     dist.barrier()
 '''
