@@ -429,3 +429,17 @@ class NetnsHosts:
         for ns in reversed(self._names):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self._names.clear()
+
+
+def netns_hosts_or_skip(addresses: List[str]):
+    """The body of a pytest fixture: yields NetnsHosts(addresses)'s hosts, or skips the test where
+    network namespaces cannot be made (not root, no iproute2, no permission)."""
+    import pytest  # only the fixtures' callers have it; the rest of this module is stdlib
+
+    if not netns_available():
+        pytest.skip("needs root and iproute2")
+    try:
+        with NetnsHosts(addresses) as made:
+            yield made
+    except RuntimeError as e:
+        pytest.skip(str(e))

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from pyfixtures import NetnsHosts, netns_available, note
+from pyfixtures import netns_hosts_or_skip, note
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,13 +35,7 @@ exit 0
 
 @pytest.fixture(scope="module")
 def hosts():
-    if not netns_available():
-        pytest.skip("needs root and iproute2")
-    try:
-        with NetnsHosts(ADDRESSES) as made:
-            yield made
-    except RuntimeError as e:
-        pytest.skip(str(e))
+    yield from netns_hosts_or_skip(ADDRESSES)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from pyfixtures import NetnsHosts, netns_available
+from pyfixtures import netns_hosts_or_skip
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,13 +42,7 @@ SECRET = "kubernetes-pods-job-secret-0123456789"
 
 @pytest.fixture
 def pods():
-    if not netns_available():
-        pytest.skip("needs root and iproute2")
-    try:
-        with NetnsHosts(POD_ADDRESSES) as made:
-            yield made
-    except RuntimeError as e:
-        pytest.skip(str(e))
+    yield from netns_hosts_or_skip(POD_ADDRESSES)
 
 
 @pytest.fixture

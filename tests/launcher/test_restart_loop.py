@@ -26,7 +26,7 @@ import time
 import pytest
 
 from launches import Launches
-from pyfixtures import NetnsHosts, netns_available, note
+from pyfixtures import netns_hosts_or_skip, note
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,13 +47,7 @@ exec sleep 30
 
 @pytest.fixture(scope="module")
 def hosts():
-    if not netns_available():
-        pytest.skip("needs root and iproute2")
-    try:
-        with NetnsHosts(NODES) as made:
-            yield made
-    except RuntimeError as e:
-        pytest.skip(str(e))
+    yield from netns_hosts_or_skip(NODES)
 
 
 @pytest.fixture

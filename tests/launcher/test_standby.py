@@ -25,7 +25,7 @@ from typing import Dict, List
 
 import pytest
 
-from pyfixtures import NetnsHosts, netns_available, note
+from pyfixtures import netns_hosts_or_skip, note
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,13 +46,7 @@ STARTED = re.compile(r"started restart=(\d+) rank=(\d+) world=(\d+) group=(\d+) 
 
 @pytest.fixture(scope="module")
 def hosts():
-    if not netns_available():
-        pytest.skip("needs root and iproute2")
-    try:
-        with NetnsHosts(ADDRESSES) as made:
-            yield made
-    except RuntimeError as e:
-        pytest.skip(str(e))
+    yield from netns_hosts_or_skip(ADDRESSES)
 
 
 class Node:

@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from pyfixtures import NetnsHosts, netns_available
+from pyfixtures import netns_hosts_or_skip
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -188,13 +188,7 @@ NODES = ["10.244.0.1", "10.244.0.2"]
 
 @pytest.fixture(scope="module")
 def hosts():
-    if not netns_available():
-        pytest.skip("needs root and iproute2")
-    try:
-        with NetnsHosts(NODES) as made:
-            yield made
-    except RuntimeError as e:
-        pytest.skip(str(e))
+    yield from netns_hosts_or_skip(NODES)
 
 
 def test_two_nodes_each_say_their_role_and_round(lx, xdg, hosts):

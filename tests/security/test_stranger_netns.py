@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from pyfixtures import NetnsHosts, netns_available
+from pyfixtures import netns_hosts_or_skip
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -46,13 +46,8 @@ def sh(*args, check=True):
 
 @pytest.fixture(scope="module")
 def hosts():
-    if not netns_available():
-        pytest.skip("needs root and iproute2")
-    try:
-        with NetnsHosts(NODES + [STRANGER]) as made:
-            yield [(h.ns, h.ifname) for h in made]
-    except RuntimeError as e:
-        pytest.skip(str(e))
+    for made in netns_hosts_or_skip(NODES + [STRANGER]):
+        yield [(h.ns, h.ifname) for h in made]
 
 
 @pytest.fixture
