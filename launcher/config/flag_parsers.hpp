@@ -47,8 +47,8 @@ struct NodeRange {
 NodeRange parse_nnodes(const std::string& text);
 
 // --nproc_per_node: a number, or gpu (the visible GPUs), cpu (the CPUs this process may use:
-// cpu_budget.hpp; logged) or auto (GPUs if any, else cpu). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else from /dev/nvidiaN.
-// Throws UsageError for other text, and for gpu when no GPU is visible.
+// cpu_budget.hpp; logged) or auto (GPUs if any, else cpu). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else
+// from /dev/nvidiaN. Throws UsageError for other text, and for gpu when no GPU is visible.
 int parse_nproc(const std::string& text, const EnvLookup& env);
 
 // --redirects / --tee: "0".."3" for every local rank (1 stdout, 2 stderr, 3 both), or a map

@@ -8,9 +8,9 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/rdzv/round_keys.hpp"
-#include "launcher/rdzv/static_rejoin.hpp"
 #include "launcher/rdzv/self_exclusion.hpp"
 #include "launcher/rdzv/standby_members.hpp"
+#include "launcher/rdzv/static_rejoin.hpp"
 
 namespace ddp::launcher {
 

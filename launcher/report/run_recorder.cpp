@@ -179,10 +179,9 @@ void RunRecorder::job_ended(int exit_code, int group_rank, int restarts, const R
   }
   json rounds = json::array();
   for (const FailedRound& r : failed_rounds_) rounds.push_back(failed_round_json(r));
-  const json summary{{"version", 1},       {"run_id", o_.run_id},    {"node_rank", group_rank},
-                     {"host", o_.host},    {"exit_code", exit_code}, {"restarts", restarts},
-                     {"root_cause", root}, {"ranks", ranks},         {"rounds", rounds},
-                     {"standby", standby_}};  // the last round's: a standby node has no ranks
+  const json summary{{"version", 1},           {"run_id", o_.run_id},  {"node_rank", group_rank}, {"host", o_.host},
+                     {"exit_code", exit_code}, {"restarts", restarts}, {"root_cause", root},      {"ranks", ranks},
+                     {"rounds", rounds},       {"standby", standby_}};  // the last round's: a standby node has no ranks
   const std::string text = summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   for (const std::string& path : o_.summary_json) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -39,8 +39,8 @@ void StatusBoard::joined(const JoinedRound& joined, int restarts) {
   s_.world_size = joined.ranks.world_size();
   s_.nodes.clear();
   for (const NodeInfo& n : joined.ranks.nodes()) {
-    s_.nodes.push_back(NodeStatus{n.node_rank, n.host, joined.ranks.base_rank(n.node_rank), n.standby ? 0 : n.nproc,
-                                 n.standby});
+    s_.nodes.push_back(
+        NodeStatus{n.node_rank, n.host, joined.ranks.base_rank(n.node_rank), n.standby ? 0 : n.nproc, n.standby});
   }
 }
 
