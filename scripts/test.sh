@@ -7,7 +7,8 @@
 # The full suite:
 #   1. scripts/setup.sh (Debian packages, .venv with torch)
 #   2. build-asan/: clang with ASan+UBSan, the non-LibTorch targets and the libFuzzer target;
-#      its ctest runs the store's tests under the sanitizers plus a bounded fuzz run.
+#      its ctest runs every non-end-to-end test, the end-to-end suites labelled `sanitize` and a
+#      bounded fuzz run under the sanitizers.
 #   3. build/: the main build (gcc, LibTorch parts included); its ctest runs everything, and its
 #      summary line is the last line printed.
 # Exit status: non-zero when either suite failed.
@@ -51,7 +52,12 @@ status=0
 echo "test: sanitizer suite (build-asan/)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir build-asan --output-on-failure -j "$jobs" "${retry[@]}" || status=1
+# Under the sanitizers: every test that is not a multi-process end-to-end suite (unit, loopback,
+# the store's contract and command line, the fuzz run), and of the end-to-end suites those labelled
+# `sanitize`: the launch path and the strangers' hostile input. The other end-to-end suites run
+# once, in the main suite: under ASan they repeated the same launches at twice the cost.
+ctest --test-dir build-asan --output-on-failure -j "$jobs" "${retry[@]}" -LE '^e2e$' || status=1
+ctest --test-dir build-asan --output-on-failure -j "$jobs" "${retry[@]}" -L '^sanitize$' || status=1
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "test: main suite (build/)"
