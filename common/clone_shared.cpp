@@ -10,7 +10,9 @@
 namespace ddp {
 
 pid_t clone_shared(clone_args& args, char* stack, std::size_t stack_size, void (*entry)(void*), void* arg) {
-#if defined(__x86_64__)
+// Not under AddressSanitizer or ThreadSanitizer: they track each thread's stack and would see
+// the child's calls on an unknown one; those builds keep the copying clone3.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   args.flags |= CLONE_VM;
   args.stack = reinterpret_cast<std::uint64_t>(stack);
   args.stack_size = stack_size & ~std::size_t{15};  // the child's stack pointer: 16-byte aligned

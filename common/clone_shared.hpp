@@ -3,8 +3,8 @@
 // clone3(CLONE_VFORK) copies the caller's page tables like fork, and the caller then takes a
 // copy-on-write fault on each page it writes: per worker started, a cost that grows with the
 // launcher's memory. glibc (2.36) has no clone3 wrapper that takes a function and a stack, so
-// the system call is made here, in assembly for x86-64 (clone_shared.cpp); elsewhere it reports
-// ENOSYS and the caller falls back.
+// the system call is made here, in assembly for x86-64 (clone_shared.cpp); elsewhere, and in
+// sanitizer builds, it reports ENOSYS and the caller falls back.
 #pragma once
 
 #include <linux/sched.h>
