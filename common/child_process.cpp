@@ -18,9 +18,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
+#include "common/clone_shared.hpp"
 #include "common/close_descriptors.hpp"
 #include "common/exit_codes.hpp"
 
@@ -177,9 +179,26 @@ class ReportPipe {
 // cgroup.procs migrates a process, and the kernel's first migration after a quiet spell waits for
 // an RCU grace period (cgroup_threadgroup_rwsem): about 7 ms per launch on the benchmark machine,
 // as much as starting 16 workers. Returns the pid, or -1 with errno (ENOSYS/EINVAL: unsupported).
-// Like vfork, it returns once the child has exec'd or exited.
+// Like vfork, it returns once the child has exec'd or exited. The child shares our memory
+// (clone_shared.hpp: no page tables copied, no copy-on-write faults after) and runs on a stack of
+// its own; where that is not available it gets a copy of our memory, as from fork.
 pid_t clone_into_cgroup(const ChildOptions& o, const Prepared& p) {
   clone_args args{};
+  args.flags = CLONE_VFORK | CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<std::uint64_t>(o.cgroup_fd);
+  struct Entry {
+    const ChildOptions* o;
+    const Prepared* p;
+  } entry{&o, &p};
+  // The child's calls (exec_child, close_descriptors_except's 4 KiB buffer) need a few KiB.
+  constexpr std::size_t kChildStack = 64 * 1024;
+  const std::unique_ptr<char[]> stack(new char[kChildStack]);
+  const pid_t shared = clone_shared(
+      args, stack.get(), kChildStack,
+      [](void* e) { run_child(*static_cast<Entry*>(e)->o, *static_cast<Entry*>(e)->p); }, &entry);
+  if (shared >= 0 || errno != ENOSYS) return shared;
+  args = clone_args{};
   args.flags = CLONE_VFORK | CLONE_INTO_CGROUP;
   args.exit_signal = SIGCHLD;
   args.cgroup = static_cast<std::uint64_t>(o.cgroup_fd);

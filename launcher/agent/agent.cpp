@@ -89,7 +89,9 @@ bool Agent::prepare() {
     }
     watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) { on_hang(r); });
     status_board_.identify(status_identity(c_, eff_.host), {&watch_->progress_table(), watch_->flight_recorders()});
-    if (deps_.preflight)
+    // With --status_port now, so a port in use fails before the rendezvous; else with the
+    // registration, after the workers start (register_once): off the path to their exec.
+    if (deps_.preflight && c_.status_port >= 0)
       status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(c_.node_rank));
   } catch (const UsageError& e) {
     log::error("{}", e.what());
@@ -184,7 +186,9 @@ void Agent::on_joined(const JoinedRound& joined) {
 }
 
 void Agent::register_once() {
-  // The record is written a second later (rdzv/job_registry.hpp).
+  // The record is written a second later (rdzv/job_registry.hpp); it names the status socket.
+  if (!registration_ && deps_.preflight && !status_server_)
+    status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(group_rank_));
   if (!registration_ && deps_.preflight)
     registration_ = register_job(io_, c_, eff_, group_rank_, nnodes_, backend_->hosts_store(group_rank_));
 }

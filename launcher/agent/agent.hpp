@@ -114,7 +114,8 @@ class Agent {
   bool stands_by(const JoinedRound& joined);
   void start_monitor();
   // Records the job in this machine's registry (--dump_stacks, --status find it), once: in the
-  // first round this node takes part in, with workers or standing by.
+  // first round this node takes part in, with workers or standing by; starts the status server
+  // first when prepare() did not (no --status_port).
   void register_once();
   void on_worker_exit(const WorkerResult& w);
   // Whether a worker that ended after the round began to stop was stopped by us (our signals, or
@@ -187,8 +188,10 @@ class Agent {
   // takes part in (register_once; nullptr with etcd). Declared after io_, so it goes first.
   std::optional<std::unique_ptr<JobRegistration>> registration_;
   // The live status (status/): updated at this loop's events, served on the server's own thread.
+  // The server is made by prepare() with --status_port, else by register_once() (after the
+  // workers start: off the path to their exec); it goes before the watch.
   StatusBoard status_board_;
-  std::unique_ptr<StatusServer> status_server_;  // made by prepare(); goes before the watch
+  std::unique_ptr<StatusServer> status_server_;
   std::optional<int> exit_code_;
   std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure
   std::string python_hook_dir_;      // the Python workers' hook (python_hook.hpp); "": none

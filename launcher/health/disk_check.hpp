@@ -10,8 +10,9 @@
 
 namespace ddp::launcher {
 
-// Creates, writes one byte to and removes a file in `dir`, then asks statvfs(2) for the free
-// space and inodes an unprivileged user has there. Failed when any of that fails or less than
+// Asks access(2) whether a file can be created in `dir` (write and search permission, a writable
+// mount), then statvfs(2) for the free space and inodes an unprivileged user has there. (A quota
+// reached, EDQUOT, shows only when the workers write.) Failed when any of that fails or less than
 // `min_free_bytes` (or no inode) is left; the summary names the directory, the numbers and a fix.
 // Blocks for a few file-system calls; never throws; thread-safe.
 CheckResult check_log_directory(const std::string& dir, std::uint64_t min_free_bytes);

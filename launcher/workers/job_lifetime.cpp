@@ -108,16 +108,37 @@ std::vector<pid_t> JobLifetime::adopted_candidates() const {
   return out;
 }
 
-void JobLifetime::send(char op, pid_t pgid) {
+void JobLifetime::send(char op, pid_t pgid, bool now) {
   if (socket_ < 0) return;
-  const ReaperMessage m{op, static_cast<std::int32_t>(pgid)};
-  // MSG_NOSIGNAL: a reaper that died must not kill us with SIGPIPE.
-  if (::send(socket_, &m, sizeof m, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof m)) {
-    log::warning("the reaper process {} is gone ({}); processes the workers leave behind may survive the job", reaper_,
-                 std::strerror(errno));
-    ::close(socket_);
-    socket_ = -1;
+  held_.push_back(ReaperMessage{op, static_cast<std::int32_t>(pgid)});
+  if (now || !cgroup_in_use()) flush();
+}
+
+void JobLifetime::flush() {
+  if (held_.empty() || socket_ < 0) return;
+  // One datagram per message (SOCK_SEQPACKET), all in one call: the reaper wakes once.
+  std::vector<iovec> iov(held_.size());
+  std::vector<mmsghdr> msgs(held_.size());
+  for (std::size_t i = 0; i < held_.size(); ++i) {
+    iov[i] = iovec{&held_[i], sizeof(ReaperMessage)};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
   }
+  std::size_t sent = 0;
+  while (sent < msgs.size()) {
+    // MSG_NOSIGNAL: a reaper that died must not kill us with SIGPIPE.
+    const int n = ::sendmmsg(socket_, msgs.data() + sent, static_cast<unsigned>(msgs.size() - sent), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      log::warning("the reaper process {} is gone ({}); processes the workers leave behind may survive the job",
+                   reaper_, std::strerror(errno));
+      ::close(socket_);
+      socket_ = -1;
+      break;
+    }
+    sent += static_cast<std::size_t>(n);
+  }
+  held_.clear();
 }
 
 void JobLifetime::adopt(ProcessSet& set) {
@@ -127,7 +148,7 @@ void JobLifetime::adopt(ProcessSet& set) {
 void JobLifetime::worker_started(pid_t pid, const ProcessSet& set) {
   if (cgroup_in_use() && !set.in_cgroup()) {
     cgroup_dropped_ = true;  // ProcessSet said why, once
-    send('N');
+    send('N', 0, true);
   }
   send('W', pid);
 }
@@ -165,7 +186,7 @@ void JobLifetime::finish() {
     }
   }
   log::debug("stopping what the workers left behind (SIGTERM, SIGKILL after {:g} s)", grace_.count() / 1000.0);
-  send('F');
+  send('F', 0, true);
   // Reap whatever exits until the reaper itself does: the orphans it kills are our children, and
   // their zombies would keep their process groups alive. The socket stays open meanwhile: if we
   // die now (a second Ctrl-C), its end of file tells the reaper to kill at once.

@@ -24,6 +24,7 @@
 
 #include "common/job_cgroup.hpp"
 #include "common/process_set.hpp"
+#include "launcher/workers/reaper.hpp"
 
 namespace ddp::launcher {
 
@@ -57,12 +58,19 @@ class JobLifetime {
   // Reaps every exited child that no ProcessSet owns (adopted orphans). Never blocks; call it
   // on SIGCHLD.
   void reap_orphans();
+  // Sends the reaper the messages held back. While the job's cgroup is in use, the messages of a
+  // batch (every worker's start, the exits of one SIGCHLD) are held and sent at once at its end,
+  // so the reaper wakes once per batch, not twice per worker: should the launcher die
+  // meanwhile, the reaper kills the whole cgroup anyway. Without a cgroup every message goes at
+  // once. Never blocks.
+  void flush();
   // Ends the job as described above; blocks up to the grace plus a few seconds, reaping every
   // child meanwhile. Call it after every ProcessSet is gone. Idempotent.
   void finish();
 
  private:
-  void send(char op, pid_t pgid = 0);
+  // Queues a message (sent by flush(), or now when `now` or without a cgroup).
+  void send(char op, pid_t pgid = 0, bool now = false);
   bool cgroup_in_use() const { return cgroup_ && !cgroup_dropped_; }
   // Our children that may be adopted orphans: the cgroup's members whose parent we are, or
   // (without a cgroup) every child of ours.
@@ -72,7 +80,8 @@ class JobLifetime {
   std::chrono::milliseconds grace_;
   bool cgroup_dropped_ = false;
   pid_t reaper_ = -1;
-  int socket_ = -1;  // our end; closed by finish()
+  int socket_ = -1;                  // our end; closed by finish()
+  std::vector<ReaperMessage> held_;  // see flush()
 };
 
 // The pids whose parent is `parent` (read from /proc/<pid>/stat: this kernel may lack

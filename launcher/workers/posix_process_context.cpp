@@ -44,11 +44,13 @@ class PosixProcessContext final : public ProcessContext {
         w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });
       }
     } catch (...) {
+      if (lifetime_) lifetime_->flush();
       // Nothing of a group that could not start completely keeps running.
       processes_.signal_all(SIGKILL);
       for (auto& w : workers_) reported_.push_back(w.get());
       throw;
     }
+    if (lifetime_) lifetime_->flush();  // the reaper learns of the whole group at once
     return pids;
   }
 
@@ -70,7 +72,10 @@ class PosixProcessContext final : public ProcessContext {
           maybe_report(*w);
         }
       }
-      if (lifetime_) lifetime_->reap_orphans();
+      if (lifetime_) {
+        lifetime_->flush();  // the exits of this batch, at once
+        lifetime_->reap_orphans();
+      }
       wait_sigchld();
     });
   }

@@ -3,6 +3,8 @@
 // probed; a device that does not answer or reports uncorrectable ECC errors fails the check.
 #include "launcher/health/gpu_check.hpp"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -54,6 +56,13 @@ TEST_CASE("this machine's NVML: no GPU here is a clean skip") {
     CHECK(r.verdict == CheckResult::Verdict::Skipped);
     CHECK(r.summary.rfind("no GPU: skipped (", 0) == 0);
   }
+}
+
+TEST_CASE("without the driver's device node NVML is not looked for, and the skip says why") {
+  if (::access("/dev/nvidiactl", F_OK) == 0 || ::access("/dev/dxg", F_OK) == 0) return;  // a GPU machine
+  NvmlDevices real;
+  CHECK(real.unavailable() == "no NVIDIA driver: no /dev/nvidiactl");
+  CHECK(check_gpus(real, std::nullopt).summary == "no GPU: skipped (no NVIDIA driver: no /dev/nvidiactl)");
 }
 
 TEST_CASE("every device is probed when CUDA_VISIBLE_DEVICES is unset, only the visible ones otherwise") {
