@@ -112,10 +112,12 @@ class Torch:
 class Floor:
     name = "loopback floor"
 
-    def __init__(self, bin_dir, kind, request_bytes=24, reply_bytes=8):
+    def __init__(self, bin_dir, kind, request_bytes=24, reply_bytes=8, message_bytes=30):
         self.cmd = [os.path.join(bin_dir, "store_load"), "serve-floor", kind]
         if kind == "echo":
             self.cmd += [str(request_bytes), str(reply_bytes)]
+        elif kind == "pingpong":
+            self.cmd += [str(message_bytes)]
 
     def __enter__(self):
         self.p = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

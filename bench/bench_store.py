@@ -4,11 +4,15 @@ against PyTorch's own TCPStore server (libuv backend, hosted by tests/interop/to
 and against a loopback floor that only moves bytes (store_load serve-floor), at 1, 16 and 256
 connections, for a set/get/add/check mix and a wait/set ping-pong, plus one pipelined row (16 ADDs
 per write, not what PyTorch clients do) to show what batching is worth. Writes a Markdown section
-to stdout and a plot to bench/store_throughput.png.   python bench_store.py BUILD_BIN_DIR [--quick]
+to stdout and a plot to bench/store_throughput.png.
+    python bench_store.py BUILD_BIN_DIR [--quick] [--before OTHER_BIN_DIR]
+--before also measures OTHER_BIN_DIR/ddplaunch-store (e.g. a build of main) in the same
+repetitions, for before → after columns.
 
 Every repetition runs the three servers back to back (rotating the order); the ratios are taken
 within a repetition and their median is shown with the min–max.
 """
+import contextlib
 import json
 import os
 import statistics
@@ -19,13 +23,17 @@ from bench_servers import Floor, Ours, Torch, cpu_seconds, dns_note
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
+BEFORE = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else None
 REPS = 2 if QUICK else 5
 SECONDS = "0.15" if QUICK else "1.0"
 CONNS = (1, 16, 256)
 # Floor messages of the same sizes: a 24-byte request and an 8-byte reply (ADD), and for the
-# ping-pong a 30-byte message relayed one way and back (SET /pp/<pair>/<i> "x").
+# ping-pong the store's own wire pattern: each side writes a 30-byte SET and a 30-byte WAIT and
+# reads a 1-byte STOP_WAITING (floor_server.hpp). The kernel then sees the same segments per op
+# (8, with the receiver's ACK of two pushed segments) as with a store; a floor that relayed one
+# message each way saw 4 and did less kernel work than any store can.
 FLOOR_ECHO = "floor-echo:24:8"
-FLOOR_RELAY = "floor-relay:30"
+FLOOR_PINGPONG = "floor-pingpong:30"
 PIPELINED = "pipelined:16"
 
 
@@ -70,19 +78,24 @@ def plot(rows):
 
 def main():
     rows = []
-    with Ours(BIN) as ours, Torch() as torch, Floor(BIN, "echo") as echo, Floor(BIN, "relay") as relay:
-        for mode, floor, floor_mode in (("mix", echo, FLOOR_ECHO), ("pingpong", relay, FLOOR_RELAY)):
+    with contextlib.ExitStack() as stack:
+        ours, torch = stack.enter_context(Ours(BIN)), stack.enter_context(Torch())
+        echo, pingpong = stack.enter_context(Floor(BIN, "echo")), stack.enter_context(Floor(BIN, "pingpong"))
+        before = stack.enter_context(Ours(BEFORE)) if BEFORE else None
+        for mode, floor, floor_mode in (("mix", echo, FLOOR_ECHO), ("pingpong", pingpong, FLOOR_PINGPONG)):
             for conns in CONNS:
-                runs = {"ours": [], "torch": [], "floor": []}
+                runs = {"ours": [], "torch": [], "floor": [], "before": []}
                 for rep in range(REPS):
                     order = [("ours", ours, mode), ("torch", torch, mode), ("floor", floor, floor_mode)]
-                    order = order[rep % 3:] + order[:rep % 3]
+                    if before:
+                        order.append(("before", before, mode))
+                    order = order[rep % len(order):] + order[:rep % len(order)]
                     for name, server, m in order:
                         runs[name].append(load(server, conns, m))
                 rows.append((mode, conns, runs))
         # Not what a PyTorch client does (one request in flight per connection): how much a server
         # gains when requests do arrive together, e.g. many ranks' requests in one read.
-        runs = {"ours": [], "torch": [], "floor": []}
+        runs = {"ours": [], "torch": [], "floor": [], "before": []}
         for rep in range(REPS):
             order = [("ours", ours), ("torch", torch)]
             for name, server in (order if rep % 2 == 0 else order[::-1]):
@@ -92,8 +105,9 @@ def main():
     png = plot(rows)
     out = ["## 3. Store throughput and latency (same C++ load generator against both servers)", "",
            "| load | conns | ddplaunch-store ops/s [p50 / p99 µs] | PyTorch ops/s [p50 / p99 µs] | "
-           "ours / PyTorch ops/s | loopback floor p50 µs | ours p50 / floor p50 | server CPU µs/op: ours / PyTorch / floor |",
-           "|---|---|---|---|---|---|---|---|"]
+           "ours / PyTorch ops/s | loopback floor p50 µs | ours p50 / floor p50 | server CPU µs/op: ours / PyTorch / floor | "
+           "CPU ÷ floor: ours / PyTorch" + (" / before" if BEFORE else "") + " |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for mode, conns, runs in rows:
         o, t, f = runs["ours"], runs["torch"], runs["floor"]
         cell = lambda rs: (f"{statistics.median(r['ops_per_s'] for r in rs):.0f} "
@@ -108,9 +122,17 @@ def main():
                            f"{to_floor[0]:.1f}× ({to_floor[1]:.1f}–{to_floor[2]:.1f})")
         else:
             floor_cells = "— | —"
+        if f:
+            # Within each repetition, then the median (min–max): the servers ran back to back.
+            names = ["ours", "torch"] + (["before"] if BEFORE else [])
+            per = [med([a["cpu_us_per_op"] / b["cpu_us_per_op"] for a, b in zip(runs[n], f)]) for n in names]
+            to_floor_cpu = " / ".join(f"**{m:.2f}×** ({lo:.2f}–{hi:.2f})" if n == "ours" else f"{m:.2f}×"
+                                      for n, (m, lo, hi) in zip(names, per))
+        else:
+            to_floor_cpu = "—"
         label = "add ×16 pipelined (not PyTorch's pattern)" if mode == PIPELINED else mode
         out.append(f"| {label} | {conns} | {cell(o)} | {cell(t)} | **{ratio[0]:.2f}×** ({ratio[1]:.2f}–{ratio[2]:.2f}) | "
-                   f"{floor_cells} | {cpu} |")
+                   f"{floor_cells} | {cpu} | {to_floor_cpu} |")
     mix_rows = [r for r in rows if r[0] == "mix"]
     ceiling = max(statistics.median(r["cpu_us_per_op"] for r in runs["torch"]) /
                   statistics.median(r["cpu_us_per_op"] for r in runs["floor"]) for _, _, runs in mix_rows)
@@ -122,8 +144,11 @@ def main():
             "deletes the pair's old keys in one pipelined batch, to keep both stores small); one op = one round "
             "trip. "
             f"Floor = the same tool against a server that only moves bytes: for mix a "
-            f"{FLOOR_ECHO.split(':')[1]}-byte request answered by {FLOOR_ECHO.split(':')[2]} bytes, for pingpong a {FLOOR_RELAY.split(':')[1]}-byte message relayed to the paired "
-            "connection and back. add ×16 pipelined = 16 ADDs sent in one write per connection, then their 16 "
+            f"{FLOOR_ECHO.split(':')[1]}-byte request answered by {FLOOR_ECHO.split(':')[2]} bytes, for pingpong the store's wire pattern "
+            f"(each side writes a {FLOOR_PINGPONG.split(':')[1]}-byte SET and a {FLOOR_PINGPONG.split(':')[1]}-byte WAIT, the server "
+            "answers each SET with 1 byte to the partner), so the kernel handles the same segments, reads and writes per op. "
+            "CPU ÷ floor = server CPU per op over the floor's, within each repetition, median (min–max)"
+            + (f"; before = {BEFORE}/ddplaunch-store in the same repetitions" if BEFORE else "") + ". add ×16 pipelined = 16 ADDs sent in one write per connection, then their 16 "
             "replies read (latency per batch): real PyTorch clients never do this; it shows what a server gains "
             "when requests arrive together (ours answers one read's requests with one write). Server CPU = user + system time of the server process over the run, divided "
             "by all ops it served (warm-up included).",

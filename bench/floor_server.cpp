@@ -16,6 +16,8 @@ struct FloorServer::Peer {
   std::array<char, 4096> buffer{};
   std::size_t partial = 0;      // echo: bytes of an incomplete request
   std::shared_ptr<Peer> other;  // relay: the paired connection
+  std::uint64_t received = 0;   // ping-pong: bytes read so far
+  bool first = false;           // ping-pong: the first of its pair (starts with a SET)
 };
 
 FloorServer::FloorServer(asio::io_context& io, FloorServerOptions options)
@@ -38,6 +40,7 @@ void FloorServer::accept_next() {
       } else {
         peer->other = unpaired_;
         unpaired_->other = peer;
+        unpaired_->first = true;
         read(unpaired_);
         read(peer);
         unpaired_.reset();
@@ -61,6 +64,17 @@ void FloorServer::read(const std::shared_ptr<Peer>& peer) {
                                  if (options_.relay) {
                                    if (!peer->other) return;
                                    target = &peer->other->socket;
+                                   if (const std::size_t m = options_.message_bytes; m > 0) {
+                                     // One byte to the partner per SET completed in this read.
+                                     const std::uint64_t before = peer->received / m;
+                                     peer->received += n;
+                                     std::size_t sets = 0;
+                                     for (std::uint64_t k = before + 1; k <= peer->received / m; ++k) {
+                                       sets += (k % 2 == 1) == peer->first ? 1 : 0;
+                                     }
+                                     n = std::min(sets, zeros_.size());
+                                     data = zeros_.data();
+                                   }
                                  } else {
                                    const std::size_t total = peer->partial + n;
                                    const std::size_t replies = total / options_.request_bytes;

@@ -11,7 +11,10 @@
 //                     D replies read; counts D ops per batch (the latency is the batch's)
 //     floor-echo:Q:R  against `serve-floor echo Q R`: send Q bytes, read R bytes
 //     floor-relay:B   against `serve-floor relay`: pairs; B bytes there and B bytes back
-//   store_load serve-floor echo Q R | relay
+//     floor-pingpong:M against `serve-floor pingpong M`: pairs, the wire pattern of pingpong
+//                     (each side writes a SET and then its next WAIT, M bytes each, and reads
+//                     a 1-byte STOP_WAITING) with nothing but byte counting behind it
+//   store_load serve-floor echo Q R | relay | pingpong M
 //     the floor server (floor_server.hpp); prints "port=P", serves until stdin closes
 //
 // `run` connects everything, handshakes (VALIDATE + PING for the store modes), runs a warm-up
@@ -27,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/post.hpp>
@@ -265,9 +269,44 @@ class FloorSession final : public Session {
   int sub_ = 0;
 };
 
+// Floor for pingpong: both sides write a SET and then a WAIT (two writes, as a PyTorch client
+// sends them) and read a 1-byte reply; the pong side starts with its WAIT.
+class FloorPingPongSession final : public Session {
+ public:
+  FloorPingPongSession(asio::io_context& io, Control& c, Stats& s, int id, std::size_t bytes)
+      : Session(io, c, s, false), ping_(id % 2 == 0), message_(bytes, 'x') {}
+  void start() override {
+    if (ping_) return issue();
+    exchange(message_, bench::ReplyShape::fixed(1));  // pong: its first WAIT
+  }
+
+ private:
+  void issue() {
+    if (ping_) begin_op();
+    set_sent_ = true;
+    exchange(message_, bench::ReplyShape::none());  // the SET
+  }
+  void step(std::int64_t) override {
+    if (std::exchange(set_sent_, false)) return exchange(message_, bench::ReplyShape::fixed(1));  // the WAIT
+    if (!ping_ || end_op()) issue();
+  }
+
+  bool ping_;
+  bool set_sent_ = false;
+  std::string message_;
+};
+
 int serve_floor(int argc, char** argv) {
   bench::FloorServerOptions options;
-  options.relay = argc > 2 && std::string(argv[2]) == "relay";
+  const std::string kind = argc > 2 ? argv[2] : "";
+  options.relay = kind == "relay" || kind == "pingpong";
+  if (kind == "pingpong") {
+    if (argc < 4) {
+      std::fprintf(stderr, "usage: store_load serve-floor pingpong MESSAGE_BYTES\n");
+      return 2;
+    }
+    options.message_bytes = static_cast<std::size_t>(std::max(1, std::atoi(argv[3])));
+  }
   if (!options.relay) {
     if (argc < 5) {
       std::fprintf(stderr, "usage: store_load serve-floor echo REQUEST_BYTES REPLY_BYTES | relay\n");
@@ -298,9 +337,10 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "serve-floor") return serve_floor(argc, argv);
   if (argc < 7 || std::string(argv[1]) != "run") {
     std::fprintf(stderr,
-                 "usage: store_load run HOST PORT CONNS SECONDS mix|pingpong|pipelined:D|floor-echo:Q:R|floor-relay:B "
+                 "usage: store_load run HOST PORT CONNS SECONDS mix|pingpong|pipelined:D|floor-echo:Q:R|floor-relay:B|"
+                 "floor-pingpong:M "
                  "[THREADS]\n"
-                 "       store_load serve-floor echo Q R | relay\n");
+                 "       store_load serve-floor echo Q R | relay | pingpong M\n");
     return 2;
   }
   boost::system::error_code host_ec;
@@ -315,16 +355,18 @@ int main(int argc, char** argv) {
   const std::string mode = argv[6];
   const int threads = argc > 7 ? std::max(1, std::atoi(argv[7])) : 1;
   const bool floor_relay = mode.rfind("floor-relay:", 0) == 0;
+  const bool floor_pingpong = mode.rfind("floor-pingpong:", 0) == 0;
   const bool floor_echo = mode.rfind("floor-echo:", 0) == 0;
   const int depth = mode.rfind("pipelined:", 0) == 0 ? std::max(1, std::atoi(mode.c_str() + 10)) : 0;
-  if (!floor_relay && !floor_echo && depth == 0 && mode != "mix" && mode != "pingpong") {
+  if (!floor_relay && !floor_pingpong && !floor_echo && depth == 0 && mode != "mix" && mode != "pingpong") {
     std::fprintf(stderr, "store_load: unknown mode '%s'\n", mode.c_str());
     return 2;
   }
-  const bool paired = mode == "pingpong" || floor_relay;
+  const bool paired = mode == "pingpong" || floor_relay || floor_pingpong;
   if (paired && conns % 2 == 1) ++conns;
   std::size_t out_bytes = 0, back_bytes = 0;
   if (floor_relay) out_bytes = back_bytes = std::stoul(mode.substr(12));
+  if (floor_pingpong) out_bytes = std::stoul(mode.substr(15));
   if (floor_echo) {
     const auto colon = mode.find(':', 11);
     out_bytes = std::stoul(mode.substr(11, colon - 11));
@@ -347,6 +389,8 @@ int main(int argc, char** argv) {
       sessions.push_back(std::make_unique<PipelinedSession>(io, control, stats[t], i, depth));
     } else if (mode == "pingpong") {
       sessions.push_back(std::make_unique<PingPongSession>(io, control, stats[t], i));
+    } else if (floor_pingpong) {
+      sessions.push_back(std::make_unique<FloorPingPongSession>(io, control, stats[t], i, out_bytes));
     } else {
       sessions.push_back(std::make_unique<FloorSession>(io, control, stats[t], i, floor_relay, out_bytes, back_bytes));
     }

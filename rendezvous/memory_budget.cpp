@@ -55,6 +55,10 @@ void MemoryBudget::adjust(Kind kind, std::size_t from, std::size_t to) {
   release(kind, from - to);
 }
 
+bool MemoryBudget::admits(std::size_t stored, std::size_t reply) const {
+  return fits(Kind::Stored, stored) && fits(Kind::Unsent, reply) && reply <= limit_ - std::min(limit_, used() + stored);
+}
+
 std::string MemoryBudget::refusal(std::size_t stored, std::size_t reply) const {
   if (!fits(Kind::Stored, stored)) {
     return "storing " + format_bytes(stored) + " more would pass the store's memory budget (" + describe() + ")";
@@ -80,6 +84,7 @@ std::string format_bytes(std::size_t bytes) {
 }
 
 bool ConnectionCharge::buffer(std::size_t bytes, bool exempt) {
+  if (bytes == buffered_) return true;  // every complete request: nothing buffered before or after
   if (!exempt && bytes > buffered_ && !budget_.fits(MemoryBudget::Kind::Buffered, bytes - buffered_)) return false;
   budget_.adjust(MemoryBudget::Kind::Buffered, buffered_, bytes);
   buffered_ = bytes;

@@ -49,6 +49,8 @@ class MemoryBudget {
   // `reply` bytes may not be applied now: "" when both fit, else a sentence with the numbers
   // (for the log line of the closed connection). Pure.
   std::string refusal(std::size_t stored, std::size_t reply) const;
+  // Whether refusal() would be empty, without building a string (asked for every request).
+  bool admits(std::size_t stored, std::size_t reply) const;
 
   // "stored 1.0 MiB, requests 0 B, replies 12.0 MiB of 16.0 MiB", for log lines.
   std::string describe() const;

@@ -1,6 +1,7 @@
 // Encoding of requests and the little-endian primitives (see request.hpp for the layouts).
 #include "rendezvous/request.hpp"
 
+#include <bit>
 #include <cstring>
 
 #include "ddplaunch/rendezvous/error.hpp"
@@ -31,12 +32,20 @@ void put_str(std::string& out, std::string_view bytes) {
 
 std::uint32_t get_u32(const char* p) {
   std::uint32_t v = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, 4);  // one load; the loop below is the portable form
+    return v;
+  }
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
 }
 
 std::int64_t get_i64(const char* p) {
   std::uint64_t v = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, 8);
+    return static_cast<std::int64_t>(v);
+  }
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return static_cast<std::int64_t>(v);
 }

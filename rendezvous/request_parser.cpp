@@ -46,6 +46,16 @@ RequestParser::Field RequestParser::next_field() const {
   return Field::Done;
 }
 
+const char* RequestParser::fixed_field(std::string_view& input, std::size_t width) {
+  if (scratch_len_ == 0 && input.size() >= width) {
+    // The common case: the whole field is in this read, so it is decoded where it lies.
+    const char* p = input.data();
+    input.remove_prefix(width);
+    return p;
+  }
+  return fill_fixed(input, width) ? scratch_ : nullptr;
+}
+
 bool RequestParser::fill_fixed(std::string_view& input, std::size_t width) {
   const std::size_t take = std::min(width - scratch_len_, input.size());
   std::copy_n(input.data(), take, scratch_ + scratch_len_);
@@ -81,7 +91,7 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
       throw ProtocolError("unknown query type " + std::to_string(byte));
     }
     input.remove_prefix(1);
-    req_ = Request{};
+    req_.integer = 0;  // keys and values were emptied when the last request was handed out
     req_.type = static_cast<QueryType>(byte);
     have_type_ = true;
     have_integer_ = have_count_ = false;
@@ -90,30 +100,37 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
   }
   for (Field field = next_field(); field != Field::Done; field = next_field()) {
     switch (field) {
-      case Field::U32:
-        if (!fill_fixed(input, 4)) return false;
-        req_.integer = get_u32(scratch_);
+      case Field::U32: {
+        const char* p = fixed_field(input, 4);
+        if (p == nullptr) return false;
+        req_.integer = get_u32(p);
         have_integer_ = true;
         break;
-      case Field::I64:
-        if (!fill_fixed(input, 8)) return false;
-        req_.integer = get_i64(scratch_);
+      }
+      case Field::I64: {
+        const char* p = fixed_field(input, 8);
+        if (p == nullptr) return false;
+        req_.integer = get_i64(p);
         have_integer_ = true;
         break;
-      case Field::Count:
-        if (!fill_fixed(input, 8)) return false;
-        count_ = static_cast<std::uint64_t>(get_i64(scratch_));
+      }
+      case Field::Count: {
+        const char* p = fixed_field(input, 8);
+        if (p == nullptr) return false;
+        count_ = static_cast<std::uint64_t>(get_i64(p));
         if (count_ > kMaxKeyCount) {
           throw ProtocolError(std::string(query_name(req_.type)) + " announces " + std::to_string(count_) +
                               " keys, over the limit of " + std::to_string(kMaxKeyCount));
         }
         have_count_ = true;
         break;
+      }
       case Field::Key:
       case Field::Value: {
         if (!in_string_) {
-          if (!fill_fixed(input, 8)) return false;
-          const auto len = static_cast<std::uint64_t>(get_i64(scratch_));
+          const char* p = fixed_field(input, 8);
+          if (p == nullptr) return false;
+          const auto len = static_cast<std::uint64_t>(get_i64(p));
           const std::size_t limit = field == Field::Key ? kMaxKeyLength : kMaxValueLength;
           if (len > limit) {
             throw ProtocolError(std::string(query_name(req_.type)) + " announces a " +
@@ -127,6 +144,14 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
                                 "), over the limit per request");
           }
           announced_ += len;
+          if (len <= input.size()) {
+            // The whole string is in this read: straight into the request, no staging copy.
+            auto& fields = field == Field::Key ? req_.keys : req_.values;
+            fields.emplace_back(input.data(), static_cast<std::size_t>(len));
+            held_ += fields.back().capacity() + kFieldOverhead;
+            input.remove_prefix(static_cast<std::size_t>(len));
+            break;
+          }
           in_string_ = true;
           string_left_ = len;
           // Reserve at most 64 KiB up front: a peer that announces 8 MiB and sends nothing
@@ -152,8 +177,19 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
     }
   }
   have_type_ = false;
-  out = std::move(req_);
+  // Swapped, not moved: the caller's vectors come back empty with their capacity, so a
+  // connection that reuses one Request parses its requests without allocating (short keys and
+  // values fit in the strings themselves). What the caller left in them is freed here.
+  std::swap(out, req_);
+  release(req_.keys);
+  release(req_.values);
   return true;
+}
+
+void RequestParser::release(std::vector<std::string>& fields) {
+  fields.clear();
+  // A MULTI_GET of many keys leaves a large vector: not kept for the next request.
+  if (fields.capacity() > kKeptFields) std::vector<std::string>().swap(fields);
 }
 
 }  // namespace ddp::rendezvous

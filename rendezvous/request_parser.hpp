@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rendezvous/request.hpp"
 
@@ -21,6 +22,8 @@ class RequestParser {
   // input is used up. Returns true when `out` holds a complete request; the parser then starts
   // afresh and the rest of `input` is left for the next call. Returns false when more bytes are
   // needed (all of `input` was consumed and kept).
+  // Pass the same `out` every time: the parser hands its vectors back and forth with it instead
+  // of allocating new ones per request; whatever `out` held before a complete request is dropped.
   // Throws ProtocolError for an unknown query type or a field over its limit; after that the
   // parser must not be used again (the connection is to be closed). Not thread-safe.
   bool parse(std::string_view& input, Request& out);
@@ -39,7 +42,13 @@ class RequestParser {
   Field next_field() const;
   // Feeds bytes into a fixed-width field; returns true once all `width` bytes are in scratch_.
   bool fill_fixed(std::string_view& input, std::size_t width);
+  // The field's `width` bytes, from `input` itself when they are all there (consumed), else
+  // through fill_fixed; nullptr while incomplete.
+  const char* fixed_field(std::string_view& input, std::size_t width);
   void finish_string(Field field);
+  // Empties a field vector handed back by the caller, keeping a small capacity.
+  static void release(std::vector<std::string>& fields);
+  static constexpr std::size_t kKeptFields = 16;
 
   bool have_type_ = false;
   Request req_;

@@ -86,30 +86,34 @@ void ServerConnection::on_read(std::size_t n) {
 }
 
 bool ServerConnection::handle_input(std::string_view input) {
-  std::vector<Outgoing> outgoing;
+  std::vector<Outgoing>& outgoing = outgoing_;
+  outgoing.clear();
   batching_ = true;
   try {
-    Request request;
-    while (unsent() <= server_.options_.max_unsent_bytes && parser_.parse(input, request)) {
+    while (unsent() <= server_.options_.max_unsent_bytes && parser_.parse(input, request_)) {
       charge_.buffer(0);  // the request's bytes are the state's now (handle checks their cost)
       if (!handshaken_) {
         handshaken_ = true;
         deadline_armed_ = false;
         ++deadline_generation_;
       }
-      server_.handle(*this, std::move(request), outgoing);
+      server_.handle(*this, std::move(request_), outgoing);
       server_.deliver(outgoing);
       outgoing.clear();
       if (closed_) return false;
     }
   } catch (const Error& e) {
     server_.deliver(outgoing);
+    outgoing.clear();
     batching_ = false;
     flush();  // the replies before the bad request still go out, as they did one by one
     server_.on_close(id_, e.what());
     return false;
   }
   batching_ = false;
+  // The last request's keys are not kept while the connection idles (a MULTI_GET's may be many).
+  request_.keys.clear();
+  request_.values.clear();
   if (!charge_.buffer(parser_.buffered_bytes(), server_.exempt(id_))) {
     flush();
     server_.on_close(id_, "a partial " + std::string(parser_.query()) + " request of " +

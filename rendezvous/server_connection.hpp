@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -88,6 +89,9 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   boost::asio::ip::tcp::endpoint peer_;
   std::array<char, 4096> buffer_{};
   RequestParser parser_;
+  // Reused for every request and its replies, so handling one allocates nothing of its own.
+  Request request_;
+  std::vector<Outgoing> outgoing_;
   std::string pending_;    // bytes not yet handed to the kernel or to an async write
   std::string in_flight_;  // bytes an async write is sending
   bool writing_ = false;   // an async write is in flight

@@ -16,15 +16,34 @@ std::string stop_waiting() {
   return byte_reply(static_cast<std::uint8_t>(WaitResponse::StopWaiting));
 }
 
-void erase_id(std::unordered_map<std::string, std::vector<ClientId>>& map, const std::string& key, ClientId id) {
-  auto it = map.find(key);
-  if (it == map.end()) return;
-  auto& ids = it->second;
-  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
-  if (ids.empty()) map.erase(it);
+}  // namespace
+
+std::vector<ClientId>& StoreState::park_on(WaiterTable& table, const std::string& key) {
+  if (auto it = table.find(key); it != table.end()) return it->second;
+  if (spare_nodes_.empty()) return table.try_emplace(key).first->second;
+  WaiterTable::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.key() = key;  // reuses the node's key capacity
+  node.mapped().clear();
+  return table.insert(std::move(node)).position->second;
 }
 
-}  // namespace
+void StoreState::drop_entry(WaiterTable& table, WaiterTable::iterator it) {
+  WaiterTable::node_type node = table.extract(it);
+  // Kept only when small, so the spares hold a few KiB at most (they are not in stored_bytes).
+  if (spare_nodes_.size() < kSpareNodes && node.mapped().capacity() <= kSpareNodes &&
+      node.key().capacity() <= kSpareKeyBytes) {
+    spare_nodes_.push_back(std::move(node));
+  }
+}
+
+void StoreState::erase_id(WaiterTable& table, const std::string& key, ClientId id) {
+  auto it = table.find(key);
+  if (it == table.end()) return;
+  auto& ids = it->second;
+  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  if (ids.empty()) drop_entry(table, it);
+}
 
 void StoreState::connect(ClientId id) {
   disconnect(id);  // a reused id starts afresh, without the old connection's parked waits
@@ -65,16 +84,16 @@ void StoreState::unpark(ClientId id, Client& c) {
 void StoreState::wake(const std::string& key, bool only_one, std::vector<Outgoing>& out) {
   auto it = waiters_.find(key);
   if (it == waiters_.end()) return;
-  std::vector<ClientId> woken;
+  woken_.clear();
   if (only_one) {
-    woken.push_back(it->second.front());
+    woken_.push_back(it->second.front());
     it->second.erase(it->second.begin());
-    if (it->second.empty()) waiters_.erase(it);
+    if (it->second.empty()) drop_entry(waiters_, it);
   } else {
-    woken = std::move(it->second);
-    waiters_.erase(it);
+    woken_.swap(it->second);
+    drop_entry(waiters_, it);
   }
-  for (ClientId id : woken) {
+  for (ClientId id : woken_) {
     Client& c = client(id);
     c.parked_on.erase(std::remove(c.parked_on.begin(), c.parked_on.end(), key), c.parked_on.end());
     DDP_ASSERT(c.missing > 0, "woken client " + std::to_string(id) + " had no pending wait");
@@ -92,7 +111,7 @@ void StoreState::start_wait(ClientId id, Client& c, const std::vector<std::strin
       continue;
     }
     c.parked_on.push_back(key);
-    waiters_[key].push_back(id);
+    park_on(waiters_, key).push_back(id);
   }
   c.missing = c.parked_on.size();
   if (c.missing == 0) out.push_back({id, stop_waiting()});
@@ -104,13 +123,13 @@ void StoreState::start_barrier(ClientId id, Client& c, const std::string& key, s
   if (count < world) {
     c.in_barrier = true;
     c.parked_on.push_back(key);
-    barrier_waiters_[key].push_back(id);
+    park_on(barrier_waiters_, key).push_back(id);
   } else {
     out.push_back({id, stop_waiting()});
     auto it = barrier_waiters_.find(key);
     if (it != barrier_waiters_.end()) {
       const std::vector<ClientId> done = std::move(it->second);
-      barrier_waiters_.erase(it);
+      drop_entry(barrier_waiters_, it);
       for (ClientId other : done) {
         Client& oc = client(other);
         oc.parked_on.clear();
@@ -161,7 +180,7 @@ void StoreState::check_access(const Client& c, const Request& r) const {
   }
 }
 
-void StoreState::handle(ClientId id, Request r, std::vector<Outgoing>& out) {
+void StoreState::handle(ClientId id, Request&& r, std::vector<Outgoing>& out) {
   Client& c = client(id);
   if (!c.validated) {
     if (r.type != QueryType::Validate) {

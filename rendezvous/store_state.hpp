@@ -67,7 +67,13 @@ class StoreState {
   // Throws ProtocolError when the request breaks the protocol for this connection (no or bad
   // VALIDATE, a second WAIT while one is pending, ADD on a non-numeric value); the caller closes
   // the connection and calls disconnect(). The state stays consistent after a throw.
-  void handle(ClientId client, Request request, std::vector<Outgoing>& out);
+  // The rvalue form takes the request's keys and values as it likes but leaves the vectors
+  // themselves to the caller (the server reuses one Request per connection, without allocating).
+  void handle(ClientId client, Request&& request, std::vector<Outgoing>& out);
+  void handle(ClientId client, const Request& request, std::vector<Outgoing>& out) {
+    Request copy = request;
+    handle(client, std::move(copy), out);
+  }
 
   // Forgets the connection and every wait it had parked. Unknown ids are ignored.
   void disconnect(ClientId client);
@@ -114,6 +120,15 @@ class StoreState {
   void check_access(const Client& c, const Request& r) const;
   bool is_protected(const std::string& key) const;
 
+  // The waiter table's entries come and go with every WAIT (a fresh key per round in a
+  // ping-pong): their nodes are kept for reuse instead of freed and allocated again.
+  using WaiterTable = std::unordered_map<std::string, std::vector<ClientId>>;
+  std::vector<ClientId>& park_on(WaiterTable& table, const std::string& key);
+  void drop_entry(WaiterTable& table, WaiterTable::iterator it);
+  void erase_id(WaiterTable& table, const std::string& key, ClientId id);
+  static constexpr std::size_t kSpareNodes = 64;
+  static constexpr std::size_t kSpareKeyBytes = 128;
+
   // Queue changes that keep queue_bytes_ in step.
   void push_queue(const std::string& key, std::string value);
   void pop_queue(std::unordered_map<std::string, std::deque<std::string>>::iterator it);
@@ -125,8 +140,10 @@ class StoreState {
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   std::size_t queue_bytes_ = 0;
   std::unordered_map<ClientId, Client> clients_;
-  std::unordered_map<std::string, std::vector<ClientId>> waiters_;
-  std::unordered_map<std::string, std::vector<ClientId>> barrier_waiters_;
+  WaiterTable waiters_;
+  WaiterTable barrier_waiters_;
+  std::vector<WaiterTable::node_type> spare_nodes_;  // emptied entries, for park_on
+  std::vector<ClientId> woken_;                      // wake()'s scratch, kept for its capacity
 };
 
 }  // namespace ddp::rendezvous

@@ -390,3 +390,36 @@ TEST_CASE("the torch 2.6 client's handshake bytes parse to VALIDATE, PING and AD
   for (const Request& r : expected) reencoded += encode_request(r);
   CHECK(reencoded == transcript);
 }
+
+TEST_CASE("one Request reused for every call gets each request's own fields", "[request_parser]") {
+  // The server parses every request of a connection into the same Request (no allocation per
+  // request): nothing of an earlier, longer request may show through in a later, shorter one,
+  // whether a request arrives whole or split.
+  const std::vector<Request> requests = {
+      make_request(QueryType::MultiSet, {"/a", "/b", "/c"}, {"1", "2", "3"}),
+      make_request(QueryType::Get, {"/a"}),
+      make_request(QueryType::Wait, {"/a-much-longer-key-than-the-inline-capacity", "/b"}),
+      make_request(QueryType::Ping, {}, {}, 7),
+      make_request(QueryType::CompareSet, {"/k"}, {"", std::string(100, 'v')}),
+      make_request(QueryType::Add, {"/n"}, {}, -3),
+  };
+  std::string all;
+  for (const auto& r : requests) all += encode_request(r);
+  for (const std::size_t chunk : {all.size(), std::size_t{5}, std::size_t{1}}) {
+    CAPTURE(chunk);
+    RequestParser parser;
+    Request reused;
+    std::size_t next = 0;
+    for (std::size_t at = 0; at < all.size(); at += chunk) {
+      std::string_view input = std::string_view(all).substr(at, chunk);
+      while (parser.parse(input, reused)) {
+        REQUIRE(next < requests.size());
+        CHECK(reused == requests[next++]);
+        // What the store does with a request: it takes the values.
+        for (auto& v : reused.values) std::string().swap(v);
+      }
+    }
+    CHECK(next == requests.size());
+    CHECK(parser.idle());
+  }
+}

@@ -384,6 +384,34 @@ TEST_CASE("one SET wakes every connection waiting on the key", "[store_state]") 
   CHECK(server.state.num_waiting() == 0);
 }
 
+TEST_CASE("a ping-pong on fresh keys wakes the right connection every round", "[store_state]") {
+  // Waits on fresh keys park and unpark all the time (the waiter table recycles its entries):
+  // well past the number of entries it keeps, every SET wakes exactly its partner's WAIT, and
+  // nothing stays parked. Two pairs interleave, so recycled entries move between keys.
+  Server server{1, 2, 3, 4};
+  for (int round = 0; round < 300; ++round) {
+    for (const ClientId ping : {ClientId{1}, ClientId{3}}) {
+      const ClientId pong = ping + 1;
+      const std::string key = "/pp/" + std::to_string(ping) + "/" + std::to_string(round);
+      CHECK(server.send(pong, wait_req({key})).empty());
+      CHECK(server.send(ping, set_req(key, "x")) == Replies{{pong, kStopWaiting}});
+      CHECK(server.send(ping, wait_req({key + "/a"})).empty());
+    }
+    for (const ClientId ping : {ClientId{1}, ClientId{3}}) {
+      const std::string key = "/pp/" + std::to_string(ping) + "/" + std::to_string(round);
+      CHECK(server.send(ping + 1, set_req(key + "/a", "y")) == Replies{{ping, kStopWaiting}});
+    }
+    REQUIRE(server.state.num_waiting() == 0);
+    REQUIRE(server.state.num_parked_keys() == 0);
+  }
+  // A recycled entry holds nobody from before: a disconnect and a later SET of an old key wake
+  // no one.
+  CHECK(server.send(2, wait_req({"/late"})).empty());
+  server.state.disconnect(2);
+  CHECK(server.send(1, set_req("/late", "v")).empty());
+  CHECK(server.send(1, set_req("/pp/1/0", "again")).empty());
+}
+
 TEST_CASE("DELETE_KEY replies 1 or 0", "[store_state]") {
   Server server;
   server.send(1, set_req("k", "v"));
