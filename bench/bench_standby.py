@@ -43,8 +43,9 @@ attempt = 1 if os.path.exists(os.path.join(d, "killed")) else 0
 rank = os.environ["RANK"]
 from datetime import timedelta
 import torch, torch.distributed as dist
-# The launcher's store at MASTER_ADDR:MASTER_PORT, with keys of this attempt's own: ddplaunch's
-# workers meet in one store for every attempt, where the first attempt's gloo addresses stay.
+# The launcher's store at MASTER_ADDR:MASTER_PORT, with keys of this attempt's own: torchrun's
+# workers meet in one store for every attempt, where the first attempt's gloo addresses stay
+# (ddplaunch deletes them between rounds; the same worker runs under both launchers).
 store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                       timeout=timedelta(seconds=60))
 dist.init_process_group("gloo", store=dist.PrefixStore(f"bench/attempt_{attempt}", store), rank=int(rank),
@@ -234,9 +235,10 @@ def main():
             "the lost node's place, so the world size stays 4. torchrun has no standby: all three nodes run "
             "workers (world size 6) and the restart goes on with the two left (world size 4). "
             "torchrun: python -m torch.distributed.run --rdzv_backend=c10d, otherwise defaults. The workers "
-            "prefix their store keys with the attempt: ddplaunch's workers meet in node 0's one store in every "
-            "attempt, and gloo's addresses from the first attempt (keys PyTorch never deletes) made a new rank "
-            "dial a dead one (torch 2.15 relies on a new TCPStore per attempt, as torchrun's agent makes)."]
+            "prefix their store keys with the attempt: torchrun's workers meet in one store in every attempt, "
+            "and gloo's addresses from the first attempt (keys PyTorch never deletes) make a new rank dial a "
+            "dead one (torch 2.15 relies on a new TCPStore per attempt); ddplaunch deletes the workers' keys "
+            "between rounds, and the same worker runs under both."]
     print("\n".join(out))
 
 

@@ -297,9 +297,11 @@ void Agent::end_round() {
   if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));
   const Outcome& cause = *status_.cause();  // set by every way into Stopping
   const std::string summary = final_summary(cause);
-  if (note_failed_round(cause, summary, collectives)) return end_job(summary, kExitNoProgress);
-  if (status_.restartable() && restart_count_ < c_.max_restarts) return restart_job();
-  end_job(summary, cause.code);
+  note_failed_round(cause, summary, collectives, [this, summary, code = cause.code](bool breaker_trips) {
+    if (breaker_trips) return end_job(summary, kExitNoProgress);
+    if (status_.restartable() && restart_count_ < c_.max_restarts) return restart_job();
+    end_job(summary, code);
+  });
 }
 
 void Agent::discard_error_files() {
@@ -328,9 +330,10 @@ int Agent::run() {
   watch_.reset();  // the timer pipe goes before the run's directory may
   if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);
   monitor_.reset();
-  if (joiner_->busy() || joiner_->cancelled()) {
-    // Interrupted during the rendezvous: its thread may be blocked in a connect for minutes and
-    // no worker exists yet, so end the process now rather than wait for it.
+  if (joiner_->busy() || joiner_->cancelled() || exchange_.busy()) {
+    // Interrupted during the rendezvous (or the no-progress exchange before it): its thread may
+    // be blocked in a connect for minutes and no worker exists yet, so end the process now rather
+    // than wait for it.
     discard_error_files();
     registration_.reset();  // interrupted in a restart's rendezvous: no destructor runs after _Exit
     console_.flush();

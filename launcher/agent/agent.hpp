@@ -15,7 +15,8 @@
 //      record sets a success Outcome (job_round.hpp, count_in). A node exits 0 only on a success while its own workers
 //      all exited 0; a malformed outcome, or a success while its workers run, stops it with exit 1;
 //   5. after a failure, each node prints its short cause and, with --max_no_progress_restarts, the
-//      nodes agree whether the round made progress (agent_restarts.cpp, progress_exchange.hpp);
+//      nodes agree whether the round made progress, on a helper thread (agent_restarts.cpp,
+//      progress_exchange.hpp, progress_exchange_thread.hpp);
 //      K restarts in a row without progress end the job on every node (kExitNoProgress);
 //   6. after a failure, with restarts left, every node goes to round r+1; otherwise it exits,
 //      through the exit barrier (job_round.hpp, leave_job): the store's host waits, bounded, until
@@ -37,6 +38,7 @@
 
 #include "ddplaunch/rendezvous/store.hpp"
 #include "launcher/agent/node_setup.hpp"
+#include "launcher/agent/progress_exchange_thread.hpp"
 #include "launcher/agent/progress_tracker.hpp"
 #include "launcher/agent/round_status.hpp"
 #include "launcher/config/launch_config.hpp"
@@ -82,7 +84,7 @@ struct AgentDeps {
 
 // The agent of one node: one Asio event loop (the calling thread of run()) that owns the round
 // state, the worker group, forwarded signals and the shutdown timer; helper threads (the
-// RoundJoiner, the JobMonitor, the hosted store) only post events to it. Not thread-safe: one
+// RoundJoiner, the JobMonitor, the no-progress exchange, the hosted store) only post events to it. Not thread-safe: one
 // run() per object. run_agent() is the way to use it.
 class Agent {
  public:
@@ -140,11 +142,13 @@ class Agent {
   void end_round();
   // agent_restarts.cpp: the restart loop's part of end_round. Records the failed round (its
   // short cause from `summary`, the round's summary) and, for a round that may restart with
-  // --max_no_progress_restarts, agrees with the other nodes on its progress (blocks until every
-  // node has measured, up to --shutdown_timeout + --heartbeat_timeout + 2 s). `collectives`: how
-  // far this node's collectives got. Returns true when the breaker stops the job.
-  bool note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives);
-  std::optional<ProgressVerdict> settle_progress(std::optional<long long> collectives);
+  // --max_no_progress_restarts, agrees with the other nodes on its progress off the loop
+  // (progress_exchange_thread.hpp: until every node has measured, up to --shutdown_timeout +
+  // --heartbeat_timeout + 2 s). `collectives`: how far this node's collectives got. Then calls
+  // `then` on the loop with whether the breaker stops the job (not when a signal ended it first).
+  void note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives,
+                         std::function<void(bool breaker_trips)> then);
+  void settle_progress(std::optional<long long> collectives, std::function<void(std::optional<ProgressVerdict>)> then);
   // Prints the short cause and "restarting the job (restart i of N)", then starts the next round.
   void restart_job();
   // Prints the final summary (`summary`, the list of every failed round, the breaker's stop when
@@ -165,6 +169,7 @@ class Agent {
   EffectiveConfig eff_;                         // resolved once by prepare()
   std::unique_ptr<RendezvousBackend> backend_;  // made by prepare(); the joiner refers to it
   std::unique_ptr<RoundJoiner> joiner_;         // made by prepare(); owns the store connections
+  ProgressExchangeThread exchange_{io_};        // the no-progress verdict, agreed off the loop
 
   int round_ = 0;
   int restart_count_ = 0;

@@ -1,7 +1,8 @@
 // The agent's restart loop: what a failed round leaves behind (its short cause, printed before a
 // restart and listed in the final summary), the no-progress breaker's verdict agreed through the
-// store (progress_tracker.hpp, progress_exchange.hpp), the restart itself and the end of the job.
-// Part of the Agent (agent.hpp), on its event loop; every word printed is report/'s.
+// store (progress_tracker.hpp, progress_exchange.hpp; agreed on a helper thread:
+// progress_exchange_thread.hpp), the restart itself and the end of the job. Part of the Agent
+// (agent.hpp), on its event loop; every word printed is report/'s.
 #include <optional>
 
 #include "common/exit_codes.hpp"
@@ -14,21 +15,27 @@
 
 namespace ddp::launcher {
 
-bool Agent::note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives) {
+void Agent::note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives,
+                              std::function<void(bool)> then) {
   verdict_.reset();
-  if (cause.code == kExitOk) return false;
+  if (cause.code == kExitOk) return then(false);
   FailedRound round{round_, cause.code, cause.origin_node, short_cause(summary), "", {}};
-  if (c_.max_no_progress_restarts > 0 && status_.restartable()) verdict_ = settle_progress(collectives);
-  if (verdict_) {
-    round.progress = to_string(verdict_->progress);
-    round.progress_nodes = verdict_->nodes;
-  }
-  history_.add(round);
-  recorder_->round_failed(round);
-  return verdict_ && breaker_trips(*verdict_, c_.max_no_progress_restarts);
+  auto record = [this, round, then = std::move(then)](std::optional<ProgressVerdict> verdict) mutable {
+    verdict_ = std::move(verdict);
+    if (verdict_) {
+      round.progress = to_string(verdict_->progress);
+      round.progress_nodes = verdict_->nodes;
+    }
+    history_.add(round);
+    recorder_->round_failed(round);
+    then(verdict_ && breaker_trips(*verdict_, c_.max_no_progress_restarts));
+  };
+  if (c_.max_no_progress_restarts > 0 && status_.restartable()) return settle_progress(collectives, std::move(record));
+  record(std::nullopt);
 }
 
-std::optional<ProgressVerdict> Agent::settle_progress(std::optional<long long> collectives) {
+void Agent::settle_progress(std::optional<long long> collectives,
+                            std::function<void(std::optional<ProgressVerdict>)> then) {
   std::optional<ProgressFileReading> file;
   if (!c_.progress_file.empty()) {
     file = read_progress_file(c_.progress_file);
@@ -37,7 +44,7 @@ std::optional<ProgressVerdict> Agent::settle_progress(std::optional<long long> c
     progress_file_warned_ = progress_file_warned_ || file->state == ProgressFileReading::State::Unusable;
   }
   const NodeProgress mine = progress_->measure(file, collectives);
-  if (!joiner_->job()) return std::nullopt;
+  if (!joiner_->job()) return then(std::nullopt);
   ProgressExchange x;
   x.round_prefix = round_prefix(round_);
   x.previous_round_prefix = round_ > 0 ? round_prefix(round_ - 1) : "";
@@ -48,17 +55,22 @@ std::optional<ProgressVerdict> Agent::settle_progress(std::optional<long long> c
   // The others measure once their workers have exited: at most the shutdown grace after they
   // heard of the failure, which their watchers hear within a heartbeat timeout.
   x.wait = c_.shutdown_timeout + c_.heartbeat_timeout + std::chrono::seconds(2);
-  try {
-    return exchange_progress(*joiner_->job(), x, mine);
-  } catch (const Error& e) {
-    // Without the other nodes' word the round cannot be judged the same way everywhere: it counts
-    // as progress (never a stop for what ddplaunch could not see).
-    log::warning(
-        "the no-progress breaker could not agree on round {} with the other nodes ({}); it counts as "
-        "progress",
-        round_, e.what());
-    return std::nullopt;
-  }
+  const int round = round_;
+  exchange_.start(
+      [this] { return connect_job(); }, std::move(x), mine,
+      [this, round, then = std::move(then)](std::optional<ProgressVerdict> verdict, const std::string& error) {
+        if (exit_code_) return;  // a signal ended the job meanwhile
+        if (!error.empty()) {
+          // Without the other nodes' word the round cannot be judged the same way
+          // everywhere: it counts as progress (never a stop for what ddplaunch could
+          // not see).
+          log::warning(
+              "the no-progress breaker could not agree on round {} with the other nodes ({}); it counts "
+              "as progress",
+              round, error);
+        }
+        then(verdict);
+      });
 }
 
 void Agent::restart_job() {

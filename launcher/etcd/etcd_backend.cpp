@@ -56,7 +56,11 @@ void EtcdBackend::set_liveness(JobMonitorOptions& mo, int round) {
 void EtcdBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) {
   const std::string key = round_prefix(joined.round) + "workers_store";
   if (joined.group_rank == 0) {
-    if (!workers_store_) workers_store_ = host_job_store(c_);
+    // A fresh store each round: PyTorch's workers would read the keys of the round before as
+    // their own (rdzv/workers_keys.hpp), and the old one's connections (a late node's workers of
+    // the round before) close with it. The old one goes first, freeing a fixed --master_port.
+    workers_store_.reset();
+    workers_store_ = host_job_store(c_);
     std::string address = c_.local_addr;
     if (address.empty()) address = root.local_address();
     if (address.empty()) address = eff_.host;

@@ -28,6 +28,8 @@ class EtcdBackend : public RendezvousBackend {
   StoreConnector connector(std::optional<std::chrono::milliseconds> connect_timeout) override;
   void set_liveness(JobMonitorOptions& options, int round) override;
   void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) override;
+  // Nothing: the workers' keys of the rounds before are in the store meet_workers_store replaced.
+  void clear_workers_keys() override {}
   // Group rank 0 hosts the workers' store.
   bool hosts_store(int group_rank) const override;
   // When the job is over, closes its next round for a late node with the reason; a successful
@@ -41,7 +43,7 @@ class EtcdBackend : public RendezvousBackend {
   EffectiveConfig& eff_;
   std::vector<std::string> endpoints_;  // the members, or with TLS the proxy's loopback ports
   std::shared_ptr<EtcdJobLease> lease_;
-  std::unique_ptr<rendezvous::TcpStoreServer> workers_store_;  // on a group rank 0, from its first such round
+  std::unique_ptr<rendezvous::TcpStoreServer> workers_store_;  // on a group rank 0: a new one each such round
 };
 
 // The BackendFactory of etcd-v3.

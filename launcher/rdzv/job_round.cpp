@@ -37,7 +37,8 @@ JoinedRound join_static_round(rendezvous::Store& root, rendezvous::Store& job, c
 
 JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& c,
                            const EffectiveConfig& eff, int round, const std::atomic<bool>* cancelled,
-                           const std::function<void(const std::string&)>& status) {
+                           const std::function<void(const std::string&)>& status,
+                           std::function<void()> clear_workers_keys) {
   const NodeInfo self{c.node_rank,
                       c.nproc_per_node,
                       c.local_addr.empty() ? eff.host : c.local_addr,
@@ -54,6 +55,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   o.status = status;
   o.with_secret = !c.rdzv_secret.empty();
   o.cancelled = cancelled;
+  o.clear_workers_keys = std::move(clear_workers_keys);
   if (c.min_nodes == c.max_nodes && !c.uses_etcd() && !c.rank_by_arrival)
     return join_static_round(root, job, self, o, c.heartbeat_timeout);
   // With etcd there is no store host: ranks follow the order of arrival (--node_rank is not

@@ -26,10 +26,11 @@ struct JoinedRound {
 
 // Blocks until this node is a member of round `round` or a later one. Throws as join_round and
 // join_elastic_round do (UsageError, TimeoutError, ConnectionError, Error on cancellation).
-// `status` receives the waiting lines.
+// `status` receives the waiting lines; `clear_workers_keys` is RendezvousOptions' (empty: none).
 JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& config,
                            const EffectiveConfig& effective, int round, const std::atomic<bool>* cancelled,
-                           const std::function<void(const std::string&)>& status);
+                           const std::function<void(const std::string&)>& status,
+                           std::function<void()> clear_workers_keys = {});
 
 // How long an elastic round's host waits for MAX nodes once MIN arrived: --rdzv_conf
 // last_call_timeout (seconds), default 3 s. Pure.

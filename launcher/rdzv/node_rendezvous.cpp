@@ -83,6 +83,38 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
   }
 }
 
+// Runs the options' clear_workers_keys in a round after the first; a failure is said, not
+// fatal: the workers may cope (PyTorch's fail with the stale keys, and say so).
+void clear_workers_keys(const RendezvousOptions& o) {
+  if (o.round == 0 || !o.clear_workers_keys) return;
+  try {
+    o.clear_workers_keys();
+  } catch (const Error& e) {
+    log::warning(
+        "round {}: could not delete the workers' keys of the round before from the store ({}); PyTorch "
+        "workers may read them as their own and fail",
+        o.round, e.what());
+  }
+}
+
+// Step 5 of join_round: node 0 clears, the others wait until it has.
+void clear_or_await_clearing(Store& job, const NodeInfo& self, const RendezvousOptions& o) {
+  if (o.round == 0) return;
+  const std::string cleared_key = round_prefix(o.round) + "cleared";
+  if (self.node_rank == 0) {
+    clear_workers_keys(o);
+    job.set(cleared_key, "1");
+    return;
+  }
+  const auto progress = [&] { return std::string("waiting for node 0 to delete the last round's worker keys"); };
+  const auto deadline = [&] {
+    throw TimeoutError(fmt::format(
+        "timed out after {:g} s waiting for node 0 to delete the workers' keys of round {} at {}; see node 0's output",
+        o.timeout.count() / 1000.0, o.round - 1, o.endpoint));
+  };
+  wait_reporting(job, cleared_key, o.timeout, o, progress, deadline);
+}
+
 // The members of a closed round, in arrival order (arrival index i at [i-1]).
 std::vector<NodeInfo> read_members(Store& job, const RendezvousOptions& o, int members) {
   std::vector<NodeInfo> arrived;
@@ -169,6 +201,7 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
   wait_reporting(job, ready_key, o.timeout, o, progress, deadline);
   const std::string ready = job.get(ready_key, o.timeout);
   if (is_round_error(ready)) fail_on_round_error(job, round, ready);
+  clear_or_await_clearing(job, self, o);
   std::vector<NodeInfo> nodes;
   for (int r = 0; r < o.nnodes; ++r)
     nodes.push_back(NodeInfo::parse(job.get(round + "node/" + std::to_string(r), o.timeout)));
@@ -215,6 +248,7 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
     }
     const std::int64_t n = std::min<std::int64_t>(job.add(round + "joined", 0), o.nnodes);
     if (e.active_nodes > 0) write_standby_order(job, o, static_cast<int>(n));
+    clear_workers_keys(o);
     job.compare_set(closed_key, "", std::to_string(n));
   } else {
     wait_reporting(job, closed_key, o.timeout, o, joined_line, too_few);

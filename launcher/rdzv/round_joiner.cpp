@@ -31,8 +31,9 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
       connect();
       // A node of the round before may come back from another address (rendezvous_backend.hpp).
       if (round > 0) backend_.readmit_until_formed(round);
-      joined = join_job_round(*root_, *job_, config_, effective_, round, &cancelled_,
-                              [](const std::string& s) { log::info("{}", s); });
+      joined = join_job_round(
+          *root_, *job_, config_, effective_, round, &cancelled_, [](const std::string& s) { log::info("{}", s); },
+          [this] { backend_.clear_workers_keys(); });
       if (config_.min_nodes < config_.max_nodes || config_.uses_etcd()) {
         for (const std::string& line : excluded_nodes(*job_, round_prefix(joined->round))) log::warning("{}", line);
       }

@@ -13,6 +13,7 @@
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/rdzv/hosted_store.hpp"
 #include "launcher/rdzv/job_secret.hpp"
+#include "launcher/rdzv/workers_keys.hpp"
 
 namespace ddp::launcher {
 
@@ -30,6 +31,11 @@ StoreBackend::StoreBackend(const LaunchConfig& c, EffectiveConfig& eff, bool hos
 
 StoreConnector StoreBackend::connector(std::optional<std::chrono::milliseconds> connect_timeout) {
   if (connect_root_) return connect_root_;
+  return [o = client_options(connect_timeout)] { return std::make_shared<rendezvous::TcpStoreClient>(o); };
+}
+
+rendezvous::TcpStoreClientOptions StoreBackend::client_options(
+    std::optional<std::chrono::milliseconds> connect_timeout) const {
   rendezvous::TcpStoreClientOptions o;
   o.host = c_.master_addr;
   o.port = static_cast<std::uint16_t>(eff_.port);
@@ -47,7 +53,7 @@ StoreConnector StoreBackend::connector(std::optional<std::chrono::milliseconds> 
   if (const char* v = std::getenv("DDPLAUNCH_STATUS_INTERVAL")) {
     if (const auto interval = parse_seconds(v)) o.waiting_interval = std::max(*interval, std::chrono::milliseconds(10));
   }
-  return [o] { return std::make_shared<rendezvous::TcpStoreClient>(o); };
+  return o;
 }
 
 void StoreBackend::set_liveness(JobMonitorOptions&, int) {}  // the defaults: heartbeats in the store
@@ -73,6 +79,17 @@ void StoreBackend::readmit_until_formed(int round) {
       c_.rdzv_secret.empty() ? "; without a job secret, any host that reaches the store meanwhile can join "
                                "in its place (see docs/security.md)"
                              : "");
+}
+
+void StoreBackend::clear_workers_keys() {
+  if (connect_root_) return;
+  // The store is up (the round is forming in it): a connect that takes longer is a lost store.
+  rendezvous::TcpStoreClientOptions o =
+      client_options(std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
+  o.key_prefix = "";
+  rendezvous::TcpStoreClient raw(o);
+  const std::size_t deleted = delete_workers_keys(raw);
+  if (deleted > 0) log::info("store: deleted {} key(s) the workers of the last round left", deleted);
 }
 
 bool StoreBackend::hosts_store(int) const {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ddplaunch/rendezvous/tcp_store_client.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
 
@@ -29,10 +30,16 @@ class StoreBackend : public RendezvousBackend {
   // Node 0 of a static multi-node job: new connections from anywhere until round `round` forms
   // (a lost node's new address is not known before), said in one line.
   void readmit_until_formed(int round) override;
+  // Through a connection of its own without a key prefix (workers_keys.hpp); nothing with
+  // `connect_root` (tests' in-memory store). Logs how many keys went.
+  void clear_workers_keys() override;
   bool hosts_store(int group_rank) const override;
   void end_job(rendezvous::Store& job, const JobEnd& end) override;
 
  private:
+  // The options of a connection to the store; see connector().
+  rendezvous::TcpStoreClientOptions client_options(std::optional<std::chrono::milliseconds> connect_timeout) const;
+
   const LaunchConfig& c_;
   EffectiveConfig& eff_;
   StoreConnector connect_root_;

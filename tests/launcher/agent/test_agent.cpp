@@ -163,6 +163,14 @@ bool got_signal(Record& r, int rank, int signo) {
   return std::find(r.signals.begin(), r.signals.end(), std::make_pair(rank, signo)) != r.signals.end();
 }
 
+// Runs node 1's agent on a thread and node 0's on this one, over the store their deps share;
+// returns {node 0's exit code, node 1's}.
+std::pair<int, int> run_two_nodes(const LaunchConfig& c0, AgentDeps d0, const LaunchConfig& c1, AgentDeps d1) {
+  auto node1 = std::async(std::launch::async, [&c1, &d1] { return run_agent(c1, std::move(d1)); });
+  const int code0 = run_agent(c0, std::move(d0));
+  return {code0, node1.get()};
+}
+
 }  // namespace
 
 TEST_CASE("all workers exiting 0 ends the job with 0") {
@@ -240,22 +248,11 @@ TEST_CASE("a failure on one node stops the workers on the other, and both exit w
   Record rec0, rec1;
   const auto c0 = config(2, 0, 2);
   const auto c1 = config(2, 1, 1);
-  auto node1 = std::async(std::launch::async, [&] {
-    return run_agent(c1, fakes(
-                             store,
-                             [](const WorkerSpec&) {
-                               return Script{30ms, 7};
-                             },
-                             rec1));
-  });
-  const int code0 = run_agent(c0, fakes(
-                                      store,
-                                      [](const WorkerSpec&) {
-                                        return Script{0ms, 0, true};
-                                      },
-                                      rec0));
+  const auto runs = [](const WorkerSpec&) { return Script{0ms, 0, true}; };
+  const auto fails = [](const WorkerSpec&) { return Script{30ms, 7}; };
+  const auto [code0, code1] = run_two_nodes(c0, fakes(store, runs, rec0), c1, fakes(store, fails, rec1));
   CHECK(code0 == 7);
-  CHECK(node1.get() == 7);
+  CHECK(code1 == 7);
   CHECK(got_signal(rec0, 0, SIGTERM));
   CHECK(got_signal(rec0, 1, SIGTERM));
   REQUIRE(rec1.starts.size() == 1);
@@ -266,21 +263,12 @@ TEST_CASE("a failure on one node stops the workers on the other, and both exit w
 TEST_CASE("two nodes that both succeed both exit 0") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec0, rec1;
-  auto node1 = std::async(std::launch::async, [&] {
-    return run_agent(config(2, 1, 2), fakes(
-                                          store,
-                                          [](const WorkerSpec&) {
-                                            return Script{20ms, 0};
-                                          },
-                                          rec1));
-  });
-  CHECK(run_agent(config(2, 0, 2), fakes(
-                                       store,
-                                       [](const WorkerSpec&) {
-                                         return Script{5ms, 0};
-                                       },
-                                       rec0)) == 0);
-  CHECK(node1.get() == 0);
+  const auto quick = [](const WorkerSpec&) { return Script{5ms, 0}; };
+  const auto slower = [](const WorkerSpec&) { return Script{20ms, 0}; };
+  const auto [code0, code1] =
+      run_two_nodes(config(2, 0, 2), fakes(store, quick, rec0), config(2, 1, 2), fakes(store, slower, rec1));
+  CHECK(code0 == 0);
+  CHECK(code1 == 0);
 }
 
 namespace {
@@ -447,9 +435,9 @@ TEST_CASE("a node that fails its health gate at the restart ends a static job wi
     if (round == 0) return std::nullopt;
     return ddp::launcher::SelfExclusion{"health check command 'x' failed: exited with 1: nic down", "report"};
   };
-  auto node1 = std::async(std::launch::async, [&] { return run_agent(c1, std::move(d1)); });
-  CHECK(run_agent(c0, fakes(store, script, rec0)) == ddp::kExitUnhealthy);
-  CHECK(node1.get() == ddp::kExitUnhealthy);
+  const auto [code0, code1] = run_two_nodes(c0, fakes(store, script, rec0), c1, std::move(d1));
+  CHECK(code0 == ddp::kExitUnhealthy);
+  CHECK(code1 == ddp::kExitUnhealthy);
   CHECK(gated == std::vector<int>{0, 1});
   CHECK(rec0.starts.size() == 1);  // no second round
 }

@@ -264,3 +264,87 @@ TEST_CASE(
   CHECK_THROWS_AS(join_round(*other.root, *other.job, node(1, 1), options("job", 2, 1500ms)), rdzv::TimeoutError);
   CHECK_THROWS_AS(a.get(), rdzv::TimeoutError);
 }
+
+namespace {
+
+// A clear_workers_keys that records, when it runs, whether `done_key` (un-prefixed) was there
+// already and whether `other` had returned within a moment (it must not, before the clearing).
+struct ClearingProbe {
+  std::shared_ptr<rdzv::MemoryStore> root;
+  std::string done_key;
+  std::future<RankMap>* other = nullptr;
+  std::atomic<int> calls{0};
+  std::atomic<bool> done_before{false};
+  std::atomic<bool> other_returned_before{false};
+
+  std::function<void()> hook() {
+    return [this] {
+      ++calls;
+      done_before = root->check({done_key});
+      // Node 1 is blocked until the clearing ends: it must not return meanwhile (a bounded wait
+      // for something that must not happen; no event says "it would have returned by now").
+      if (other) other_returned_before = other->wait_for(200ms) == std::future_status::ready;
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("in a static round after the first, node 0 clears the workers' keys before the others go on",
+          "[node_rendezvous]") {
+  Cluster c;
+  ClearingProbe probe{c.root, "ddplaunch/clear/r1/cleared"};
+  auto o0 = options("clear", 2, kLong, 1);
+  o0.clear_workers_keys = probe.hook();
+  auto f1 = c.join(node(1, 1), options("clear", 2, kLong, 1));
+  probe.other = &f1;
+  c.wait_for_key("ddplaunch/clear/r1/node/1");
+  auto f0 = c.join(node(0, 1), o0);
+  REQUIRE(f0.wait_for(kLong) == std::future_status::ready);
+  REQUIRE(f1.wait_for(kLong) == std::future_status::ready);
+  CHECK(f1.get().describe() == f0.get().describe());
+  CHECK(probe.calls == 1);
+  CHECK_FALSE(probe.done_before);
+  CHECK_FALSE(probe.other_returned_before);
+  CHECK(c.root->check({"ddplaunch/clear/r1/cleared"}));
+}
+
+TEST_CASE("round 0 clears nothing, and a clearing that fails is said and the round goes on", "[node_rendezvous]") {
+  Cluster c;
+  int calls = 0;
+  auto o = options("first", 1, kLong, 0);
+  o.clear_workers_keys = [&calls] { ++calls; };
+  CHECK(c.join(node(0, 1), o).get().world_size() == 1);
+  CHECK(calls == 0);
+  CHECK_FALSE(c.root->check({"ddplaunch/first/r0/cleared"}));
+
+  auto again = options("first", 1, kLong, 1);
+  again.clear_workers_keys = [] { throw rdzv::ConnectionError("store gone"); };
+  CHECK(c.join(node(0, 1), again).get().world_size() == 1);
+}
+
+TEST_CASE("in an elastic round after the first, the host clears the workers' keys before it closes the round",
+          "[node_rendezvous]") {
+  Cluster c;
+  ClearingProbe probe{c.root, "ddplaunch/el/r1/closed"};
+  const auto elastic = [&](int rank, bool with_hook) {
+    ddp::launcher::ElasticOptions e;
+    e.base = options("el", 2, kLong, 1);
+    e.min_nodes = 2;
+    e.is_host = rank == 0;
+    if (with_hook) e.base.clear_workers_keys = probe.hook();
+    return std::async(std::launch::async, [&c, rank, e] {
+      const JobStores views = job_stores(c.root, "el", "");
+      return ddp::launcher::join_elastic_round(*views.root, *views.job, node(rank, 1), e);
+    });
+  };
+  auto f1 = elastic(1, false);
+  c.wait_for_key("ddplaunch/el/r1/arrived/1");
+  auto f0 = elastic(0, true);
+  REQUIRE(f0.wait_for(kLong) == std::future_status::ready);
+  REQUIRE(f1.wait_for(kLong) == std::future_status::ready);
+  CHECK(f0.get().group_rank == 0);
+  CHECK(f1.get().group_rank == 1);
+  CHECK(probe.calls == 1);
+  CHECK_FALSE(probe.done_before);
+}

@@ -22,6 +22,7 @@
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/rdzv/node_rendezvous.hpp"
 #include "launcher/rdzv/rank_map.hpp"
+#include "tests/launcher/rdzv/test_nodes.hpp"
 
 namespace {
 
@@ -31,16 +32,9 @@ using namespace std::chrono_literals;
 
 constexpr std::chrono::milliseconds kLong = 10s;
 
-// Node `rank` (--node_rank; 0 hosts the store) with 2 workers; `pid` tells launchers apart.
+// Node `rank` with 2 workers on host<rank>; `pid` tells launchers apart.
 NodeInfo node(int rank, int pid) {
-  NodeInfo n;
-  n.node_rank = rank;
-  n.nproc = 2;
-  n.host = "host" + std::to_string(rank);
-  n.address = n.host;
-  n.pid = pid;
-  n.store_address = "10.0.0." + std::to_string(rank + 1);
-  return n;
+  return ddp::testing::test_node(rank, pid, 2, "host");
 }
 
 std::vector<std::string> hosts_in(const RankMap& m) {

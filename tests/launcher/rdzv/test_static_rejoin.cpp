@@ -21,6 +21,7 @@
 #include "launcher/rdzv/node_rendezvous.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/rank_map.hpp"
+#include "tests/launcher/rdzv/test_nodes.hpp"
 #include "tests/support/usage_error_of.hpp"
 
 namespace {
@@ -31,14 +32,9 @@ using namespace std::chrono_literals;
 
 constexpr std::chrono::milliseconds kLong = 10s;
 
+// Node `rank` with 1 worker on pod<rank> (a Kubernetes pod); `pid` tells launchers apart.
 NodeInfo node(int rank, int pid) {
-  NodeInfo n;
-  n.node_rank = rank;
-  n.nproc = 1;
-  n.host = "pod" + std::to_string(rank);
-  n.address = n.host;
-  n.pid = pid;
-  return n;
+  return ddp::testing::test_node(rank, pid, 1, "pod");
 }
 
 RendezvousOptions options(int round) {
