@@ -10,18 +10,9 @@
 
 namespace ddp::launcher {
 
-// The Python code run with -c; its arguments are the script and the script's arguments.
+// The Python code run with -c; its arguments are the script and the script's arguments. One line
+// (the body is exec'd from a string), so that ps and --dry-run show it on one.
 inline constexpr const char* kRunPathCode =
-    "import json, os, runpy, sys, time, traceback\n"
-    "sys.argv = sys.argv[1:]\n"
-    "try:\n"
-    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
-    "except Exception as e:\n"
-    "    path = os.environ.get('TORCHELASTIC_ERROR_FILE')\n"
-    "    if path:\n"
-    "        with open(path, 'w') as fp:\n"
-    "            json.dump({'message': {'message': f'{type(e).__name__}: {e}', 'extraInfo': {\n"
-    "                'py_callstack': traceback.format_exc(), 'timestamp': str(int(time.time()))}}}, fp)\n"
-    "    raise\n";
+    R"py(import sys;exec("import json,os,runpy,time,traceback\nsys.argv=sys.argv[1:]\ntry:\n runpy.run_path(sys.argv[0],run_name='__main__')\nexcept Exception as e:\n p=os.environ.get('TORCHELASTIC_ERROR_FILE')\n if p:\n  with open(p,'w') as f:json.dump({'message':{'message':f'{type(e).__name__}: {e}','extraInfo':{'py_callstack':traceback.format_exc(),'timestamp':str(int(time.time()))}}},f)\n raise"))py";
 
 }  // namespace ddp::launcher

@@ -207,10 +207,14 @@ def test_python_only_knobs(lx):
 
 
 def test_shutdown_timeout_and_loglevel_from_torchrun_variables(lx):
-    prog = lx.script("w.sh", '#!/bin/sh\nif [ "$LOCAL_RANK" = 0 ]; then trap "" TERM; exec sleep 60; fi\nexit 3\n')
-    # The worker that ignores SIGTERM is killed after TORCH_ELASTIC_SHUTDOWN_TIMEOUT, not torchrun's 30 s.
-    rc, _, err = lx.run(["--nproc_per_node=2", "--no_python", prog], env={"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "0.2"},
-                        timeout=20)
+    # Rank 0 ignores SIGTERM, then tells rank 1 through a FIFO, which then fails: rank 0 is killed
+    # after TORCH_ELASTIC_SHUTDOWN_TIMEOUT, not the default 30 s (beyond this run's bound).
+    fifo = os.path.join(lx.dir, "ready")
+    os.mkfifo(fifo)
+    prog = lx.script("w.sh", '#!/bin/sh\nif [ "$LOCAL_RANK" = 0 ]; then trap "" TERM; echo > "$FIFO"; exec sleep 60; fi\n'
+                     'read x < "$FIFO"\nexit 3\n')
+    rc, _, err = lx.run(["--nproc_per_node=2", "--no_python", prog],
+                        env={"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "0.2", "FIFO": fifo}, timeout=20)
     assert rc == 3, err
     true = lx.script("true.sh", "#!/bin/sh\n")
     _, _, chatty = lx.run(["--no_python", true])

@@ -66,7 +66,7 @@ TEST_CASE("nothing after the program is expanded, even a flag's prefix", "[torch
   CHECK(c.program_args == Args{"--master", "--nproc"});
 }
 
-TEST_CASE("--nproc_per_node=xpu counts ZE_AFFINITY_MASK, and says what is missing without one", "[torchrun_knobs]") {
+TEST_CASE("xpu workers per node count ZE_AFFINITY_MASK, and says what is missing without one", "[torchrun_knobs]") {
   CHECK(parse({"--nproc_per_node=xpu", "./train"}, {{"ZE_AFFINITY_MASK", "0,1,2"}}).nproc_per_node == 3);
   CHECK(parse({"--nproc-per-node", "xpu", "./train"}, {{"ZE_AFFINITY_MASK", "0.0"}}).nproc_per_node == 1);
   const std::string e = usage_error({"--nproc_per_node=xpu", "./train"}, {{"ZE_AFFINITY_MASK", ""}});
@@ -81,8 +81,8 @@ TEST_CASE("count_xpus reads Intel render nodes under a fake sysfs", "[torchrun_k
   const auto card = [&](const std::string& name, const std::string& vendor, const std::string& driver) {
     fs::create_directories(root / name / "device");
     std::ofstream(root / name / "device" / "vendor") << vendor << "\n";
-    fs::create_directories(root / ("drivers_" + driver));
-    fs::create_directory_symlink(root / ("drivers_" + driver), root / name / "device" / "driver");
+    fs::create_directories(root / "drivers" / driver);
+    fs::create_directory_symlink(root / "drivers" / driver, root / name / "device" / "driver");
   };
   card("renderD128", "0x8086", "xe");
   card("renderD129", "0x8086", "i915");
@@ -104,7 +104,7 @@ TEST_CASE("the duplicate filters split at commas, ,, being a comma, as torchrun'
   CHECK(c.duplicate_stderr_filters == Args{"Error"});
 }
 
-TEST_CASE("${hostname} is a prefix variable; the flag beats TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
+TEST_CASE("${hostname} is a prefix variable, and the flag beats TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
           "[torchrun_knobs]") {
   CHECK(parse({"--log_line_prefix_template=${hostname}:${rank}: ", "./train"}).line_prefix_template ==
         "${hostname}:${rank}: ");
@@ -117,7 +117,7 @@ TEST_CASE("${hostname} is a prefix variable; the flag beats TORCHELASTIC_LOG_LIN
             .find("uses an unknown variable") != std::string::npos);
 }
 
-TEST_CASE("--start_method and --event_log_handler take torchrun's values", "[torchrun_knobs]") {
+TEST_CASE("the start method and the event log handler take torchrun's values", "[torchrun_knobs]") {
   CHECK(parse({"--start_method=fork", "./train"}).event_log.empty());
   CHECK(parse({"--start-method", "forkserver", "./train"}).program == "./train");
   CHECK(usage_error({"--start_method=thread", "./train"}).find("thread") != std::string::npos);
@@ -127,7 +127,7 @@ TEST_CASE("--start_method and --event_log_handler take torchrun's values", "[tor
   CHECK(usage_error({"--event_log_handler=kafka", "./train"}).find("kafka") != std::string::npos);
 }
 
-TEST_CASE("--logs_specs is refused, saying what to use instead", "[torchrun_knobs]") {
+TEST_CASE("a LogsSpecs plugin is refused, saying what to use instead", "[torchrun_knobs]") {
   const std::string e = usage_error({"--logs-specs=mine", "./train"});
   CHECK(e.rfind("--logs_specs=mine names a Python LogsSpecs plugin", 0) == 0);
   CHECK(e.find("--log_dir") != std::string::npos);
@@ -155,7 +155,7 @@ TEST_CASE("LOGLEVEL sets the launcher's level below --log_level and DDPLAUNCH_LO
   CHECK(usage_error({"./train"}, {{"LOGLEVEL", "loud"}}).rfind("LOGLEVEL=loud is not a level torchrun knows", 0) == 0);
 }
 
-TEST_CASE("--run_path beats --no_python and -m, as in torchrun", "[torchrun_knobs]") {
+TEST_CASE("run_path beats --no_python and -m, as in torchrun", "[torchrun_knobs]") {
   const LaunchConfig c = parse({"--run_path", "--no_python", "-m", "/abs/train.py"});
   CHECK(c.run_path);
   CHECK(parse({"./train"}, {{"PET_RUN_PATH", "1"}}).run_path);

@@ -359,7 +359,7 @@ TEST_CASE("workers never see the job secret", "[worker_spec]") {
   }
 }
 
-TEST_CASE("--run_path runs the script through runpy.run_path in python -u -c", "[worker_spec]") {
+TEST_CASE("run_path runs the script through runpy.run_path in python -u -c", "[worker_spec]") {
   LaunchConfig c = two_by_two();
   c.program = "/abs/train.py";
   c.run_path = true;
@@ -367,7 +367,7 @@ TEST_CASE("--run_path runs the script through runpy.run_path in python -u -c", "
   const auto specs = build(c, {}, 0, "", "/venv/bin/python");
   REQUIRE(specs[1].argv.size() == 7);
   CHECK(Args(specs[1].argv.begin(), specs[1].argv.begin() + 3) == Args{"/venv/bin/python", "-u", "-c"});
-  CHECK(specs[1].argv[3].find("runpy.run_path(sys.argv[0], run_name='__main__')") != std::string::npos);
+  CHECK(specs[1].argv[3].find("runpy.run_path(sys.argv[0],run_name='__main__')") != std::string::npos);
   CHECK(Args(specs[1].argv.begin() + 4, specs[1].argv.end()) == Args{"/abs/train.py", "--lr", "0.1"});
 }
 
