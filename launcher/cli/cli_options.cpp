@@ -155,7 +155,7 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(app.add_option("--start_method,--start-method", v.start_method,
                          "accepted for torchrun, where it starts function workers (--run_path); here every worker "
                          "is its own process, fork+exec'd, whatever the value")
-              ->check(CLI::IsMember({"spawn", "fork", "forkserver"}))
+              ->check(CLI::IsMember({"spawn", "fork", "forkserver"}).description(""))
               ->type_name("spawn|fork|forkserver"));
   pet.add(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank,
                        "each worker sees exactly its own GPU as device 0"));
@@ -229,8 +229,8 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(app.add_option("--event_log_handler,--event-log-handler", v.event_log_handler,
                          "torchrun's event handlers: null and dynamic_rendezvous (the default: none), console (the "
                          "--event_log JSON lines on stderr, unless --event_log names a file)")
-              ->check(CLI::IsMember({"null", "console", "dynamic_rendezvous"}))
-              ->type_name("null|console"));
+              ->check(CLI::IsMember({"null", "console", "dynamic_rendezvous"}).description(""))
+              ->type_name("null|console|dynamic_rendezvous"));
   app.add_flag("--dump_stacks,--dump-stacks", c.dump_stacks,
                "print every rank's stack on every node of the running job at --master_addr:--master_port "
                "(--rdzv_id), without stopping it; no program; without those flags, the job started last on "
