@@ -9,6 +9,7 @@
 
 #include "launcher/cli/cli_options.hpp"
 #include "launcher/cli/command_line_config.hpp"
+#include "launcher/cli/completion.hpp"
 #include "launcher/cli/empty_values.hpp"
 #include "launcher/cli/flag_prefixes.hpp"
 #include "launcher/cli/pet_defaults.hpp"
@@ -57,6 +58,10 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
     return out;
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string(e.what()) + "; see ddplaunch --help");
+  }
+  if (!values.print_completion.empty()) {
+    out.early_exit_text = completion_script(app, values.print_completion);
+    return out;
   }
   pet.apply(env);
   take_program(app.remaining(), values.config);

@@ -244,6 +244,11 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
                    "store's address on the node hosting it, else --local_addr or every interface; 0: a free port "
                    "(printed); always: a unix socket in the run's directory"));
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
+  app.add_option("--print_completion,--print-completion", v.print_completion,
+                 "print a completion script for ddplaunch's flags and exit, e.g. eval \"$(ddplaunch "
+                 "--print_completion bash)\"")
+      ->check(CLI::IsMember({"bash", "zsh", "tcsh"}).description(""))
+      ->type_name("bash|zsh|tcsh");
   app.add_option("--log_level,--log-level", c.log_level,
                  "launcher messages shown: debug, info, warning or error (default DDPLAUNCH_LOG_LEVEL, else "
                  "torchrun's LOGLEVEL: DEBUG, INFO, WARNING, ERROR or CRITICAL, else info)")

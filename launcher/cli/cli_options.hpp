@@ -58,6 +58,7 @@ struct CommandLineValues {
   std::string start_method = "spawn";
   std::string event_log_handler = "null";
   std::optional<std::string> logs_specs;  // refused: a Python entry point
+  std::string print_completion;           // --print_completion SHELL: print the script, run nothing
   bool use_env = true;                    // --use_env=false asks for --local_rank=i in the workers' arguments
   std::string local_rank_arg;             // --local_rank_arg[=underscore|dash]; "" when not given
 };

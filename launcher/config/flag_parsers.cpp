@@ -103,8 +103,8 @@ int parse_nproc(const std::string& text, const EnvLookup& env) {
   // gpu and xpu: the devices counted, or where none was found.
   const auto devices = [&text](int count, std::string_view device, std::string_view where) {
     if (count == 0) {
-      throw UsageError(fmt::format("--nproc_per_node={} but no {} is visible ({}); give a number or use cpu/auto",
-                                   text, device, where));
+      throw UsageError(fmt::format("--nproc_per_node={} but no {} is visible ({}); give a number or use cpu/auto", text,
+                                   device, where));
     }
     return count;
   };

@@ -155,6 +155,15 @@ TEST_CASE("LOGLEVEL sets the launcher's level below --log_level and DDPLAUNCH_LO
   CHECK(usage_error({"./train"}, {{"LOGLEVEL", "loud"}}).rfind("LOGLEVEL=loud is not a level torchrun knows", 0) == 0);
 }
 
+TEST_CASE("a completion script lists every flag, for the shells torchrun offers", "[torchrun_knobs]") {
+  std::vector<const char*> argv{"ddplaunch", "--print-completion", "bash"};
+  const auto parsed = ddp::launcher::parse_command_line(3, argv.data(), lookup({}));
+  REQUIRE(parsed.early_exit_text);
+  CHECK(parsed.early_exit_text->find(" --nproc_per_node --nproc-per-node ") != std::string::npos);
+  CHECK(parsed.early_exit_text->find("complete -o default -F _ddplaunch ddplaunch") != std::string::npos);
+  CHECK(usage_error({"--print_completion=fish"}).find("fish not in {bash,zsh,tcsh}") != std::string::npos);
+}
+
 TEST_CASE("run_path beats --no_python and -m, as in torchrun", "[torchrun_knobs]") {
   const LaunchConfig c = parse({"--run_path", "--no_python", "-m", "/abs/train.py"});
   CHECK(c.run_path);
