@@ -1,14 +1,17 @@
-// Command-line parsing, in four steps: CLI11 reads the flags (cli_options.cpp; an empty value is
-// refused by the flag's name, empty_values.cpp), PET_* variables fill in the ones not given
-// (pet_defaults.cpp), the text becomes a LaunchConfig (command_line_config.cpp), and validate()
-// checks it (validate.cpp).
+// Command-line parsing, in five steps: abbreviated flags are written out (flag_prefixes.cpp),
+// CLI11 reads the flags (cli_options.cpp; an empty value is refused by the flag's name,
+// empty_values.cpp), PET_* variables fill in the ones not given (pet_defaults.cpp), the text
+// becomes a LaunchConfig (command_line_config.cpp, torchrun_env.cpp), and validate() checks it
+// (validate.cpp).
 #include "launcher/cli/cli.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include "launcher/cli/cli_options.hpp"
 #include "launcher/cli/command_line_config.hpp"
+#include "launcher/cli/completion.hpp"
 #include "launcher/cli/empty_values.hpp"
+#include "launcher/cli/flag_prefixes.hpp"
 #include "launcher/cli/pet_defaults.hpp"
 #include "launcher/cli/validate.hpp"
 
@@ -37,7 +40,12 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   declare_options(app, values, pet);
   // `--flag=` is an empty value, as in argparse, not the flag alone (CLI11 would take the program
   // as its value); an empty value is refused by the flag's name, unless empty means something.
-  const std::vector<std::string> args = check_empty_values(app, argc, argv);
+  // argparse's abbreviations (--nnode) are written out first, so every later step sees full names.
+  const std::vector<std::string> expanded = expand_flag_prefixes(app, std::vector<std::string>(argv, argv + argc));
+  std::vector<const char*> expanded_argv;
+  for (const std::string& arg : expanded) expanded_argv.push_back(arg.c_str());
+  const std::vector<std::string> args =
+      check_empty_values(app, static_cast<int>(expanded_argv.size()), expanded_argv.data());
   std::vector<const char*> args_argv;
   for (const std::string& arg : args) args_argv.push_back(arg.c_str());
   try {
@@ -50,6 +58,10 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
     return out;
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string(e.what()) + "; see ddplaunch --help");
+  }
+  if (!values.print_completion.empty()) {
+    out.early_exit_text = completion_script(app, values.print_completion);
+    return out;
   }
   pet.apply(env);
   take_program(app.remaining(), values.config);

@@ -70,10 +70,11 @@ CLI::Option* add_port(CLI::App& app, const std::string& names, int& value, const
 void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--nnodes", v.nnodes, "N or MIN:MAX (elastic)")->type_name("N|MIN:MAX"));
-  pet.add(app.add_option(
-                 "--nproc_per_node,--nproc-per-node", v.nproc_per_node,
-                 "workers on this node: N, gpu, cpu (the CPUs this process may use: affinity, cgroup limit) or auto")
-              ->type_name("N|gpu|cpu|auto"));
+  pet.add(
+      app.add_option("--nproc_per_node,--nproc-per-node", v.nproc_per_node,
+                     "workers on this node: N, gpu, xpu (Intel), cpu (the CPUs this process may use: affinity, cgroup "
+                     "limit) or auto")
+          ->type_name("N|gpu|xpu|cpu|auto"));
   pet.add(app.add_option("--node_rank,--node-rank", v.node_rank, "rank of this node, 0..nnodes-1")->type_name("INT"));
   pet.add(app.add_option("--master_addr,--master-addr", v.master_addr,
                          "address of node 0, which hosts the store (default 127.0.0.1; IPv6 in brackets)")
@@ -147,10 +148,20 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(app.add_option("--role", c.role, "role name (ROLE_NAME)")->type_name("NAME"));
   pet.add(app.add_flag("--no_python,--no-python", c.no_python, "execute the program directly"));
   pet.add(app.add_flag("-m,--module", c.module, "run the program as python -m MODULE"));
+  pet.add(app.add_flag("--run_path,--run-path", c.run_path,
+                       "run the .py program as torchrun does, runpy.run_path(PROGRAM, run_name='__main__') with "
+                       "sys.argv=[PROGRAM, ARGS...], in its own python -u process per worker (torchrun: a "
+                       "multiprocessing child of its agent); beats --no_python and -m"));
+  pet.add(app.add_option("--start_method,--start-method", v.start_method,
+                         "accepted for torchrun, where it starts function workers (--run_path); here every worker "
+                         "is its own process, fork+exec'd, whatever the value")
+              ->check(CLI::IsMember({"spawn", "fork", "forkserver"}).description(""))
+              ->type_name("spawn|fork|forkserver"));
   pet.add(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank,
                        "each worker sees exactly its own GPU as device 0"));
   pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
-                      "between SIGTERM and SIGKILL after a failure or to restart (default 30)"));
+                      "between SIGTERM and SIGKILL after a failure or to restart (default "
+                      "TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)"));
   pet.add(add_seconds(app, "--preemption_grace,--preemption-grace", v.preemption_grace,
                       "between forwarding a SIGTERM the launcher received (a preemption: Kubernetes, Slurm) and "
                       "SIGKILL, for the workers to checkpoint (default: 30, or --shutdown_timeout when longer)"));
@@ -164,7 +175,8 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
       "start no PyTorch worker server in Python workers (no PYTHONPATH hook, no control socket): hangs and "
       "stacks then come from CPU time and py-spy");
   pet.add(app.add_option("--signals_to_handle,--signals-to-handle", v.signals_to_handle,
-                         "signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2)")
+                         "signals forwarded to workers, told to them as TORCHELASTIC_SIGNALS_TO_HANDLE (default "
+                         "TORCHELASTIC_SIGNALS_TO_HANDLE, else SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2)")
               ->type_name("SIGNAL,..."));
   app.add_flag("--use_env,--use-env", v.use_env,
                "legacy launcher flag (the default); --use_env=false appends --local_rank=i to worker args");
@@ -188,15 +200,37 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
   pet.add(app.add_option("--local_ranks_filter,--local-ranks-filter", v.local_ranks_filter,
                          "local ranks shown on the console, e.g. 0,3")
               ->type_name("RANK,..."));
-  app.add_option("--log_line_prefix_template,--log-line-prefix-template", c.line_prefix_template,
-                 "console prefix, with ${rank}, ${local_rank}, ${role_name}; \"\" for none")
-      ->type_name("TEMPLATE");
+  pet.add(app.add_option("--log_line_prefix_template,--log-line-prefix-template", v.line_prefix_template,
+                         "console prefix, with ${rank}, ${local_rank}, ${role_name}, ${hostname}; \"\" for none "
+                         "(default TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else [${rank}]:)")
+              ->type_name("TEMPLATE"));
+  const auto duplicate_help = [](const char* stream, const char* tee) {
+    return fmt::format(
+        "copy the lines of tee'd {0} (--tee {1} or 3) containing any of these strings (',,' is a comma) also "
+        "to <attempt dir>/filtered_{0}.log, every rank's in one file, as torchrun does",
+        stream, tee);
+  };
+  pet.add(app.add_option("--duplicate_stdout_filters,--duplicate-stdout-filters", v.duplicate_stdout_filters,
+                         duplicate_help("stdout", "1"))
+              ->type_name("TEXT,..."));
+  pet.add(app.add_option("--duplicate_stderr_filters,--duplicate-stderr-filters", v.duplicate_stderr_filters,
+                         duplicate_help("stderr", "2"))
+              ->type_name("TEXT,..."));
+  app.add_option("--logs_specs,--logs-specs", v.logs_specs,
+                 "torchrun's LogsSpecs plugin (a Python entry point): refused; use --log_dir, --redirects, --tee, "
+                 "--local_ranks_filter and --log_line_prefix_template")
+      ->type_name("NAME");
   app.add_option("--summary_json,--summary-json", c.summary_json,
                  "write every local rank's outcome and the root cause as JSON when the job ends")
       ->type_name("FILE");
   app.add_option("--event_log,--event-log", c.event_log,
                  "append JSON lines as the job goes: rounds, worker starts and exits, teardown, restarts")
       ->type_name("FILE");
+  pet.add(app.add_option("--event_log_handler,--event-log-handler", v.event_log_handler,
+                         "torchrun's event handlers: null and dynamic_rendezvous (the default: none), console (the "
+                         "--event_log JSON lines on stderr, unless --event_log names a file)")
+              ->check(CLI::IsMember({"null", "console", "dynamic_rendezvous"}).description(""))
+              ->type_name("null|console|dynamic_rendezvous"));
   app.add_flag("--dump_stacks,--dump-stacks", c.dump_stacks,
                "print every rank's stack on every node of the running job at --master_addr:--master_port "
                "(--rdzv_id), without stopping it; no program; without those flags, the job started last on "
@@ -210,8 +244,14 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
                    "store's address on the node hosting it, else --local_addr or every interface; 0: a free port "
                    "(printed); always: a unix socket in the run's directory"));
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");
+  app.add_option("--print_completion,--print-completion", v.print_completion,
+                 "print a completion script for ddplaunch's flags and exit, e.g. eval \"$(ddplaunch "
+                 "--print_completion bash)\"")
+      ->check(CLI::IsMember({"bash", "zsh", "tcsh"}).description(""))
+      ->type_name("bash|zsh|tcsh");
   app.add_option("--log_level,--log-level", c.log_level,
-                 "launcher messages shown: debug, info, warning or error (default info, or DDPLAUNCH_LOG_LEVEL)")
+                 "launcher messages shown: debug, info, warning or error (default DDPLAUNCH_LOG_LEVEL, else "
+                 "torchrun's LOGLEVEL: DEBUG, INFO, WARNING, ERROR or CRITICAL, else info)")
       ->type_name("LEVEL");
 }
 

@@ -46,13 +46,21 @@ struct CommandLineValues {
   std::vector<std::string> rdzv_conf;
   // Numbers of seconds, already checked by the flags' validator (see parse_seconds).
   std::string monitor_interval = "0.1";
-  std::string shutdown_timeout = "30";
+  std::string shutdown_timeout;  // "": TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 (torchrun_env.hpp)
   std::string hang_timeout = "0";
   std::string preemption_grace;  // "": the longer of 30 s and --shutdown_timeout
   std::string rdzv_timeout = "900";
   std::string heartbeat_timeout = "10";
-  bool use_env = true;         // --use_env=false asks for --local_rank=i in the workers' arguments
-  std::string local_rank_arg;  // --local_rank_arg[=underscore|dash]; "" when not given
+  // torchrun's knobs that ddplaunch maps onto its own (torchrun_env.hpp).
+  std::optional<std::string> line_prefix_template;  // unset: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+  std::optional<std::string> duplicate_stdout_filters;
+  std::optional<std::string> duplicate_stderr_filters;
+  std::string start_method = "spawn";
+  std::string event_log_handler = "null";
+  std::optional<std::string> logs_specs;  // refused: a Python entry point
+  std::string print_completion;           // --print_completion SHELL: print the script, run nothing
+  bool use_env = true;                    // --use_env=false asks for --local_rank=i in the workers' arguments
+  std::string local_rank_arg;             // --local_rank_arg[=underscore|dash]; "" when not given
 };
 
 // The flags whose empty value means something, as their default does: no --rdzv_conf keys, every

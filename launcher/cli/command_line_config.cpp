@@ -12,6 +12,7 @@
 #include "launcher/cli/c10d_ranks.hpp"
 #include "launcher/cli/mpi.hpp"
 #include "launcher/cli/slurm.hpp"
+#include "launcher/cli/torchrun_env.hpp"
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/config/rdzv_conf.hpp"
 #include "launcher/etcd/etcd_config.hpp"
@@ -49,9 +50,9 @@ void apply_nodes(const CommandLineValues& v, const EnvLookup& env, LaunchConfig&
 }
 
 // The timeouts: flags first, then --rdzv_conf keys, which override them.
-void apply_durations(const CommandLineValues& v, LaunchConfig& c) {
+void apply_durations(const CommandLineValues& v, const EnvLookup& env, LaunchConfig& c) {
   c.monitor_interval = checked_seconds(v.monitor_interval);
-  c.shutdown_timeout = checked_seconds(v.shutdown_timeout);
+  c.shutdown_timeout = shutdown_timeout_from(v.shutdown_timeout, env);
   c.hang_timeout = checked_seconds(v.hang_timeout);
   // Unset: torchrun's one grace (30 s) or a longer --shutdown_timeout, as a torchrun user expects.
   c.preemption_grace = v.preemption_grace.empty()
@@ -99,8 +100,9 @@ void apply_single_node_port(const EnvLookup& env, LaunchConfig& c) {
 LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   LaunchConfig c = std::move(v.config);
   apply_nodes(v, env, c);
-  apply_durations(v, c);
+  apply_durations(v, env, c);
   apply_output(v, c);
+  apply_torchrun_knobs(v, env, c);
   c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
   c.max_no_progress_restarts = parse_whole_number("--max_no_progress_restarts", v.max_no_progress_restarts);
   c.active_nodes = parse_whole_number("--active_nodes", v.active_nodes);

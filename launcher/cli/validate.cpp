@@ -25,7 +25,7 @@ void check_program(const LaunchConfig& c) {
   if (c.program.empty()) {
     throw UsageError("no program given; usage: ddplaunch [options] PROGRAM [ARGS...] (see --help)");
   }
-  if (c.no_python && c.module) {
+  if (c.no_python && c.module && !c.run_path) {  // --run_path beats both, as in torchrun
     throw UsageError("--no_python and -m/--module exclude each other; drop one of them");
   }
 }
@@ -156,13 +156,13 @@ void check_workers(const LaunchConfig& c) {
 
 void check_output(const LaunchConfig& c) {
   std::string rest = c.line_prefix_template;
-  for (const std::string_view v : {"${rank}", "${local_rank}", "${role_name}"}) {
+  for (const std::string_view v : {"${rank}", "${local_rank}", "${role_name}", "${hostname}"}) {
     for (auto p = rest.find(v); p != std::string::npos; p = rest.find(v)) rest.erase(p, v.size());
   }
   if (rest.find("${") != std::string::npos) {
     throw UsageError(
-        fmt::format("--log_line_prefix_template='{}' uses an unknown variable; use ${{rank}}, "
-                    "${{local_rank}} and ${{role_name}}",
+        fmt::format("--log_line_prefix_template='{}' (or TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE) uses an unknown "
+                    "variable; use ${{rank}}, ${{local_rank}}, ${{role_name}} and ${{hostname}}",
                     c.line_prefix_template));
   }
   if (!c.log_level.empty()) {

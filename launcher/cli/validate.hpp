@@ -24,7 +24,7 @@ inline constexpr int kMinHeartbeatMs = 100;   // --heartbeat_timeout
 //     --heartbeat_timeout >= kMinHeartbeatMs; 0 < heartbeat_interval < heartbeat_timeout;
 //   - --local_ranks_filter names only local ranks 0..nproc_per_node-1;
 //   - --signals_to_handle names only signals that can be caught (not SIGKILL or SIGSTOP);
-//   - --log_line_prefix_template uses only ${rank}, ${local_rank} and ${role_name};
+//   - --log_line_prefix_template uses only ${rank}, ${local_rank}, ${role_name} and ${hostname};
 //   - --log_level is empty or debug, info, warning (warn) or error.
 void validate(const LaunchConfig& config);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -99,21 +100,58 @@ int parse_nproc(const std::string& text, const EnvLookup& env) {
     return budget.usable();
   };
   if (text == "cpu") return cpus();
-  if (text == "gpu") {
-    const int gpus = count_gpus(env);
-    if (gpus == 0) {
-      throw UsageError(
-          "--nproc_per_node=gpu but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*); "
-          "give a number or use cpu/auto");
+  // gpu and xpu: the devices counted, or where none was found.
+  const auto devices = [&text](int count, std::string_view device, std::string_view where) {
+    if (count == 0) {
+      throw UsageError(fmt::format("--nproc_per_node={} but no {} is visible ({}); give a number or use cpu/auto", text,
+                                   device, where));
     }
-    return gpus;
+    return count;
+  };
+  if (text == "gpu") return devices(count_gpus(env), "GPU", "CUDA_VISIBLE_DEVICES, /dev/nvidia*");
+  if (text == "xpu") {
+    return devices(count_xpus(env), "Intel XPU",
+                   "ZE_AFFINITY_MASK, /sys/class/drm render nodes of vendor 0x8086 with the xe or i915 driver");
   }
   if (text == "auto") {
-    const int gpus = count_gpus(env);
-    return gpus > 0 ? gpus : cpus();
+    if (const int gpus = count_gpus(env); gpus > 0) return gpus;
+    if (const int xpus = count_xpus(env); xpus > 0) return xpus;
+    return cpus();
   }
   if (is_digits(text, 1, 9)) return std::stoi(text);
-  throw UsageError(fmt::format("--nproc_per_node={} is not a number, gpu, cpu or auto", text));
+  throw UsageError(fmt::format("--nproc_per_node={} is not a number, gpu, xpu, cpu or auto", text));
+}
+
+int count_xpus(const EnvLookup& env, const std::string& sysfs_drm) {
+  if (auto mask = env("ZE_AFFINITY_MASK")) {
+    return mask->empty() ? 0 : static_cast<int>(std::count(mask->begin(), mask->end(), ',')) + 1;
+  }
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(sysfs_drm, ec)) {
+    if (e.path().filename().string().rfind("renderD", 0) != 0) continue;
+    std::ifstream vendor_file(e.path() / "device" / "vendor");
+    std::string vendor;
+    vendor_file >> vendor;
+    const std::string driver = std::filesystem::read_symlink(e.path() / "device" / "driver", ec).filename().string();
+    if (vendor == "0x8086" && (driver == "xe" || driver == "i915")) ++n;
+  }
+  return n;
+}
+
+std::vector<std::string> parse_line_filters(const std::string& text) {
+  std::vector<std::string> items(1);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      items.back().push_back(text[i]);
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      items.back().push_back(',');  // ",,": a literal comma
+      ++i;
+    } else {
+      items.emplace_back();
+    }
+  }
+  return items;
 }
 
 StreamSelection parse_streams(std::string_view flag, const std::string& text) {

@@ -46,10 +46,23 @@ struct NodeRange {
 };
 NodeRange parse_nnodes(const std::string& text);
 
-// --nproc_per_node: a number, or gpu (the visible GPUs), cpu (the CPUs this process may use:
-// cpu_budget.hpp; logged) or auto (GPUs if any, else cpu). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else
-// from /dev/nvidiaN. Throws UsageError for other text, and for gpu when no GPU is visible.
+// --nproc_per_node: a number, or gpu (the visible GPUs), xpu (the visible Intel XPUs), cpu (the
+// CPUs this process may use: cpu_budget.hpp; logged) or auto (GPUs if any, else XPUs, else cpu,
+// as torchrun's torch.accelerator does). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else
+// from /dev/nvidiaN; XPUs as in count_xpus(). Throws UsageError for other text, and for gpu or
+// xpu when none is visible (torchrun: "Cuda is not available." / "Xpu is not available.").
 int parse_nproc(const std::string& text, const EnvLookup& env);
+
+// Intel XPUs as torch.xpu.device_count() would see them without loading Level Zero: the entries
+// of ZE_AFFINITY_MASK in `env` when set (one device each; "" or none: 0), else the DRM render
+// nodes whose PCI vendor is Intel (0x8086) and whose kernel driver is `xe` or `i915` under
+// `sysfs_drm` (/sys/class/drm). Never throws; reads only sysfs.
+int count_xpus(const EnvLookup& env, const std::string& sysfs_drm = "/sys/class/drm");
+
+// --duplicate_stdout_filters / --duplicate_stderr_filters, as torchrun's comma_separated_list:
+// split at ',', where ",," is a literal comma ("a,,b" → {"a,b"}). As in torchrun, an empty item
+// ("" or "a,") is a filter that every line matches. Pure; never throws.
+std::vector<std::string> parse_line_filters(const std::string& text);
 
 // --redirects / --tee: "0".."3" for every local rank (1 stdout, 2 stderr, 3 both), or a map
 // "RANK:BITS,RANK:BITS". Throws UsageError naming `flag` and the text.

@@ -79,8 +79,17 @@ struct LaunchConfig {
   StreamSelection redirects;
   StreamSelection tee;
   std::vector<int> local_ranks_filter;  // empty = all
+  // --duplicate_stdout_filters / --duplicate_stderr_filters: lines of tee'd streams that contain
+  // any of these go also to <attempt dir>/filtered_{stdout,stderr}.log (workers/filtered_log.hpp).
+  // Empty = off; an empty item matches every line, as in torchrun.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   bool no_python = false;
   bool module = false;
+  // --run_path: the program is a Python script run as torchrun's run_script_path does
+  // (runpy.run_path with run_name "__main__", sys.argv = [script, args...]); beats --no_python
+  // and -m, as in torchrun (workers/run_path.hpp).
+  bool run_path = false;
   std::string local_addr;  // address this node advertises ("" = hostname)
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)

@@ -12,8 +12,8 @@
 
 namespace ddp::launcher {
 
-LogFile::LogFile(const std::string& path, LogFileTally& tally) : path_(path), tally_(tally) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+LogFile::LogFile(const std::string& path, LogFileTally& tally, bool append) : path_(path), tally_(tally) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
   if (fd_ < 0) fail(errno, 0);
 }
 

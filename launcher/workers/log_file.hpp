@@ -20,9 +20,10 @@ struct LogFileTally {
 
 class LogFile {
  public:
-  // Opens (creates, truncates) `path`. An open failure counts as the first failed write: it is
-  // reported, and ok() is false from the start. `tally` must outlive the file.
-  LogFile(const std::string& path, LogFileTally& tally);
+  // Opens (creates, truncates) `path`, or with `append` creates it or adds to its end (a file
+  // several writers share, each write whole lines). An open failure counts as the first failed
+  // write: it is reported, and ok() is false from the start. `tally` must outlive the file.
+  LogFile(const std::string& path, LogFileTally& tally, bool append = false);
   ~LogFile();
   LogFile(const LogFile&) = delete;
   LogFile& operator=(const LogFile&) = delete;

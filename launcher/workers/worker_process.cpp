@@ -49,10 +49,15 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
     std::error_code ignored;  // a directory that cannot be made shows as the files' open error
     std::filesystem::create_directories(spec.log_dir, ignored);
   }
-  if (!route.stdout_file.empty() || !route.stderr_file.empty())
+  if (!route.stdout_file.empty() || !route.stderr_file.empty() || !route.filtered_stdout_file.empty() ||
+      !route.filtered_stderr_file.empty())
     DDP_ASSERT(output_.log_tally != nullptr, "worker log files need a tally");
   if (!route.stdout_file.empty()) out_.file = std::make_unique<LogFile>(route.stdout_file, *output_.log_tally);
   if (!route.stderr_file.empty()) err_.file = std::make_unique<LogFile>(route.stderr_file, *output_.log_tally);
+  if (!route.filtered_stdout_file.empty())
+    out_.filtered = std::make_unique<FilteredLog>(route.filtered_stdout_file, route.stdout_filters, *output_.log_tally);
+  if (!route.filtered_stderr_file.empty())
+    err_.filtered = std::make_unique<FilteredLog>(route.filtered_stderr_file, route.stderr_filters, *output_.log_tally);
 
   Pipe out_pipe, err_pipe;
   ChildOptions child;
@@ -156,6 +161,7 @@ void WorkerProcess::end_stream(Stream& s) {
 void WorkerProcess::emit_lines(Stream& s, const char* data, std::size_t n) {
   // Lines meant for a file only (--redirects) that it cannot take go to the console instead.
   const bool file_failed = s.file && !s.file->write(data, n);
+  if (s.filtered) s.filtered->write(spec_.output.prefix, data, n);
   const bool to_console = s.console || file_failed;
   const char* const end = data + n;
   if (s.is_err && output_.tail_lines > 0) {
@@ -204,6 +210,7 @@ void WorkerProcess::close_stream(Stream& s) {
   boost::system::error_code ignored;  // closing a pipe at EOF cannot fail meaningfully
   s.pipe->close(ignored);
   s.file.reset();
+  s.filtered.reset();
   if (--open_pipes_ == 0 && output_done_cb_) output_done_cb_();
 }
 

@@ -18,6 +18,7 @@
 
 #include "common/process_set.hpp"
 #include "launcher/workers/console_writer.hpp"
+#include "launcher/workers/filtered_log.hpp"
 #include "launcher/workers/log_file.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
@@ -56,6 +57,7 @@ class WorkerProcess {
     std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;  // our (read) end
     std::string partial;                                          // a line not yet ended by '\n'
     std::unique_ptr<LogFile> file;                                // --redirects/--tee; null when the stream has none
+    std::unique_ptr<FilteredLog> filtered;                        // --duplicate_*_filters; null when none
     bool console = true;
     bool is_err = false;
   };

@@ -6,22 +6,25 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "common/collective_progress.hpp"
 #include "common/find_executable.hpp"
+#include "common/signals.hpp"
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/config/private_env.hpp"
+#include "launcher/workers/run_path.hpp"
 
 namespace ddp::launcher {
 
 bool runs_with_python(const LaunchConfig& c) {
   const std::string& p = c.program;
-  return !c.no_python && (c.module || (p.size() > 3 && p.compare(p.size() - 3, 3, ".py") == 0));
+  return c.run_path || (!c.no_python && (c.module || (p.size() > 3 && p.compare(p.size() - 3, 3, ".py") == 0)));
 }
 
 std::string resolve_program(const std::string& name) {
@@ -53,11 +56,12 @@ void check_program(const LaunchConfig& c, const PythonInterpreter& python) {
   } catch (const UsageError& e) {
     throw UsageError(std::string(e.what()) + " (the Python interpreter, chosen by " + python.reason + ")");
   }
-  if (!c.module && ::access(c.program.c_str(), R_OK) != 0) {
+  const bool module = c.module && !c.run_path;
+  if (!module && ::access(c.program.c_str(), R_OK) != 0) {
     throw UsageError("script '" + c.program + "' does not exist or is not readable; check the path");
   }
   struct stat st {};
-  if (!c.module && ::stat(c.program.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (!module && ::stat(c.program.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     throw UsageError("script '" + c.program + "' is a directory; give the .py file inside it");
   }
 }
@@ -72,9 +76,19 @@ std::string substitute_local_rank(std::string arg, int local_rank) {
 
 namespace {
 
+// The node's name as torchrun's ${hostname} gives it: socket.gethostname(), not the FQDN.
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";  // only ENAMETOOLONG, not at this size
+  return name;
+}
+
 std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::string& role) {
-  const std::pair<const char*, std::string> vars[] = {
-      {"${rank}", std::to_string(rank)}, {"${local_rank}", std::to_string(local_rank)}, {"${role_name}", role}};
+  const bool host = tpl.find("${hostname}") != std::string::npos;
+  const std::pair<const char*, std::string> vars[] = {{"${rank}", std::to_string(rank)},
+                                                      {"${local_rank}", std::to_string(local_rank)},
+                                                      {"${role_name}", role},
+                                                      {"${hostname}", host ? host_name() : std::string()}};
   for (const auto& [k, v] : vars) {
     const std::string key = k;
     for (auto p = tpl.find(key); p != std::string::npos; p = tpl.find(key, p + v.size())) tpl.replace(p, key.size(), v);
@@ -94,6 +108,15 @@ OutputRouting route_output(const LaunchConfig& c, const WorkerSpec& w, bool pref
   out.to_console_err = shown && !(redirect & 2);
   if (!w.log_dir.empty() && ((redirect | tee) & 1)) out.stdout_file = w.log_dir + "/stdout.log";
   if (!w.log_dir.empty() && ((redirect | tee) & 2)) out.stderr_file = w.log_dir + "/stderr.log";
+  const std::string attempt_dir = std::filesystem::path(w.log_dir).parent_path().string();
+  if (!w.log_dir.empty() && shown && (tee & 1) && !c.duplicate_stdout_filters.empty()) {
+    out.filtered_stdout_file = attempt_dir + "/filtered_stdout.log";
+    out.stdout_filters = c.duplicate_stdout_filters;
+  }
+  if (!w.log_dir.empty() && shown && (tee & 2) && !c.duplicate_stderr_filters.empty()) {
+    out.filtered_stderr_file = attempt_dir + "/filtered_stderr.log";
+    out.stderr_filters = c.duplicate_stderr_filters;
+  }
   return out;
 }
 
@@ -154,12 +177,16 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
                        "; list more devices or start fewer workers");
     }
   }
+  std::string signals;
+  for (const int signo : c.signals_to_handle) signals += (signals.empty() ? "" : ",") + signal_name(signo);
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < c.nproc_per_node; ++lr) {
     WorkerSpec w;
     w.local_rank = lr;
     w.rank = base + lr;
-    if (runs_with_python(c)) {
+    if (c.run_path) {
+      w.argv = {in.python, "-u", "-c", kRunPathCode};
+    } else if (runs_with_python(c)) {
       w.argv = {in.python, "-u"};
       if (c.module) w.argv.push_back("-m");
     }
@@ -192,6 +219,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
     w.env = in.base_env;
     for (const char* name : kPrivateEnv) w.env.erase(name);  // the launchers' alone (private_env.hpp)
     worker_env::apply(w.env, we);
+    w.env[kSignalsToHandleEnv] = signals;
     if (c.virtual_local_rank) w.env["CUDA_VISIBLE_DEVICES"] = visible[static_cast<std::size_t>(lr)];
     w.open_files_limit = in.open_files_limit;
     // DDPLAUNCH_PROGRESS=0 turns the slots off (the runtime then records nothing); any other value

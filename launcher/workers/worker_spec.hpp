@@ -26,7 +26,18 @@ struct OutputRouting {
   bool to_console_err = true;
   std::string stdout_file;  // "" = none
   std::string stderr_file;
+  // --duplicate_*_filters of a tee'd stream shown on the console (torchrun copies those only):
+  // lines containing any filter also go, prefixed, to this file, which every worker of the
+  // attempt shares (<attempt dir>/filtered_stdout.log); "" = none (filtered_log.hpp).
+  std::string filtered_stdout_file;
+  std::string filtered_stderr_file;
+  std::vector<std::string> stdout_filters;
+  std::vector<std::string> stderr_filters;
 };
+
+// Workers are told the signals the launcher forwards to them, as torchrun tells its workers (it
+// exports --signals_to_handle to its agent's environment, which workers inherit).
+inline constexpr const char* kSignalsToHandleEnv = "TORCHELASTIC_SIGNALS_TO_HANDLE";
 
 struct WorkerSpec {
   int local_rank = 0;

@@ -23,6 +23,7 @@
 #include "common/exit_codes.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/job_secret.hpp"
+#include "tests/support/fake_env.hpp"
 #include "tests/support/usage_error_of.hpp"
 
 namespace {
@@ -32,15 +33,8 @@ using ddp::launcher::LaunchConfig;
 using ddp::launcher::parse_command_line;
 using ddp::launcher::ParsedCommandLine;
 using Args = std::vector<std::string>;
-using FakeEnv = std::map<std::string, std::string>;
-
-EnvLookup lookup(const FakeEnv& env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    const auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using ddp::testing::FakeEnv;
+using ddp::testing::lookup;
 
 ParsedCommandLine parse_full(const Args& args, const FakeEnv& env = {}) {
   std::vector<const char*> argv{"ddplaunch"};

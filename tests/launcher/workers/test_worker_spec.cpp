@@ -7,6 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -354,4 +357,46 @@ TEST_CASE("workers never see the job secret", "[worker_spec]") {
     CHECK(w.env.count("DDPLAUNCH_RDZV_TOKEN") == 0);
     CHECK(w.env.at("PATH") == "/usr/bin");
   }
+}
+
+TEST_CASE("run_path runs the script through runpy.run_path in python -u -c", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  c.program = "/abs/train.py";
+  c.run_path = true;
+  c.no_python = true;  // --run_path beats it, as in torchrun
+  const auto specs = build(c, {}, 0, "", "/venv/bin/python");
+  REQUIRE(specs[1].argv.size() == 7);
+  CHECK(Args(specs[1].argv.begin(), specs[1].argv.begin() + 3) == Args{"/venv/bin/python", "-u", "-c"});
+  CHECK(specs[1].argv[3].find("runpy.run_path(sys.argv[0],run_name='__main__')") != std::string::npos);
+  CHECK(Args(specs[1].argv.begin() + 4, specs[1].argv.end()) == Args{"/abs/train.py", "--lr", "0.1"});
+}
+
+TEST_CASE("workers are told the signals the launcher forwards", "[worker_spec]") {
+  LaunchConfig c = two_by_two();
+  c.signals_to_handle = {SIGTERM, SIGUSR1};
+  const Environment base{{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGINT"}};
+  CHECK(build(c, base)[0].env.at("TORCHELASTIC_SIGNALS_TO_HANDLE") == "SIGTERM,SIGUSR1");
+}
+
+TEST_CASE("${hostname} in the prefix is this machine's name", "[worker_spec][routing]") {
+  LaunchConfig c = two_by_two();
+  c.line_prefix_template = "${hostname}:${rank}: ";
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  CHECK(build(c, {})[1].output.prefix == std::string(name) + ":3: ");
+}
+
+TEST_CASE("duplicate filters route tee'd, shown streams to the attempt's filtered files", "[worker_spec][routing]") {
+  LaunchConfig c = two_by_two();
+  c.duplicate_stdout_filters = {"loss"};
+  c.duplicate_stderr_filters = {"Error"};
+  c.tee.per_rank = {{0, 3}, {1, 1}};
+  const auto specs = build(c, {}, 2, "/tmp/r");
+  CHECK(specs[0].output.filtered_stdout_file == "/tmp/r/attempt_2/filtered_stdout.log");
+  CHECK(specs[0].output.filtered_stderr_file == "/tmp/r/attempt_2/filtered_stderr.log");
+  CHECK(specs[0].output.stdout_filters == Args{"loss"});
+  CHECK(specs[1].output.filtered_stdout_file == "/tmp/r/attempt_2/filtered_stdout.log");
+  CHECK(specs[1].output.filtered_stderr_file.empty());  // its stderr is not tee'd
+  c.local_ranks_filter = {1};
+  CHECK(build(c, {}, 2, "/tmp/r")[0].output.filtered_stdout_file.empty());  // hidden, as torchrun's tail skips it
 }
