@@ -64,6 +64,7 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   child.stderr_fd = err_pipe.write_end;
   child.open_files_limit = spec.open_files_limit;
   child.keep_fds = spec.keep_fds;
+  child.cpus = spec.cpus;
   try {
     index_ = processes.start(child);
   } catch (const StartError& e) {
