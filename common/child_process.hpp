@@ -40,9 +40,9 @@ struct ChildOptions {
   int death_signal = SIGKILL;       // sent to the child when the starting thread dies
   std::vector<int> keep_fds;        // descriptors (> 2) the child keeps, same numbers
   int cgroup_fd = -1;               // >= 0: the job cgroup's directory, the child is created in it
-  std::vector<int> cpus;            // non-empty: the child's CPU affinity (sched_setaffinity before exec)
   int cgroup_procs_fd = -1;         // its cgroup.procs: where clone3 cannot create the child in it (Linux
                                     // before 5.7), the child joins by writing "0" there before exec
+  std::vector<int> cpus;            // non-empty: the child's CPU affinity (sched_setaffinity before exec)
 };
 
 // StartError::step() of a child the cgroup refused (either way of joining it).

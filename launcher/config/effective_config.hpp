@@ -11,14 +11,15 @@
 namespace ddp::launcher {
 
 struct EffectiveConfig {
-  std::string host;                      // this machine's host name, for messages and the rank map
-  int port = 0;                          // the store's real port (node 0 may have bound port 0)
-  std::string log_root;                  // this run's <--log_dir or /tmp>/<run_id>_<random> (node_setup.cpp)
-  bool temporary_log_root = false;       // it holds only the error files: removed after a success
-  long long open_files_limit = -1;       // before hosting the store raised it; workers get it back
-  PythonInterpreter python;              // runs a .py program or -m module (python_interpreter.hpp)
-  std::string status_socket;             // the live status endpoint's unix socket ("": none; status/)
-  std::vector<CpuBinding> cpu_bindings;  // --numa_binding: per local rank (topology/numa_plan.hpp); empty: off
+  std::string host;                 // this machine's host name, for messages and the rank map
+  int port = 0;                     // the store's real port (node 0 may have bound port 0)
+  std::string log_root;             // this run's <--log_dir or /tmp>/<run_id>_<random> (node_setup.cpp)
+  bool temporary_log_root = false;  // it holds only the error files: removed after a success
+  long long open_files_limit = -1;  // before hosting the store raised it; workers get it back
+  PythonInterpreter python;         // runs a .py program or -m module (python_interpreter.hpp)
+  std::string status_socket;        // the live status endpoint's unix socket ("": none; status/)
+  // --numa_binding: each local rank's CPUs (topology/numa_plan.hpp); empty: off.
+  std::vector<CpuBinding> cpu_bindings;
 };
 
 }  // namespace ddp::launcher
