@@ -33,8 +33,10 @@ Topology load(const HwlocLibrary& h, const std::string& xml_path) {
   if (h.topology_init(&raw) != 0) throw fail("hwloc_topology_init");
   Topology topology(raw);
   if (!xml_path.empty() && h.topology_set_xml(raw, xml_path.c_str()) != 0) throw fail("hwloc_topology_set_xml");
-  // PCI devices (the GPUs) are left out by default.
+  // PCI devices (the GPUs) are left out by default. Their OS devices (disks, network cards,
+  // udev's names) are not needed and cost most of the I/O discovery.
   h.topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  h.topology_set_type_filter(raw, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
   if (h.topology_load(raw) != 0) throw fail("hwloc_topology_load");
   return topology;
 }
