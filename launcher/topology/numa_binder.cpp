@@ -105,8 +105,8 @@ class Binder {
     if (local_rank >= n) {
       throw UsageError(fmt::format(
           "--numa_binding binds local rank i next to GPU i, but this node has {} GPU{} for {} workers; start at most "
-          "{} workers, or hide the GPUs (CUDA_VISIBLE_DEVICES=) to spread CPU workers over the NUMA nodes",
-          n, n == 1 ? "" : "s", request_.nproc, n));
+          "{} worker{}, or hide the GPUs (CUDA_VISIBLE_DEVICES=) to spread CPU workers over the NUMA nodes",
+          n, n == 1 ? "" : "s", request_.nproc, n, n == 1 ? "" : "s"));
     }
     Slot s;
     s.node = gpu_nodes_[local_rank];
