@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -46,8 +47,9 @@ struct Prepared {
   std::vector<char*> argv, envp;
   std::vector<int> keep;  // sorted, without stdio, with the report pipe's write end
   pid_t parent = 0;
-  int report_fd = -1;  // the write end of the report pipe: kept through the closing, not the exec
-  int procs_fd = -1;   // cgroup.procs to join before exec (-1: none, or born in the cgroup)
+  int report_fd = -1;                   // the write end of the report pipe: kept through the closing, not the exec
+  int procs_fd = -1;                    // cgroup.procs to join before exec (-1: none, or born in the cgroup)
+  std::vector<unsigned long> cpu_mask;  // a cpu_set_t of the child's CPUs (ChildOptions::cpus); empty: none
 };
 
 // Child side of the fork: system calls only. Returns only on failure, with `f` filled in.
@@ -91,6 +93,9 @@ void exec_child(const ChildOptions& o, const Prepared& p, volatile Failure& f) {
       if (::setrlimit(RLIMIT_NOFILE, &files) != 0) return fail("setrlimit");
     }
   }
+  if (!p.cpu_mask.empty() && ::sched_setaffinity(0, p.cpu_mask.size() * sizeof(unsigned long),
+                                                 reinterpret_cast<const cpu_set_t*>(p.cpu_mask.data())) != 0)
+    return fail("sched_setaffinity");
   sigset_t none;
   ::sigemptyset(&none);
   if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) return fail("sigprocmask");
@@ -130,6 +135,11 @@ Prepared prepare(const ChildOptions& o, int report_fd) {
   p.parent = ::getpid();
   p.report_fd = report_fd;
   p.procs_fd = o.cgroup_procs_fd;
+  if (!o.cpus.empty()) {
+    constexpr std::size_t kBits = 8 * sizeof(unsigned long);
+    p.cpu_mask.resize(static_cast<std::size_t>(*std::max_element(o.cpus.begin(), o.cpus.end())) / kBits + 1);
+    for (int cpu : o.cpus) p.cpu_mask[cpu / kBits] |= 1UL << (cpu % kBits);
+  }
   return p;
 }
 

@@ -9,7 +9,8 @@
 //     those passed in keep_fds (close_descriptors.hpp), so it starts with stdin/stdout/stderr
 //     only (Asio's sockets are not close-on-exec, and a worker holding the store's listener
 //     would keep the port taken after the launcher died);
-//   - optionally the soft RLIMIT_NOFILE the parent had before it raised its own.
+//   - optionally the soft RLIMIT_NOFILE the parent had before it raised its own;
+//   - optionally a CPU affinity (--numa_binding), one sched_setaffinity with a mask built before.
 // Why vfork: fork copies the parent's page tables and takes copy-on-write faults until exec;
 // vfork suspends only the calling thread until the exec (what posix_spawn does internally), and
 // posix_spawn cannot set PR_SET_PDEATHSIG. With a cgroup (cgroup_fd), the child is created in it
@@ -41,6 +42,7 @@ struct ChildOptions {
   int cgroup_fd = -1;               // >= 0: the job cgroup's directory, the child is created in it
   int cgroup_procs_fd = -1;         // its cgroup.procs: where clone3 cannot create the child in it (Linux
                                     // before 5.7), the child joins by writing "0" there before exec
+  std::vector<int> cpus;            // non-empty: the child's CPU affinity (sched_setaffinity before exec)
 };
 
 // StartError::step() of a child the cgroup refused (either way of joining it).

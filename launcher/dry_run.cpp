@@ -8,10 +8,12 @@
 #include "common/collective_progress.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_name.hpp"
+#include "common/rank_ranges.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/agent/node_setup.hpp"
 #include "launcher/health/node_health.hpp"
 #include "launcher/rdzv/job_registry.hpp"
+#include "launcher/topology/numa_plan.hpp"
 #include "launcher/watch/worker_timers.hpp"
 #include "launcher/workers/python_hook.hpp"
 #include "launcher/workers/worker_spec.hpp"
@@ -47,6 +49,7 @@ int print_dry_run(const LaunchConfig& c) {
   const PlannedRunDir run_dir = planned_run_dir(c);
   eff.log_root = run_dir.name_template;
   eff.temporary_log_root = run_dir.temporary;
+  eff.cpu_bindings = plan_numa_binding(c.numa_binding, c.nproc_per_node, env);
 
   std::vector<NodeInfo> nodes;
   for (int n = 0; n < c.max_nodes; ++n) {
@@ -69,6 +72,10 @@ int print_dry_run(const LaunchConfig& c) {
   for (const auto& w : build_worker_specs(in)) {
     std::cout << "worker local_rank " << w.local_rank << " rank " << w.rank << ":\n  command:";
     for (const auto& a : w.argv) std::cout << " " << a;
+    if (!eff.cpu_bindings.empty()) {
+      const CpuBinding& b = eff.cpu_bindings.at(w.local_rank);
+      std::cout << "\n  cpus (--numa_binding=" << c.numa_binding << "): " << rank_ranges(b.cpus) << ", " << b.place;
+    }
     std::cout << "\n  environment (set or changed by ddplaunch):\n";
     for (const auto& [k, v] : w.env) {
       const auto it = env.find(k);

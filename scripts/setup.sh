@@ -4,7 +4,8 @@
 #      libFuzzer and sanitizer runtimes, python3-venv, libsodium (the job secret's HMAC),
 #      nlohmann-json (workers' error files, the JSON summary and event log), elfutils (eu-stack),
 #      etcd-server and etcd-client (the etcd v3 client's tests run real etcd members), libssl-dev
-#      (ddplaunch-etcd-tls, the TLS proxy to etcd) and openssl (its test makes certificates).
+#      (ddplaunch-etcd-tls, the TLS proxy to etcd), openssl (its test makes certificates) and
+#      libhwloc-dev (--numa_binding's topology).
 #   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
 #   3. pytest and pytest-timeout in .venv/: the Python suites (tests/conftest.py) run under them.
@@ -17,7 +18,8 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       libcli11-dev libboost-dev libboost-system-dev libfmt-dev
       catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev
       python3 python3-venv python3-dev iproute2 procps
-      openmpi-bin libsodium-dev nlohmann-json3-dev libssl-dev openssl elfutils etcd-server etcd-client)
+      openmpi-bin libsodium-dev nlohmann-json3-dev libssl-dev openssl elfutils etcd-server etcd-client
+      libhwloc-dev)
 
 say() { printf 'setup: %s\n' "$*"; }
 

@@ -14,6 +14,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "launcher/topology/numa_plan.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
 namespace ddp::launcher {
@@ -72,6 +73,7 @@ std::unique_ptr<RendezvousBackend> set_up_node(const LaunchConfig& c, const Node
   if (eff.host.empty()) eff.host = "localhost";
   eff.port = c.master_port;
   eff.python = choose_python(current_environment(), own_executable());
+  eff.cpu_bindings = plan_numa_binding(c.numa_binding, c.nproc_per_node, current_environment());
   if (o.preflight) {
     check_program(c, eff.python);
     check_resolvable(c.master_addr, "--master_addr");

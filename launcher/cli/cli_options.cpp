@@ -8,6 +8,7 @@
 #include "common/exit_codes.hpp"
 #include "launcher/cli/pet_defaults.hpp"
 #include "launcher/config/flag_parsers.hpp"
+#include "launcher/config/numa_mode.hpp"
 #include "launcher/config/rdzv_conf.hpp"
 #include "launcher/config/version.hpp"
 
@@ -64,6 +65,16 @@ CLI::Option* add_port(CLI::App& app, const std::string& names, int& value, const
       },
       "", "port");
   return app.add_option(names, value, help)->check(port)->type_name("PORT");
+}
+
+// --numa_binding's value must be one of torch's modes (the topology area applies it).
+CLI::Validator numa_mode_check() {
+  return CLI::Validator(
+      [](std::string& text) {
+        return is_numa_mode(text) ? std::string()
+                                  : fmt::format("{} is not a binding mode; use {}", text, kNumaModesText);
+      },
+      "", "numa mode");
 }
 
 // Which nodes take part and where node 0's store is.
@@ -159,6 +170,12 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
               ->type_name("spawn|fork|forkserver"));
   pet.add(app.add_flag("--virtual_local_rank,--virtual-local-rank", c.virtual_local_rank,
                        "each worker sees exactly its own GPU as device 0"));
+  pet.add(app.add_option("--numa_binding,--numa-binding", c.numa_binding,
+                         "bind each worker to CPUs near its GPU (local rank i: GPU i) through hwloc: node, socket, "
+                         "exclusive or core-complex (torchrun's modes); without GPUs, workers spread over the NUMA "
+                         "nodes or sockets (docs/numa.md)")
+              ->check(numa_mode_check())
+              ->type_name("MODE"));
   pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
                       "between SIGTERM and SIGKILL after a failure or to restart (default "
                       "TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)"));

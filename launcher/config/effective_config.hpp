@@ -3,7 +3,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "launcher/config/cpu_binding.hpp"
 #include "launcher/config/python_interpreter.hpp"
 
 namespace ddp::launcher {
@@ -16,6 +18,8 @@ struct EffectiveConfig {
   long long open_files_limit = -1;  // before hosting the store raised it; workers get it back
   PythonInterpreter python;         // runs a .py program or -m module (python_interpreter.hpp)
   std::string status_socket;        // the live status endpoint's unix socket ("": none; status/)
+  // --numa_binding: each local rank's CPUs (topology/numa_plan.hpp); empty: off.
+  std::vector<CpuBinding> cpu_bindings;
 };
 
 }  // namespace ddp::launcher

@@ -108,6 +108,7 @@ struct LaunchConfig {
   bool worker_server = true;
   std::vector<int> signals_to_handle;  // forwarded to the workers' process groups
   bool virtual_local_rank = false;
+  std::string numa_binding;  // --numa_binding: node, socket, exclusive, core-complex; "": off (topology/)
   // Appended to each worker's arguments: nothing, --local_rank=i (torch.distributed.launch up to
   // torch 1.x, and --use_env=false) or --local-rank=i (torch.distributed.launch in torch 2.x).
   enum class LocalRankArg { None, Underscore, Dash };

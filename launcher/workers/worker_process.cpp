@@ -69,12 +69,17 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   child.stderr_fd = err_pipe.write_end;
   child.open_files_limit = spec.open_files_limit;
   child.keep_fds = spec.keep_fds;
+  child.cpus = spec.cpus;
   try {
     index_ = processes.start(child);
   } catch (const StartError& e) {
     const bool limit = e.process_limit();
+    const bool cpus = std::strcmp(e.step(), "sched_setaffinity") == 0;
     throw UsageError("cannot start '" + spec.argv.front() + "': " + e.step() + ": " + std::strerror(e.error_number()) +
-                     "; " + (limit ? process_limit_hint() : "check that it is an executable program"));
+                     "; " +
+                     (limit  ? process_limit_hint()
+                      : cpus ? "--numa_binding chose CPUs this machine lacks (a DDPLAUNCH_HWLOC_XML topology?)"
+                             : "check that it is an executable program"));
   }
   pid_ = processes.pid(index_);
   // Our copies of the write ends close with the Pipe objects, so end of file comes when the

@@ -141,6 +141,7 @@ WorkerSpecInputs worker_spec_inputs(const LaunchConfig& c, const EffectiveConfig
   in.progress_fd = round.progress_fd;
   in.python_hook_dir = round.python_hook_dir;
   in.socket_dir = round.socket_dir;
+  in.cpu_bindings = eff.cpu_bindings;
   if (!in.python_hook_dir.empty()) add_flight_recorder_defaults(in.base_env, eff.log_root);
   return in;
 }
@@ -183,6 +184,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
   for (int lr = 0; lr < c.nproc_per_node; ++lr) {
     WorkerSpec w;
     w.local_rank = lr;
+    if (!in.cpu_bindings.empty()) w.cpus = in.cpu_bindings.at(lr).cpus;
     w.rank = base + lr;
     if (c.run_path) {
       w.argv = {in.python, "-u", "-c", kRunPathCode};

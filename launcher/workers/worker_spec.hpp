@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/config/cpu_binding.hpp"
 #include "launcher/config/effective_config.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/config/python_interpreter.hpp"
@@ -48,6 +49,7 @@ struct WorkerSpec {
   long long open_files_limit = -1;  // the worker's soft RLIMIT_NOFILE; -1: the launcher's
   std::vector<int> keep_fds;        // the launcher's descriptors it inherits (the progress table)
   OutputRouting output;
+  std::vector<int> cpus;  // --numa_binding: the CPUs it runs on (set before exec); empty: the launcher's
 };
 
 struct WorkerSpecInputs {
@@ -70,6 +72,7 @@ struct WorkerSpecInputs {
   // PYTHONPATH, and where each one's socket goes (worker_socket_path()); "": none.
   std::string python_hook_dir;
   std::string socket_dir;
+  std::vector<CpuBinding> cpu_bindings;  // per local rank (EffectiveConfig::cpu_bindings); empty: none
 };
 
 // What a round hands its workers beyond the configuration: where they dial the store and what the

@@ -24,11 +24,7 @@ TORCHRUN_TIMEOUT = 180  # importing torch takes seconds of CPU, and the machine 
 
 # torchrun flags ddplaunch does not list, on purpose. An entry must still be torchrun's (checked),
 # so the list cannot rot when torch drops a flag.
-TORCHRUN_FLAGS_NOT_IN_DDPLAUNCH = {
-    # Declared by the NUMA-binding work of issue 27 (launcher/topology/); drop these two once it is
-    # on the same branch as this test.
-    "--numa-binding", "--numa_binding",
-}
+TORCHRUN_FLAGS_NOT_IN_DDPLAUNCH: set[str] = set()  # none today
 
 # Variables torchrun's workers get that ddplaunch's do not, on purpose.
 TORCHRUN_ENV_NOT_IN_DDPLAUNCH = {

@@ -17,9 +17,9 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 # Area -> the areas it may include (besides itself). "" is the launcher's root (main, --dry-run,
 # --dump_stacks, the backend choice).
 LAUNCHER_AREAS = {
-    "": {"cli", "agent", "status", "watch", "report", "health", "workers", "etcd", "rdzv", "config"},
+    "": {"cli", "agent", "status", "watch", "report", "health", "workers", "etcd", "rdzv", "topology", "config"},
     "cli": {"etcd", "rdzv", "config"},
-    "agent": {"status", "watch", "report", "health", "workers", "rdzv", "config"},
+    "agent": {"status", "watch", "report", "health", "workers", "rdzv", "topology", "config"},
     "status": {"watch", "workers", "rdzv", "config"},
     "watch": {"workers", "rdzv", "config"},
     "report": {"workers", "rdzv", "config"},
@@ -27,6 +27,7 @@ LAUNCHER_AREAS = {
     "workers": {"rdzv", "config"},
     "etcd": {"rdzv", "config"},
     "rdzv": {"config"},
+    "topology": {"config"},
     "config": set(),
 }
 
