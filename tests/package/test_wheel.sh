@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The pip route, as a user takes it, without touching any shared venv:
-#   1. `pip wheel` of the checkout (scikit-build-core), its CMake build kept in the build tree's
-#      wheel-build/ so that a rerun recompiles only what changed;
+#   1. `pip wheel` of the checkout (scikit-build-core: its install rules, cmake/wheel.cmake's link
+#      rules), built in <build dir>-wheel/ (kept: a rerun recompiles only what changed) with the
+#      developer build's flags -- RelWithDebInfo, one object per file -- and ccache when there is
+#      one: that directory sits beside the developer build, so the compiles are ccache hits and the
+#      test takes a minute or two, not a full compile. The release configuration (Release, unity
+#      batches, from the sdist) is scripts/release.sh's to build and check;
 #   2. `auditwheel repair` to a manylinux wheel, then scripts/check_wheel.sh: `auditwheel show`
 #      confirms the tag, no executable became a Python shim, and a fresh venv without a compiler on
 #      PATH installs the wheel and runs ddplaunch, `python -m ddplaunch` and `pipx run`;
@@ -10,11 +14,9 @@
 #      bin/), `<venv>/bin/ddplaunch` and `<venv>/bin/python -m ddplaunch` both run a 2-worker script
 #      that imports torch, because the interpreter beside the installed ddplaunch is chosen. A
 #      worker run with an interpreter that lacks torch gets the ModuleNotFoundError hint naming it.
-# The full release (sdist, the wheel built from it in isolation) is scripts/release.sh's, too slow
-# for the suite: it compiles from scratch.
 # Usage: test_wheel.sh <source dir> <venv python with torch and scikit-build-core> <build dir>
 # Needs PyPI the first time (the release tools' venv, <build dir>/release-venv). Writes under a
-# mktemp directory (removed on exit) and the build dir.
+# mktemp directory (removed on exit), the build dir and <build dir>-wheel/.
 set -euo pipefail
 src=$1
 py=$2
@@ -31,7 +33,7 @@ echo "== release tools"
 tools_py=$("$src/scripts/release-venv.sh" "$build/release-venv")
 
 echo "== pip wheel (scikit-build-core; the build's output is in $work/wheel.log)"
-settings=(-C "build-dir=$build/wheel-build")
+settings=(-C "build-dir=$build-wheel" -C cmake.build-type=RelWithDebInfo -C cmake.define.CMAKE_UNITY_BUILD=OFF)
 command -v ccache >/dev/null && settings+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 "$py" -m pip wheel "$src" --no-build-isolation --no-deps -w "$work/dist" "${settings[@]}" >"$work/wheel.log" 2>&1 ||
   { tail -40 "$work/wheel.log"; fail "pip wheel"; }
