@@ -11,8 +11,10 @@
 #   2. No glibc newer than 2.34 (Ubuntu 22.04 has 2.35, RHEL 9 2.34): GCC 12's static libgcc
 #      unwinder calls _dl_find_object (GLIBC_2.35), so ddplaunch takes libgcc_s.so.1 from the
 #      system here instead of linking it in (launcher/CMakeLists.txt's -static-libgcc). Its
-#      libstdc++ stays static, for the start-up time launcher/CMakeLists.txt gives as the reason.
+#      libstdc++ stays static, for the start-up time launcher/CMakeLists.txt gives as the reason,
+#      and brings a reference to arc4random (GLIBC_2.36) that launcher/wheel_arc4random.c answers.
 # scripts/check_wheel.sh fails a repaired wheel in which auditwheel had to add a shim.
 get_target_property(ddp_wheel_link_options ddplaunch LINK_OPTIONS)
 list(REMOVE_ITEM ddp_wheel_link_options -static-libgcc)
 set_target_properties(ddplaunch PROPERTIES LINK_OPTIONS "${ddp_wheel_link_options}")
+target_sources(ddplaunch PRIVATE "${PROJECT_SOURCE_DIR}/launcher/wheel_arc4random.c")

@@ -38,7 +38,8 @@ tools_py=$("$src/scripts/release-venv.sh" "$build/release-venv")
 echo "== pip wheel (scikit-build-core; the build's output is in $work/wheel.log)"
 # The developer build's compilers by the same names: ccache keys on the compiler's name too, and the
 # pip build would otherwise get Python's (x86_64-linux-gnu-g++).
-settings=(-C "build-dir=$build-wheel" -C cmake.build-type=RelWithDebInfo -C cmake.define.CMAKE_UNITY_BUILD=OFF
+# Stripped at install as a Release wheel is (scikit-build-core strips only Release builds itself).
+settings=(-C "build-dir=$build-wheel" -C cmake.build-type=RelWithDebInfo -C install.strip=true
           -C "cmake.define.CMAKE_C_COMPILER=$c_compiler" -C "cmake.define.CMAKE_CXX_COMPILER=$cxx_compiler")
 command -v ccache >/dev/null && settings+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 "$py" -m pip wheel "$src" --no-build-isolation --no-deps -w "$work/dist" "${settings[@]}" >"$work/wheel.log" 2>&1 ||
