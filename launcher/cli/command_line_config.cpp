@@ -1,12 +1,8 @@
 // CommandLineValues → LaunchConfig; see command_line_config.hpp.
 #include "launcher/cli/command_line_config.hpp"
 
-#include <sys/random.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cstdint>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -31,18 +27,9 @@ std::chrono::milliseconds checked_seconds(const std::string& text) {
   return *ms;
 }
 
-// getrandom(2), not std::random_device: GCC 12's libstdc++, linked statically into ddplaunch,
-// implements random_device with arc4random, which needs glibc 2.36 and would raise the wheel's
-// manylinux tag (cmake/wheel.cmake).
 std::string random_run_id() {
-  // Blocks only until the kernel's pool is first seeded (early boot), as random_device would.
-  std::uint32_t words[2] = {0, 0};
-  if (::getrandom(words, sizeof words, 0) != static_cast<ssize_t>(sizeof words)) {
-    // Interrupted by a signal: the run id needs to be unlikely to repeat, not secret.
-    words[0] = static_cast<std::uint32_t>(::getpid());
-    words[1] = static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }
-  return fmt::format("{:x}{:x}", words[0], words[1]);
+  std::random_device rd;
+  return fmt::format("{:x}{:x}", rd(), rd());
 }
 
 // Nodes, workers per node, and where node 0's store is.
