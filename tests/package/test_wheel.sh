@@ -4,8 +4,8 @@
 #      rules), built in <build dir>-wheel/ (kept: a rerun recompiles only what changed) with the
 #      developer build's flags -- RelWithDebInfo, one object per file -- and ccache when there is
 #      one: that directory sits beside the developer build, so the compiles are ccache hits and the
-#      test takes a minute or two, not a full compile. The release configuration (Release, unity
-#      batches, from the sdist) is scripts/release.sh's to build and check;
+#      test takes a minute or two, not a full compile. The release configuration (Release, from the
+#      sdist) is scripts/release.sh's to build and check;
 #   2. `auditwheel repair` to a manylinux wheel, then scripts/check_wheel.sh: `auditwheel show`
 #      confirms the tag, no executable became a Python shim, and a fresh venv without a compiler on
 #      PATH installs the wheel and runs ddplaunch, `python -m ddplaunch` and `pipx run`;
