@@ -23,6 +23,7 @@ if(SKBUILD)
   # `pip install .` (pyproject.toml, scikit-build-core): the two executables go to the Python
   # environment's bin/ (the wheel's scripts), beside the interpreter ddplaunch then picks for
   # Python workers (launcher/config/python_interpreter.hpp). Nothing else is installed.
+  include("${CMAKE_CURRENT_LIST_DIR}/wheel.cmake")
   install(TARGETS ddplaunch ddplaunch-store ddplaunch-etcd-tls RUNTIME DESTINATION "${SKBUILD_SCRIPTS_DIR}")
   return()
 endif()

@@ -1,48 +1,71 @@
 #!/usr/bin/env bash
-# The pip route, as a torchrun user takes it: `pip wheel .` builds the wheel (no LibTorch in it),
-# the wheel goes into the project's venv (which has torch), and then, with a clean environment
-# (no activated venv, a PATH without the venv's bin/), `<venv>/bin/ddplaunch` and
-# `<venv>/bin/python -m ddplaunch` both run a 2-worker script that imports torch, because the
-# interpreter beside the installed ddplaunch is chosen. A worker run with an interpreter that lacks
-# torch gets the ModuleNotFoundError hint naming it. The wheel is uninstalled on exit.
-# Usage: test_wheel.sh <source dir> <venv python>
+# The pip route, as a user takes it, without touching any shared venv:
+#   1. `pip wheel` of the checkout (scikit-build-core: its install rules, cmake/wheel.cmake's link
+#      rules), built in <build dir>-wheel/ (kept: a rerun recompiles only what changed) with the
+#      developer build's flags -- RelWithDebInfo, one object per file -- and ccache when there is
+#      one: that directory sits beside the developer build, so the compiles are ccache hits and the
+#      test takes a minute or two, not a full compile. The release configuration (Release, from the
+#      sdist) is scripts/release.sh's to build and check;
+#   2. `auditwheel repair` to a manylinux wheel, then scripts/check_wheel.sh: `auditwheel show`
+#      confirms the tag, no executable became a Python shim, and a fresh venv without a compiler on
+#      PATH installs the wheel and runs ddplaunch, `python -m ddplaunch` and `pipx run`;
+#   3. a torchrun user's venv: a fresh venv that sees the project venv's torch (a .pth file) gets
+#      the wheel; then, with a clean environment (no activated venv, a PATH without the venv's
+#      bin/), `<venv>/bin/ddplaunch` and `<venv>/bin/python -m ddplaunch` both run a 2-worker script
+#      that imports torch, because the interpreter beside the installed ddplaunch is chosen. A
+#      worker run with an interpreter that lacks torch gets the ModuleNotFoundError hint naming it.
+# Usage: test_wheel.sh <source dir> <venv python with torch and scikit-build-core> <build dir>
+#                      <C compiler> <C++ compiler>
+# Needs PyPI the first time (the release tools' venv, <build dir>/release-venv). Writes under a
+# mktemp directory (removed on exit), the build dir and <build dir>-wheel/.
 set -euo pipefail
 src=$1
 py=$2
-venv_bin=$(dirname "$py")
+build=$3
+c_compiler=$4
+cxx_compiler=$5
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddplaunch-wheel.XXXXXX")
-cleanup() {
-  "$py" -m pip uninstall -q -y ddplaunch >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'rm -rf "$work"' EXIT
 fail() {
   echo "FAIL: $*"
   exit 1
 }
 
+echo "== release tools"
+tools_py=$("$src/scripts/release-venv.sh" "$build/release-venv")
+
 echo "== pip wheel (scikit-build-core; the build's output is in $work/wheel.log)"
-launcher=()
-command -v ccache >/dev/null && launcher=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
-"$py" -m pip wheel "$src" --no-build-isolation --no-deps -w "$work/dist" "${launcher[@]}" >"$work/wheel.log" 2>&1 ||
+# The developer build's compilers by the same names: ccache keys on the compiler's name too, and the
+# pip build would otherwise get Python's (x86_64-linux-gnu-g++).
+# Stripped at install as a Release wheel is (scikit-build-core strips only Release builds itself).
+settings=(-C "build-dir=$build-wheel" -C cmake.build-type=RelWithDebInfo -C install.strip=true
+          -C "cmake.define.CMAKE_C_COMPILER=$c_compiler" -C "cmake.define.CMAKE_CXX_COMPILER=$cxx_compiler")
+command -v ccache >/dev/null && settings+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+"$py" -m pip wheel "$src" --no-build-isolation --no-deps -w "$work/dist" "${settings[@]}" >"$work/wheel.log" 2>&1 ||
   { tail -40 "$work/wheel.log"; fail "pip wheel"; }
-wheel=$(ls "$work"/dist/ddplaunch-*.whl)
-echo "$wheel"
-"$py" -m zipfile -l "$wheel" | tee "$work/contents"
-grep -q "data/scripts/ddplaunch " "$work/contents" || fail "the wheel has no scripts/ddplaunch"
-grep -q "data/scripts/ddplaunch-store " "$work/contents" || fail "the wheel has no scripts/ddplaunch-store"
-grep -q "data/scripts/ddplaunch-etcd-tls " "$work/contents" || fail "the wheel has no scripts/ddplaunch-etcd-tls"
-grep -q "ddplaunch/__main__.py" "$work/contents" || fail "the wheel has no python -m entry"
-grep -q "ddplaunch/worker_hook/sitecustomize.py" "$work/contents" || fail "the wheel has no Python worker hook"
+plain=$(ls "$work"/dist/ddplaunch-*.whl)
+"$py" -m zipfile -l "$plain" >"$work/contents"
+for f in data/scripts/ddplaunch data/scripts/ddplaunch-store data/scripts/ddplaunch-etcd-tls \
+         ddplaunch/__main__.py ddplaunch/worker_hook/sitecustomize.py; do
+  grep -q "$f " "$work/contents" || fail "the wheel has no $f"
+done
 if grep -qi "torch\|\.so" "$work/contents"; then fail "the wheel carries a shared library or LibTorch"; fi
 
-echo "== pip install the wheel into $venv_bin/.."
-"$py" -m pip install -q --no-deps --force-reinstall "$wheel"
-[[ -x $venv_bin/ddplaunch && -x $venv_bin/ddplaunch-store && -x $venv_bin/ddplaunch-etcd-tls ]] ||
-  fail "executables not in $venv_bin"
-if ldd "$venv_bin/ddplaunch" | grep -qi "torch\|c10"; then fail "ddplaunch links LibTorch"; fi
-if ldd "$venv_bin/ddplaunch" | grep -qi "libssl\|libcrypto"; then fail "ddplaunch links OpenSSL (only ddplaunch-etcd-tls may)"; fi
+echo "== auditwheel repair $(basename "$plain")"
+PATH="$(dirname "$tools_py"):$PATH" auditwheel repair -w "$work/repaired" "$plain" >"$work/repair.log" 2>&1 ||
+  { cat "$work/repair.log"; fail "auditwheel repair"; }
+wheel=$(ls "$work"/repaired/ddplaunch-*.whl)
+bash "$src/scripts/check_wheel.sh" "$wheel" "$tools_py"
+
+echo "== a venv that sees torch gets the wheel"
+venv=$work/torch-venv
+"$py" -m venv "$venv"
+torch_site=$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+own_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+echo "$torch_site" >"$own_site/project-venv.pth"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-index "$wheel"
+venv_bin=$venv/bin
 
 cat >"$work/script.py" <<'PY'
 import os, sys
