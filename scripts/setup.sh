@@ -19,7 +19,7 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev
       python3 python3-venv python3-dev iproute2 procps
       openmpi-bin libsodium-dev nlohmann-json3-dev libssl-dev openssl elfutils etcd-server etcd-client
-      libhwloc-dev)
+      libhwloc-dev ccache)
 
 say() { printf 'setup: %s\n' "$*"; }
 
