@@ -223,8 +223,9 @@ def test_a_killed_launcher_is_noticed_through_its_lease(lx, etcd1):
 def test_an_elastic_job_goes_on_without_a_killed_store_host(lx, etcd1):
     # Round 0: two nodes, the first to arrive is group rank 0 and hosts the workers' store. It is
     # killed; the survivor notices through the lease and runs round 1 alone, hosting the store itself.
-    prog = lx.script("w.sh", WORKER.replace("pid.$RANK", "pid.$TORCHELASTIC_RESTART_COUNT.$GROUP_RANK") +
-                     'env -0 > "$PIDDIR/env.$TORCHELASTIC_RESTART_COUNT.$GROUP_RANK"\n'
+    # The environment is written before the pid file the test waits for, so it is whole when read.
+    prog = lx.script("w.sh", '#!/bin/sh\nenv -0 > "$PIDDIR/env.$TORCHELASTIC_RESTART_COUNT.$GROUP_RANK"\n' +
+                     WORKER.replace("#!/bin/sh\n", "").replace("pid.$RANK", "pid.$TORCHELASTIC_RESTART_COUNT.$GROUP_RANK") +
                      '[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] && exit 0\nsleep 60\n')
     args = etcd_args(etcd1, "elastic", nnodes="1:2",
                      extra=["--nproc_per_node", "1", "--max_restarts", "1", "--heartbeat_timeout", "3",
