@@ -23,34 +23,17 @@
 #include "common/exit_codes.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/job_secret.hpp"
+#include "tests/support/command_line.hpp"
 #include "tests/support/fake_env.hpp"
-#include "tests/support/usage_error_of.hpp"
 
 namespace {
 
-using ddp::EnvLookup;
 using ddp::launcher::LaunchConfig;
-using ddp::launcher::parse_command_line;
-using ddp::launcher::ParsedCommandLine;
-using Args = std::vector<std::string>;
+using ddp::testing::Args;
 using ddp::testing::FakeEnv;
-using ddp::testing::lookup;
-
-ParsedCommandLine parse_full(const Args& args, const FakeEnv& env = {}) {
-  std::vector<const char*> argv{"ddplaunch"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  argv.push_back(nullptr);
-  return parse_command_line(static_cast<int>(argv.size()) - 1, argv.data(), lookup(env));
-}
-
-LaunchConfig parse(const Args& args, const FakeEnv& env = {}) {
-  return parse_full(args, env).config;
-}
-
-// The UsageError message for `args`, or a marker saying what happened instead.
-std::string usage_error(const Args& args, const FakeEnv& env = {}) {
-  return ddp::testing::usage_error_of([&] { parse_full(args, env); });
-}
+using ddp::testing::parse;
+using ddp::testing::parse_full;
+using ddp::testing::usage_error;
 
 // Sets process environment variables for one test and restores them afterwards.
 class ScopedEnv {

@@ -17,25 +17,16 @@
 
 #include "launcher/cli/torchrun_env.hpp"
 #include "launcher/config/flag_parsers.hpp"
-#include "tests/support/fake_env.hpp"
-#include "tests/support/usage_error_of.hpp"
+#include "tests/support/command_line.hpp"
 
 namespace {
 
 using ddp::launcher::LaunchConfig;
-using Args = std::vector<std::string>;
+using ddp::testing::Args;
 using ddp::testing::FakeEnv;
 using ddp::testing::lookup;
-
-LaunchConfig parse(const Args& args, const FakeEnv& env = {}) {
-  std::vector<const char*> argv{"ddplaunch"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return ddp::launcher::parse_command_line(static_cast<int>(argv.size()), argv.data(), lookup(env)).config;
-}
-
-std::string usage_error(const Args& args, const FakeEnv& env = {}) {
-  return ddp::testing::usage_error_of([&] { parse(args, env); });
-}
+using ddp::testing::parse;
+using ddp::testing::usage_error;
 
 }  // namespace
 
