@@ -57,13 +57,18 @@ status=0
 echo "test: sanitizer suite (build-asan/)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# hwloc's PCI plugin (through libpciaccess) leaks about 1 KB per topology load, in code that
+# LeakSanitizer cannot name or suppress: hwloc has unloaded the plugin by then. Under the
+# sanitizers hwloc reads this machine without PCI devices (it has no GPU); the synthetic XML
+# topologies of the --numa_binding tests carry their GPUs themselves.
+export HWLOC_COMPONENTS=-pci
 # Under the sanitizers: every test that is not a multi-process end-to-end suite or packaging (unit,
 # loopback, the store's contract and command line, the fuzz run), and of the end-to-end suites those labelled
 # `sanitize`: the launch path and the strangers' hostile input. The other end-to-end suites run
 # once, in the main suite: under ASan they repeated the same launches at twice the cost.
 ctest --test-dir build-asan --output-on-failure -j "$jobs" "${retry[@]}" -LE '^(e2e|package)$' || status=1
 ctest --test-dir build-asan --output-on-failure -j "$jobs" "${retry[@]}" -L '^sanitize$' || status=1
-unset ASAN_OPTIONS UBSAN_OPTIONS
+unset ASAN_OPTIONS UBSAN_OPTIONS HWLOC_COMPONENTS
 
 echo "test: main suite (build/)"
 ctest --test-dir build --output-on-failure -j "$jobs" "${retry[@]}" || status=1
