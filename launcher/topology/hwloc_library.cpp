@@ -36,6 +36,7 @@ HwlocLibrary load() {
   sym(h.topology_set_xml, "hwloc_topology_set_xml");
   sym(h.topology_set_io_types_filter, "hwloc_topology_set_io_types_filter");
   sym(h.topology_set_type_filter, "hwloc_topology_set_type_filter");
+  sym(h.topology_set_components, "hwloc_topology_set_components");  // hwloc 2.1 and later
   sym(h.topology_load, "hwloc_topology_load");
   sym(h.get_obj_by_depth, "hwloc_get_obj_by_depth");
   sym(h.bitmap_first, "hwloc_bitmap_first");

@@ -15,6 +15,7 @@ struct HwlocLibrary {
   int (*topology_set_xml)(hwloc_topology_t, const char*);
   int (*topology_set_io_types_filter)(hwloc_topology_t, enum hwloc_type_filter_e);
   int (*topology_set_type_filter)(hwloc_topology_t, hwloc_obj_type_t, enum hwloc_type_filter_e);
+  int (*topology_set_components)(hwloc_topology_t, unsigned long, const char*);
   int (*topology_load)(hwloc_topology_t);
   hwloc_obj_t (*get_obj_by_depth)(hwloc_topology_t, int, unsigned);
   int (*bitmap_first)(hwloc_const_bitmap_t);

@@ -1,7 +1,8 @@
 // See hwloc_machine.hpp. hwloc's objects are walked once and turned into plain data, so that the
 // binding rules (numa_binder.hpp) are pure and tested without hwloc. The walk follows the object
 // links itself (parent, children, I/O children) instead of hwloc's inline helpers, which would
-// tie the binary to the library at link time (hwloc_library.hpp).
+// tie the binary to the library at link time (hwloc_library.hpp). Where the GPUs are has two
+// answers: this machine's sysfs (sysfs_gpus.hpp), or a synthetic topology's PCI objects.
 #include "launcher/topology/hwloc_machine.hpp"
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 
 #include "ddplaunch/common/error.hpp"
 #include "launcher/topology/hwloc_library.hpp"
+#include "launcher/topology/hwloc_plugins_off.hpp"
+#include "launcher/topology/sysfs_gpus.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -30,13 +33,24 @@ Topology load(const HwlocLibrary& h, const std::string& xml_path) {
                  "; check that it is an hwloc XML file (lstopo --of xml)");
   };
   hwloc_topology_t raw = nullptr;
-  if (h.topology_init(&raw) != 0) throw fail("hwloc_topology_init");
+  {
+    const HwlocPluginsOff no_plugins;  // hwloc loads its plugins here, and none is needed
+    if (h.topology_init(&raw) != 0) throw fail("hwloc_topology_init");
+  }
   Topology topology(raw);
-  if (!xml_path.empty() && h.topology_set_xml(raw, xml_path.c_str()) != 0) throw fail("hwloc_topology_set_xml");
-  // PCI devices (the GPUs) are left out by default. Their OS devices (disks, network cards,
-  // udev's names) are not needed and cost most of the I/O discovery.
-  h.topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  h.topology_set_type_filter(raw, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
+  if (xml_path.empty()) {
+    // This machine: CPUs, caches and NUMA nodes only. Its GPUs come from sysfs (sysfs_gpus.hpp):
+    // hwloc's PCI discovery cost most of the read. The x86 component only annotates what Linux's
+    // sysfs already gave (CPU model, cache inclusiveness), running cpuid on every CPU in turn.
+    // Both calls only save time: a failure (no x86 component on another architecture) is ignored.
+    h.topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_NONE);
+    h.topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+  } else {
+    if (h.topology_set_xml(raw, xml_path.c_str()) != 0) throw fail("hwloc_topology_set_xml");
+    // The file's GPUs are PCI objects (left out by default); their OS devices are not needed.
+    h.topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    h.topology_set_type_filter(raw, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
+  }
   if (h.topology_load(raw) != 0) throw fail("hwloc_topology_load");
   return topology;
 }
@@ -116,6 +130,10 @@ Machine load_machine(const std::string& xml_path) {
     m.cpus.push_back(cpu);
   }
   std::sort(m.cpus.begin(), m.cpus.end(), [](const auto& a, const auto& b) { return a.os_index < b.os_index; });
+  if (xml_path.empty()) {
+    m.gpus = sysfs_nvidia_gpus();
+    return m;
+  }
   const auto bus_order = [](hwloc_obj_t x, hwloc_obj_t y) {
     const auto& a = x->attr->pcidev;
     const auto& b = y->attr->pcidev;

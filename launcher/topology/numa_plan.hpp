@@ -25,9 +25,9 @@ inline constexpr const char* kHwlocXmlEnv = "DDPLAUNCH_HWLOC_XML";
 std::vector<int> launcher_gpus(const Machine& machine, const Environment& env);
 
 // `mode` is --numa_binding's value ("" : none, and an empty result). Reads the topology (blocks
-// for a few milliseconds), never changes the launcher's own affinity. Throws UsageError for an
+// for about a millisecond), never changes the launcher's own affinity. Throws UsageError for an
 // invalid mode or a binding that cannot be made (numa_binder.hpp), Error when the topology
-// cannot be read.
+// cannot be read. Not thread-safe (load_machine(), hwloc_machine.hpp): call it before starting threads.
 std::vector<CpuBinding> plan_numa_binding(const std::string& mode, int nproc, const Environment& env);
 
 }  // namespace ddp::launcher

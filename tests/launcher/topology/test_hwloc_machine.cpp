@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -50,9 +51,11 @@ TEST_CASE("one NUMA node per socket, no SMT: both GPUs on node 1") {
   CHECK(m.gpus[1].pci_bus_id == "0000:c1:00.0");
 }
 
-TEST_CASE("this machine's topology has at least one CPU") {
+TEST_CASE("this machine's topology has at least one CPU, and the environment is left as it was") {
+  ::unsetenv("HWLOC_PLUGINS_PATH");  // set only while hwloc initialises (hwloc_plugins_off.hpp)
   const Machine m = load_machine("");
   CHECK_FALSE(m.cpus.empty());
+  CHECK(std::getenv("HWLOC_PLUGINS_PATH") == nullptr);
 }
 
 TEST_CASE("a missing XML file is an error naming it") {
