@@ -19,7 +19,8 @@ HwlocLibrary load() {
   };
   // Never closed: the library stays for the launcher's life, as a linked one would. Global:
   // hwloc's own plugins (Debian's PCI discovery, hwloc_pci.so) are not linked against it and find
-  // its functions only among the global symbols.
+  // its functions only among the global symbols, should one be loaded (the launcher keeps them
+  // out: hwloc_plugins_off.hpp).
   void* library = ::dlopen(kLibrary, RTLD_NOW | RTLD_GLOBAL);
   if (library == nullptr) throw fail(::dlerror());
   const auto sym = [&](auto& field, const char* name) {

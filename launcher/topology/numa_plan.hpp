@@ -20,7 +20,7 @@ inline constexpr const char* kHwlocXmlEnv = "DDPLAUNCH_HWLOC_XML";
 
 // The launcher's GPUs as indices into machine.gpus: CUDA_VISIBLE_DEVICES's numbers when set (as
 // CUDA reads it, the list ends at the first entry that is not a GPU's number; "" hides them all),
-// else every GPU. Throws UsageError for GPU UUIDs (GPU-..., MIG-...), which hwloc cannot map to
+// else every GPU. Throws UsageError for GPU UUIDs (GPU-..., MIG-...), which cannot be mapped to
 // PCI devices.
 std::vector<int> launcher_gpus(const Machine& machine, const Environment& env);
 
