@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -145,9 +147,12 @@ void ProgressTable::reset() {
 CollectiveProgress ProgressTable::read(int slot) const {
   const Slot& s = *slot_at(base_, slot);
   CollectiveProgress p;
-  // A writer holds the slot for a few stores; a reader that keeps losing (a writer stopped
-  // mid-write by SIGSTOP) gives the last torn copy rather than spin forever.
-  for (int attempt = 0; attempt < 1000; ++attempt) {
+  // A writer holds the slot for a few stores. A reader that keeps losing spins a while, then naps:
+  // the writer was descheduled mid-write (a loaded machine: milliseconds) or stopped there
+  // (SIGSTOP, a debugger); after ~20 ms of naps it gives the last copy, torn, rather than wait on.
+  constexpr int kSpins = 1000;
+  constexpr int kNaps = 200;
+  for (int attempt = 0;; ++attempt) {
     const std::uint64_t v1 = s.version.load(std::memory_order_acquire);
     p.pid = s.pid.load(std::memory_order_relaxed);
     p.entered = s.entered.load(std::memory_order_relaxed);
@@ -158,6 +163,8 @@ CollectiveProgress ProgressTable::read(int slot) const {
     p.completed_ns = s.completed_ns.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (v1 % 2 == 0 && s.version.load(std::memory_order_relaxed) == v1) break;
+    if (attempt >= kSpins + kNaps) break;
+    if (attempt >= kSpins) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   return p;
 }
@@ -196,9 +203,8 @@ std::optional<ProgressWriter> ProgressWriter::from_env(const EnvLookup& env) {
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   // A second group in this process (destroy(); init()) goes on counting where the first stopped.
   writer.sequence_ = static_cast<Slot*>(writer.slot_)->entered.load(std::memory_order_relaxed);
-  write_slot(*static_cast<Slot*>(writer.slot_), [](Slot& s) {
-    s.pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
-  });
+  write_slot(*static_cast<Slot*>(writer.slot_),
+             [](Slot& s) { s.pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed); });
   return writer;
 }
 

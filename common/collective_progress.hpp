@@ -1,10 +1,10 @@
 // Per-worker collective progress in shared memory, the one mechanism both sides use: the
 // launcher creates a table with one slot per local worker (an anonymous memfd, so nothing is left
 // on any file system if the launcher is killed) and passes its descriptor to every worker
-// (DDPLAUNCH_PROGRESS=<fd>:<slot>, the slot being the worker's index on its node); the runtime writes, in its slot, the sequence
-// number, kind and size of each collective as it enters it and as it leaves it; the launcher
-// reads the slots (--hang_timeout, --dump_stacks). The hot path touches no store, no lock and no
-// system call: a few atomic stores and two reads of the vDSO clock per collective.
+// (DDPLAUNCH_PROGRESS=<fd>:<slot>, the slot being the worker's index on its node); the runtime writes, in its slot, the
+// sequence number, kind and size of each collective as it enters it and as it leaves it; the launcher reads the slots
+// (--hang_timeout, --dump_stacks). The hot path touches no store, no lock and no system call: a few atomic stores and
+// two reads of the vDSO clock per collective.
 //
 // Layout (64-byte header "ddplaunch-progress v1" + slot count, then 64-byte slots, one cache line
 // each). Each slot is a seqlock: one writer (the worker's communicator, which serialises its
@@ -30,9 +30,9 @@ enum class CollectiveKind : std::uint32_t { None = 0, Allreduce, Broadcast, Allg
 const char* to_string(CollectiveKind kind);
 
 struct CollectiveProgress {
-  int pid = 0;                 // 0: no worker has attached to the slot (not our runtime, or not yet)
-  std::uint64_t entered = 0;   // sequence number (1, 2, ...) of the last collective entered; 0: none
-  std::uint64_t completed = 0; // of the last one completed (== entered when not inside one)
+  int pid = 0;                                 // 0: no worker has attached to the slot (not our runtime, or not yet)
+  std::uint64_t entered = 0;                   // sequence number (1, 2, ...) of the last collective entered; 0: none
+  std::uint64_t completed = 0;                 // of the last one completed (== entered when not inside one)
   CollectiveKind kind = CollectiveKind::None;  // of the last entered
   std::uint64_t bytes = 0;                     // its payload on this rank
   std::int64_t entered_ns = 0;
@@ -55,7 +55,9 @@ class ProgressTable {
   int slots() const { return slots_; }
   // Zeroes every slot (a new round, before its workers start). Never throws.
   void reset();
-  // A consistent snapshot of slot `slot` (< slots()). Never throws.
+  // A consistent snapshot of slot `slot` (< slots()). Never throws. Blocks only while a writer is
+  // mid-write: spins, then naps up to ~20 ms for a descheduled writer; a writer stopped mid-write
+  // (SIGSTOP) gets its last copy given, which may be torn.
   CollectiveProgress read(int slot) const;
 
  private:
@@ -69,8 +71,8 @@ class ProgressTable {
 class ProgressWriter {
  public:
   // From the environment: DDPLAUNCH_PROGRESS=<fd>:<slot> (a table's descriptor and the slot).
-  // nullopt when the variable is unset or "0" (the user turned the slots off). Throws ddp::Error naming the variable and the fix when it
-  // is set but not a table with that slot (a value copied from another process, say).
+  // nullopt when the variable is unset or "0" (the user turned the slots off). Throws ddp::Error naming the variable
+  // and the fix when it is set but not a table with that slot (a value copied from another process, say).
   static std::optional<ProgressWriter> from_env(const EnvLookup& env);
   ProgressWriter(ProgressWriter&& other) noexcept;
   ProgressWriter& operator=(ProgressWriter&& other) noexcept;
