@@ -42,6 +42,11 @@ echo "== pip wheel (scikit-build-core; the build's output is in $work/wheel.log)
 settings=(-C "build-dir=$build-wheel" -C cmake.build-type=RelWithDebInfo -C install.strip=true
           -C "cmake.define.CMAKE_C_COMPILER=$c_compiler" -C "cmake.define.CMAKE_CXX_COMPILER=$cxx_compiler")
 command -v ccache >/dev/null && settings+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# and the developer build's compile flags (scripts/test.sh sets its own), for the same reason.
+for var in CMAKE_C_FLAGS_RELWITHDEBINFO CMAKE_CXX_FLAGS_RELWITHDEBINFO; do
+  flags=$(sed -n "s/^$var:[A-Z]*=//p" "$build/CMakeCache.txt")
+  if [[ -n $flags ]]; then settings+=(-C "cmake.define.$var=$flags"); fi
+done
 "$py" -m pip wheel "$src" --no-build-isolation --no-deps -w "$work/dist" "${settings[@]}" >"$work/wheel.log" 2>&1 ||
   { tail -40 "$work/wheel.log"; fail "pip wheel"; }
 plain=$(ls "$work"/dist/ddplaunch-*.whl)
