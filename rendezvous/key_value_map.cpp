@@ -10,21 +10,28 @@
 namespace ddp::rendezvous {
 
 template <typename Change>
-void KeyValueMap::update(std::unordered_map<std::string, std::string>::iterator it, Change change) {
+void KeyValueMap::update(Map::iterator it, Change change) {
   bytes_ -= entry_bytes(it->first, it->second);
   change(it->second);
   bytes_ += entry_bytes(it->first, it->second);
 }
 
-const std::string* KeyValueMap::find(const std::string& key) const {
+KeyValueMap::Map::iterator KeyValueMap::entry(KeyRef key) {
+  // Looked up first, so an existing key costs no StoredKey copy; a new one is filed under the
+  // hash it came with (KeyHash), not hashed again.
+  if (auto it = map_.find(key); it != map_.end()) return it;
+  const auto it = map_.emplace(StoredKey(key), std::string()).first;
+  bytes_ += entry_bytes(it->first, it->second);
+  return it;
+}
+
+const std::string* KeyValueMap::find(KeyRef key) const {
   const auto it = map_.find(key);
   return it == map_.end() ? nullptr : &it->second;
 }
 
-void KeyValueMap::set(const std::string& key, std::string value) {
-  auto [it, inserted] = map_.try_emplace(key);
-  if (inserted) bytes_ += entry_bytes(it->first, it->second);
-  update(it, [&](std::string& v) { v = std::move(value); });
+void KeyValueMap::set(KeyRef key, std::string value) {
+  update(entry(key), [&](std::string& v) { v = std::move(value); });
 }
 
 std::size_t KeyValueMap::grown_capacity(std::size_t capacity, std::size_t need) {
@@ -32,23 +39,21 @@ std::size_t KeyValueMap::grown_capacity(std::size_t capacity, std::size_t need) 
   return std::max(need, std::min(2 * capacity, kMaxValueLength));
 }
 
-void KeyValueMap::append(const std::string& key, std::string_view bytes) {
+void KeyValueMap::append(KeyRef key, std::string_view bytes) {
   const std::string* old = find(key);
   const std::size_t size = old ? old->size() : 0;
   if (bytes.size() > kMaxValueLength - std::min(size, kMaxValueLength)) {
-    throw ProtocolError("APPEND of " + std::to_string(bytes.size()) + " bytes to key '" + key.substr(0, 256) + "' (" +
-                        std::to_string(size) + " bytes) would pass the value limit of " +
-                        std::to_string(kMaxValueLength) + " bytes");
+    throw ProtocolError("APPEND of " + std::to_string(bytes.size()) + " bytes to key '" +
+                        std::string(key.bytes().substr(0, 256)) + "' (" + std::to_string(size) +
+                        " bytes) would pass the value limit of " + std::to_string(kMaxValueLength) + " bytes");
   }
-  auto [it, inserted] = map_.try_emplace(key);
-  if (inserted) bytes_ += entry_bytes(it->first, it->second);
-  update(it, [&](std::string& v) {
+  update(entry(key), [&](std::string& v) {
     v.reserve(grown_capacity(v.capacity(), v.size() + bytes.size()));
     v.append(bytes);
   });
 }
 
-std::int64_t KeyValueMap::add(const std::string& key, std::int64_t delta) {
+std::int64_t KeyValueMap::add(KeyRef key, std::int64_t delta) {
   std::int64_t current = 0;
   auto it = map_.find(key);
   if (it != map_.end()) {
@@ -58,7 +63,7 @@ std::int64_t KeyValueMap::add(const std::string& key, std::int64_t delta) {
     if (first != last && *first == '+') ++first;  // stoll, which PyTorch uses, accepts a '+'
     const auto [end, ec] = std::from_chars(first, last, current);
     if (ec != std::errc() || end != last || first == last) {
-      throw ProtocolError("ADD on key '" + key + "' whose value is not a decimal integer (" +
+      throw ProtocolError("ADD on key '" + std::string(key.bytes()) + "' whose value is not a decimal integer (" +
                           std::to_string(text.size()) + " bytes)");
     }
   }
@@ -68,8 +73,7 @@ std::int64_t KeyValueMap::add(const std::string& key, std::int64_t delta) {
   return sum;
 }
 
-std::string KeyValueMap::compare_set(const std::string& key, const std::string& expected, std::string desired,
-                                     bool& changed) {
+std::string KeyValueMap::compare_set(KeyRef key, const std::string& expected, std::string desired, bool& changed) {
   changed = false;
   auto it = map_.find(key);
   if (it == map_.end()) {
@@ -86,7 +90,7 @@ std::string KeyValueMap::compare_set(const std::string& key, const std::string& 
   return result;
 }
 
-bool KeyValueMap::erase(const std::string& key) {
+bool KeyValueMap::erase(KeyRef key) {
   auto it = map_.find(key);
   if (it == map_.end()) return false;
   bytes_ -= entry_bytes(it->first, it->second);
@@ -97,7 +101,7 @@ bool KeyValueMap::erase(const std::string& key) {
 std::vector<std::string> KeyValueMap::keys() const {
   std::vector<std::string> out;
   out.reserve(map_.size());
-  for (const auto& kv : map_) out.push_back(kv.first);
+  for (const auto& kv : map_) out.push_back(kv.first.bytes);
   return out;
 }
 

@@ -33,13 +33,6 @@ std::size_t& MemoryBudget::count(Kind kind) {
   return kind == Kind::Stored ? stored_ : kind == Kind::Buffered ? buffered_ : unsent_;
 }
 
-bool MemoryBudget::fits(Kind kind, std::size_t bytes) const {
-  const std::size_t share_limit = limit_ / 4 * 3;
-  const std::size_t share = kind == Kind::Stored ? stored_ : buffered_ + unsent_;
-  // Written as subtractions: `bytes` comes from a request and may be huge.
-  return bytes <= limit_ - std::min(limit_, used()) && bytes <= share_limit - std::min(share_limit, share);
-}
-
 void MemoryBudget::charge(Kind kind, std::size_t bytes) {
   count(kind) += bytes;
 }
@@ -53,10 +46,6 @@ void MemoryBudget::release(Kind kind, std::size_t bytes) {
 void MemoryBudget::adjust(Kind kind, std::size_t from, std::size_t to) {
   if (to >= from) return charge(kind, to - from);
   release(kind, from - to);
-}
-
-bool MemoryBudget::admits(std::size_t stored, std::size_t reply) const {
-  return fits(Kind::Stored, stored) && fits(Kind::Unsent, reply) && reply <= limit_ - std::min(limit_, used() + stored);
 }
 
 std::string MemoryBudget::refusal(std::size_t stored, std::size_t reply) const {

@@ -19,6 +19,7 @@
 // Not thread-safe: the server's event loop owns it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
@@ -36,8 +37,14 @@ class MemoryBudget {
   std::size_t used() const { return stored_ + buffered_ + unsent_; }
   std::size_t used(Kind kind) const;
 
-  // Whether `bytes` more of `kind` may be charged (see the rule above). Pure.
-  bool fits(Kind kind, std::size_t bytes) const;
+  // Whether `bytes` more of `kind` may be charged (see the rule above). Pure. Inline, as are
+  // admits() and used(): they run for every request.
+  bool fits(Kind kind, std::size_t bytes) const {
+    const std::size_t share_limit = limit_ / 4 * 3;
+    const std::size_t share = kind == Kind::Stored ? stored_ : buffered_ + unsent_;
+    // Written as subtractions: `bytes` comes from a request and may be huge.
+    return bytes <= limit_ - std::min(limit_, used()) && bytes <= share_limit - std::min(share_limit, share);
+  }
   // Charging never refuses (ask fits first); releasing more than was charged is a bug
   // (DDP_ASSERT), so the counts can never go negative.
   void charge(Kind kind, std::size_t bytes);
@@ -50,7 +57,10 @@ class MemoryBudget {
   // (for the log line of the closed connection). Pure.
   std::string refusal(std::size_t stored, std::size_t reply) const;
   // Whether refusal() would be empty, without building a string (asked for every request).
-  bool admits(std::size_t stored, std::size_t reply) const;
+  bool admits(std::size_t stored, std::size_t reply) const {
+    return fits(Kind::Stored, stored) && fits(Kind::Unsent, reply) &&
+           reply <= limit_ - std::min(limit_, used() + stored);
+  }
 
   // "stored 1.0 MiB, requests 0 B, replies 12.0 MiB of 16.0 MiB", for log lines.
   std::string describe() const;

@@ -18,12 +18,12 @@ std::string stop_waiting() {
 
 }  // namespace
 
-std::vector<ClientId>& StoreState::park_on(WaiterTable& table, const std::string& key) {
+std::vector<ClientId>& StoreState::park_on(WaiterTable& table, KeyRef key) {
   if (auto it = table.find(key); it != table.end()) return it->second;
-  if (spare_nodes_.empty()) return table.try_emplace(key).first->second;
+  if (spare_nodes_.empty()) return table.emplace(StoredKey(key), std::vector<ClientId>()).first->second;
   WaiterTable::node_type node = std::move(spare_nodes_.back());
   spare_nodes_.pop_back();
-  node.key() = key;  // reuses the node's key capacity
+  node.key().assign(key);  // reuses the node's key capacity
   node.mapped().clear();
   return table.insert(std::move(node)).position->second;
 }
@@ -32,12 +32,12 @@ void StoreState::drop_entry(WaiterTable& table, WaiterTable::iterator it) {
   WaiterTable::node_type node = table.extract(it);
   // Kept only when small, so the spares hold a few KiB at most (they are not in stored_bytes).
   if (spare_nodes_.size() < kSpareNodes && node.mapped().capacity() <= kSpareNodes &&
-      node.key().capacity() <= kSpareKeyBytes) {
+      node.key().bytes.capacity() <= kSpareKeyBytes) {
     spare_nodes_.push_back(std::move(node));
   }
 }
 
-void StoreState::erase_id(WaiterTable& table, const std::string& key, ClientId id) {
+void StoreState::erase_id(WaiterTable& table, KeyRef key, ClientId id) {
   auto it = table.find(key);
   if (it == table.end()) return;
   auto& ids = it->second;
@@ -61,8 +61,9 @@ std::size_t StoreState::num_waiting() const {
       clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.missing > 0 || kv.second.in_barrier; }));
 }
 
-bool StoreState::present(const std::string& key) const {
+bool StoreState::present(KeyRef key) const {
   if (kv_.contains(key)) return true;
+  if (queues_.empty()) return false;
   auto it = queues_.find(key);
   return it != queues_.end() && !it->second.empty();
 }
@@ -81,7 +82,8 @@ void StoreState::unpark(ClientId id, Client& c) {
   c.in_barrier = false;
 }
 
-void StoreState::wake(const std::string& key, bool only_one, std::vector<Outgoing>& out) {
+void StoreState::wake(KeyRef key, bool only_one, std::vector<Outgoing>& out) {
+  if (waiters_.empty()) return;
   auto it = waiters_.find(key);
   if (it == waiters_.end()) return;
   woken_.clear();
@@ -95,7 +97,7 @@ void StoreState::wake(const std::string& key, bool only_one, std::vector<Outgoin
   }
   for (ClientId id : woken_) {
     Client& c = client(id);
-    c.parked_on.erase(std::remove(c.parked_on.begin(), c.parked_on.end(), key), c.parked_on.end());
+    c.parked_on.erase(std::remove(c.parked_on.begin(), c.parked_on.end(), key.bytes()), c.parked_on.end());
     DDP_ASSERT(c.missing > 0, "woken client " + std::to_string(id) + " had no pending wait");
     if (--c.missing == 0) {
       c.parked_on.clear();
@@ -104,25 +106,26 @@ void StoreState::wake(const std::string& key, bool only_one, std::vector<Outgoin
   }
 }
 
-void StoreState::start_wait(ClientId id, Client& c, const std::vector<std::string>& keys, std::vector<Outgoing>& out) {
-  for (const auto& key : keys) {
+void StoreState::start_wait(ClientId id, Client& c, const std::vector<std::string>& keys, KeyRef first,
+                            std::vector<Outgoing>& out) {
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const KeyRef key = i == 0 ? first : KeyRef(keys[i]);
     // A key named twice counts once, so one SET of it completes the wait.
-    if (present(key) || std::find(c.parked_on.begin(), c.parked_on.end(), key) != c.parked_on.end()) {
+    if (present(key) || std::find(c.parked_on.begin(), c.parked_on.end(), key.bytes()) != c.parked_on.end()) {
       continue;
     }
-    c.parked_on.push_back(key);
+    c.parked_on.push_back(keys[i]);
     park_on(waiters_, key).push_back(id);
   }
   c.missing = c.parked_on.size();
   if (c.missing == 0) out.push_back({id, stop_waiting()});
 }
 
-void StoreState::start_barrier(ClientId id, Client& c, const std::string& key, std::int64_t world,
-                               std::vector<Outgoing>& out) {
+void StoreState::start_barrier(ClientId id, Client& c, KeyRef key, std::int64_t world, std::vector<Outgoing>& out) {
   const std::int64_t count = kv_.add(key, 1);
   if (count < world) {
     c.in_barrier = true;
-    c.parked_on.push_back(key);
+    c.parked_on.emplace_back(key.bytes());
     park_on(barrier_waiters_, key).push_back(id);
   } else {
     out.push_back({id, stop_waiting()});
@@ -180,7 +183,7 @@ void StoreState::check_access(const Client& c, const Request& r) const {
   }
 }
 
-void StoreState::handle(ClientId id, Request&& r, std::vector<Outgoing>& out) {
+void StoreState::handle(ClientId id, Request&& r, std::size_t key_hash, std::vector<Outgoing>& out) {
   Client& c = client(id);
   if (!c.validated) {
     if (r.type != QueryType::Validate) {
@@ -191,6 +194,8 @@ void StoreState::handle(ClientId id, Request&& r, std::vector<Outgoing>& out) {
   }
   if (authenticate(id, c, r, out)) return;
   check_access(c, r);
+  // The first key, hashed once by the caller (key_hash); only read where the request has one.
+  const KeyRef key = r.keys.empty() ? KeyRef(std::string_view(), 0) : KeyRef(r.keys[0], key_hash);
   std::string reply;
   switch (r.type) {
     case QueryType::Validate:
@@ -203,27 +208,27 @@ void StoreState::handle(ClientId id, Request&& r, std::vector<Outgoing>& out) {
       put_u32(reply, static_cast<std::uint32_t>(r.integer));
       break;
     case QueryType::Set:
-      kv_.set(r.keys[0], std::move(r.values[0]));
-      wake(r.keys[0], false, out);
+      kv_.set(key, std::move(r.values[0]));
+      wake(key, false, out);
       return;
     case QueryType::CompareSet: {
       bool changed = false;
-      const std::string current = kv_.compare_set(r.keys[0], r.values[0], std::move(r.values[1]), changed);
+      const std::string current = kv_.compare_set(key, r.values[0], std::move(r.values[1]), changed);
       put_str(reply, current);
       out.push_back({id, std::move(reply)});
-      if (changed) wake(r.keys[0], false, out);
+      if (changed) wake(key, false, out);
       return;
     }
     case QueryType::Get: {
       // A missing key gets an empty value, as in PyTorch's libuv server; real clients WAIT first.
-      const std::string* v = kv_.find(r.keys[0]);
+      const std::string* v = kv_.find(key);
       put_str(reply, v ? std::string_view(*v) : std::string_view());
       break;
     }
     case QueryType::Add: {
-      put_i64(reply, kv_.add(r.keys[0], r.integer));
+      put_i64(reply, kv_.add(key, r.integer));
       out.push_back({id, std::move(reply)});
-      wake(r.keys[0], false, out);
+      wake(key, false, out);
       return;
     }
     case QueryType::Check: {
@@ -238,20 +243,20 @@ void StoreState::handle(ClientId id, Request&& r, std::vector<Outgoing>& out) {
                             " while an earlier WAIT or BARRIER of this connection is pending");
       }
       if (r.type == QueryType::Wait) {
-        start_wait(id, c, r.keys, out);
+        start_wait(id, c, r.keys, key, out);
       } else {
-        start_barrier(id, c, r.keys[0], r.integer, out);
+        start_barrier(id, c, key, r.integer, out);
       }
       return;
     case QueryType::GetNumKeys:
       put_i64(reply, static_cast<std::int64_t>(kv_.size()));
       break;
     case QueryType::DeleteKey:
-      put_i64(reply, kv_.erase(r.keys[0]) ? 1 : 0);
+      put_i64(reply, kv_.erase(key) ? 1 : 0);
       break;
     case QueryType::Append:
-      kv_.append(r.keys[0], r.values[0]);
-      wake(r.keys[0], false, out);
+      kv_.append(key, r.values[0]);
+      wake(key, false, out);
       return;
     case QueryType::MultiGet:
       for (const auto& k : r.keys) {
@@ -261,8 +266,9 @@ void StoreState::handle(ClientId id, Request&& r, std::vector<Outgoing>& out) {
       break;
     case QueryType::MultiSet:
       for (std::size_t i = 0; i < r.keys.size(); ++i) {
-        kv_.set(r.keys[i], std::move(r.values[i]));
-        wake(r.keys[i], false, out);
+        const KeyRef k = i == 0 ? key : KeyRef(r.keys[i]);
+        kv_.set(k, std::move(r.values[i]));
+        wake(k, false, out);
       }
       return;
     case QueryType::CancelWait:
@@ -270,11 +276,11 @@ void StoreState::handle(ClientId id, Request&& r, std::vector<Outgoing>& out) {
       reply = byte_reply(static_cast<std::uint8_t>(WaitResponse::WaitCanceled));
       break;
     case QueryType::QueuePush:
-      push_queue(r.keys[0], std::move(r.values[0]));
-      wake(r.keys[0], true, out);
+      push_queue(key, std::move(r.values[0]));
+      wake(key, true, out);
       return;
     case QueryType::QueuePop: {
-      auto it = queues_.find(r.keys[0]);
+      auto it = queues_.find(key);
       const std::size_t len = it == queues_.end() ? 0 : it->second.size();
       put_i64(reply, static_cast<std::int64_t>(len));
       if (len > 0) {
@@ -284,7 +290,7 @@ void StoreState::handle(ClientId id, Request&& r, std::vector<Outgoing>& out) {
       break;
     }
     case QueryType::QueueLen: {
-      auto it = queues_.find(r.keys[0]);
+      auto it = queues_.find(key);
       put_i64(reply, static_cast<std::int64_t>(it == queues_.end() ? 0 : it->second.size()));
       break;
     }

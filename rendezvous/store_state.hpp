@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ddplaunch/rendezvous/key_ref.hpp"
 #include "ddplaunch/rendezvous/key_value_map.hpp"
 #include "ddplaunch/rendezvous/store_auth.hpp"
 #include "rendezvous/request.hpp"
@@ -69,10 +70,22 @@ class StoreState {
   // the connection and calls disconnect(). The state stays consistent after a throw.
   // The rvalue form takes the request's keys and values as it likes but leaves the vectors
   // themselves to the caller (the server reuses one Request per connection, without allocating).
-  void handle(ClientId client, Request&& request, std::vector<Outgoing>& out);
+  // `key_hash` is key_hash(request): the server computes it once for cost() and handle().
+  void handle(ClientId client, Request&& request, std::size_t key_hash, std::vector<Outgoing>& out);
+  void handle(ClientId client, Request&& request, std::vector<Outgoing>& out) {
+    const std::size_t hash = key_hash(request);
+    handle(client, std::move(request), hash, out);
+  }
   void handle(ClientId client, const Request& request, std::vector<Outgoing>& out) {
     Request copy = request;
     handle(client, std::move(copy), out);
+  }
+
+  // The hash of the request's first key (KeyRef's), 0 for a request without keys. The hot
+  // requests (SET, GET, ADD, WAIT of one key, DELETE) name one key, which cost() and handle()
+  // then look up in three or four tables without hashing it again. Pure.
+  static std::size_t key_hash(const Request& request) {
+    return request.keys.empty() ? 0 : KeyRef(request.keys[0]).hash();
   }
 
   // Forgets the connection and every wait it had parked. Unknown ids are ignored.
@@ -81,7 +94,8 @@ class StoreState {
   // Upper bounds of what handle(client, request) would add to stored_bytes() and of its reply
   // to `client` (woken waiters get one byte each, not counted here). Pure; O(keys of the
   // request), and O(keys in the store) for LIST_KEYS. Never throws.
-  RequestCost cost(const Request& request) const;
+  RequestCost cost(const Request& request, std::size_t key_hash) const;
+  RequestCost cost(const Request& request) const { return cost(request, key_hash(request)); }
   // Memory held by the key-value map and the queues (KeyValueMap::bytes, plus per queue and
   // element fixed costs). O(1).
   std::size_t stored_bytes() const { return kv_.bytes() + queue_bytes_; }
@@ -108,11 +122,13 @@ class StoreState {
   };
 
   Client& client(ClientId id);
-  bool present(const std::string& key) const;
-  void start_wait(ClientId id, Client& c, const std::vector<std::string>& keys, std::vector<Outgoing>& out);
-  void start_barrier(ClientId id, Client& c, const std::string& key, std::int64_t world, std::vector<Outgoing>& out);
+  bool present(KeyRef key) const;
+  // `first` is keys[0] with its hash (the request's key_hash).
+  void start_wait(ClientId id, Client& c, const std::vector<std::string>& keys, KeyRef first,
+                  std::vector<Outgoing>& out);
+  void start_barrier(ClientId id, Client& c, KeyRef key, std::int64_t world, std::vector<Outgoing>& out);
   // Wakes all (or, for a queue push, one) connection(s) parked on `key`.
-  void wake(const std::string& key, bool only_one, std::vector<Outgoing>& out);
+  void wake(KeyRef key, bool only_one, std::vector<Outgoing>& out);
   void unpark(ClientId id, Client& c);
   // Answers the authentication handshake's requests; false when `r` is not one of them.
   bool authenticate(ClientId id, Client& c, Request& r, std::vector<Outgoing>& out);
@@ -122,22 +138,23 @@ class StoreState {
 
   // The waiter table's entries come and go with every WAIT (a fresh key per round in a
   // ping-pong): their nodes are kept for reuse instead of freed and allocated again.
-  using WaiterTable = std::unordered_map<std::string, std::vector<ClientId>>;
-  std::vector<ClientId>& park_on(WaiterTable& table, const std::string& key);
+  using WaiterTable = KeyTable<std::vector<ClientId>>;
+  std::vector<ClientId>& park_on(WaiterTable& table, KeyRef key);
   void drop_entry(WaiterTable& table, WaiterTable::iterator it);
-  void erase_id(WaiterTable& table, const std::string& key, ClientId id);
+  void erase_id(WaiterTable& table, KeyRef key, ClientId id);
   static constexpr std::size_t kSpareNodes = 64;
   static constexpr std::size_t kSpareKeyBytes = 128;
 
   // Queue changes that keep queue_bytes_ in step.
-  void push_queue(const std::string& key, std::string value);
-  void pop_queue(std::unordered_map<std::string, std::deque<std::string>>::iterator it);
+  using QueueTable = KeyTable<std::deque<std::string>>;
+  void push_queue(KeyRef key, std::string value);
+  void pop_queue(QueueTable::iterator it);
   static constexpr std::size_t kQueueOverhead = 640;   // hash node, deque map and first block
   static constexpr std::size_t kElementOverhead = 32;  // the string's header in a deque block
 
   StoreAuth auth_;
   KeyValueMap kv_;
-  std::unordered_map<std::string, std::deque<std::string>> queues_;
+  QueueTable queues_;
   std::size_t queue_bytes_ = 0;
   std::unordered_map<ClientId, Client> clients_;
   WaiterTable waiters_;

@@ -258,16 +258,17 @@ void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_cl
 }
 
 void TcpStoreServer::handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out) {
-  const RequestCost cost = state_->cost(request);
+  const std::size_t key_hash = StoreState::key_hash(request);  // once, for both calls below
+  const RequestCost cost = state_->cost(request, key_hash);
   if (!budget_->admits(cost.stored, cost.reply) && !exempt(conn.id())) {
     throw Error(std::string(query_name(request.type)) + " refused: " + budget_->refusal(cost.stored, cost.reply));
   }
   if (!log::enabled(log::Level::Debug)) {
-    state_->handle(conn.id(), std::move(request), out);
+    state_->handle(conn.id(), std::move(request), key_hash, out);
   } else {
     const std::size_t before = state_->num_waiting();
     const QueryType type = request.type;
-    state_->handle(conn.id(), std::move(request), out);
+    state_->handle(conn.id(), std::move(request), key_hash, out);
     log_waiters(before, query_name(type), conn);
   }
   budget_->adjust(MemoryBudget::Kind::Stored, budget_->used(MemoryBudget::Kind::Stored), state_->stored_bytes());

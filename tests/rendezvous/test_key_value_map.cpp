@@ -223,3 +223,34 @@ TEST_CASE("compare_set compares bytes exactly", "[key_value_map]") {
   CHECK(changed);
   CHECK(*map.find("k") == "\0"s);
 }
+
+TEST_CASE("a key hashed once (KeyRef) finds what its bytes stored, and the reverse", "[key_value_map]") {
+  using ddp::rendezvous::KeyRef;
+  KeyValueMap map;
+  const std::string key = "/rank/3";
+  const KeyRef hashed(key);
+  CHECK(hashed.hash() == KeyRef(std::string_view("/rank/3")).hash());
+  map.set(KeyRef(hashed.bytes(), hashed.hash()), "a");
+  REQUIRE(map.find(key) != nullptr);
+  CHECK(*map.find(key) == "a");
+  map.set(key, "b");
+  CHECK(*map.find(hashed) == "b");
+  CHECK(map.size() == 1);
+  CHECK(map.erase(hashed));
+  CHECK(map.add(hashed, 5) == 5);
+  CHECK(map.find(key) != nullptr);
+}
+
+TEST_CASE("keys with equal hashes but different bytes stay apart", "[key_value_map]") {
+  using ddp::rendezvous::KeyRef;
+  KeyValueMap map;
+  // A forged hash stands for a collision: equality still compares the bytes.
+  map.set(KeyRef("a", 7), "1");
+  map.set(KeyRef("b", 7), "2");
+  CHECK(map.size() == 2);
+  CHECK(*map.find(KeyRef("a", 7)) == "1");
+  CHECK(*map.find(KeyRef("b", 7)) == "2");
+  CHECK(map.erase(KeyRef("a", 7)));
+  CHECK(map.find(KeyRef("a", 7)) == nullptr);
+  CHECK(*map.find(KeyRef("b", 7)) == "2");
+}
