@@ -124,7 +124,12 @@ bool ServerConnection::handle_input(std::string_view input) {
   // Over the cap: keep the rest of the input and stop reading until the replies drain (flush()
   // resumes). The parser holds any partial request itself, so only unparsed bytes wait here.
   paused_ = !input.empty();
-  backlog_.assign(input);
+  // assign() of nothing still costs a call per read; the common case only clears.
+  if (paused_) {
+    backlog_.assign(input);
+  } else {
+    backlog_.clear();
+  }
   flush();
   return !closed_;
 }

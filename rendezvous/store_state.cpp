@@ -97,11 +97,12 @@ void StoreState::wake(KeyRef key, bool only_one, std::vector<Outgoing>& out) {
   }
   for (ClientId id : woken_) {
     Client& c = client(id);
-    c.parked_on.erase(std::remove(c.parked_on.begin(), c.parked_on.end(), key.bytes()), c.parked_on.end());
     DDP_ASSERT(c.missing > 0, "woken client " + std::to_string(id) + " had no pending wait");
     if (--c.missing == 0) {
       c.parked_on.clear();
       out.push_back({id, stop_waiting()});
+    } else {  // a WAIT on several keys: only this one is off its list
+      c.parked_on.erase(std::remove(c.parked_on.begin(), c.parked_on.end(), key.bytes()), c.parked_on.end());
     }
   }
 }
