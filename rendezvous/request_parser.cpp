@@ -180,7 +180,10 @@ bool RequestParser::parse(std::string_view& input, Request& out) {
   // Swapped, not moved: the caller's vectors come back empty with their capacity, so a
   // connection that reuses one Request parses its requests without allocating (short keys and
   // values fit in the strings themselves). What the caller left in them is freed here.
-  std::swap(out, req_);
+  out.keys.swap(req_.keys);  // member by member: std::swap of Requests is three moves of each vector
+  out.values.swap(req_.values);
+  out.type = req_.type;
+  out.integer = req_.integer;
   release(req_.keys);
   release(req_.values);
   return true;
