@@ -17,18 +17,6 @@ MemoryBudget::MemoryBudget(std::size_t limit) : limit_(limit) {
   }
 }
 
-std::size_t MemoryBudget::used(Kind kind) const {
-  switch (kind) {
-    case Kind::Stored:
-      return stored_;
-    case Kind::Buffered:
-      return buffered_;
-    case Kind::Unsent:
-      return unsent_;
-  }
-  return 0;
-}
-
 std::size_t& MemoryBudget::count(Kind kind) {
   return kind == Kind::Stored ? stored_ : kind == Kind::Buffered ? buffered_ : unsent_;
 }
@@ -43,7 +31,7 @@ void MemoryBudget::release(Kind kind, std::size_t bytes) {
   c -= bytes;
 }
 
-void MemoryBudget::adjust(Kind kind, std::size_t from, std::size_t to) {
+void MemoryBudget::change(Kind kind, std::size_t from, std::size_t to) {
   if (to >= from) return charge(kind, to - from);
   release(kind, from - to);
 }

@@ -35,7 +35,9 @@ class MemoryBudget {
 
   std::size_t limit() const { return limit_; }
   std::size_t used() const { return stored_ + buffered_ + unsent_; }
-  std::size_t used(Kind kind) const;
+  std::size_t used(Kind kind) const {
+    return kind == Kind::Stored ? stored_ : kind == Kind::Buffered ? buffered_ : unsent_;
+  }
 
   // Whether `bytes` more of `kind` may be charged (see the rule above). Pure. Inline, as are
   // admits() and used(): they run for every request.
@@ -50,7 +52,9 @@ class MemoryBudget {
   void charge(Kind kind, std::size_t bytes);
   void release(Kind kind, std::size_t bytes);
   // Moves the count of `kind` from `from` to `to` (charge or release of the difference).
-  void adjust(Kind kind, std::size_t from, std::size_t to);
+  void adjust(Kind kind, std::size_t from, std::size_t to) {
+    if (to != from) change(kind, from, to);  // inline: most requests store nothing
+  }
 
   // Why a request whose application grows the stored bytes by `stored` and whose reply has
   // `reply` bytes may not be applied now: "" when both fit, else a sentence with the numbers
@@ -67,6 +71,7 @@ class MemoryBudget {
 
  private:
   std::size_t& count(Kind kind);
+  void change(Kind kind, std::size_t from, std::size_t to);
   std::size_t limit_;
   std::size_t stored_ = 0;
   std::size_t buffered_ = 0;
