@@ -5,7 +5,7 @@
 # Runs BIN_DIR/ddplaunch-store under valgrind --tool=callgrind, drives it with BIN_DIR/store_load
 # (MODE: pingpong or mix; floor-pingpong or floor-mix to measure `store_load serve-floor` instead)
 # and prints the event loop's and the request path's inclusive instructions per op, each op
-# counted by store_load's ops_total (warm-up included). Needs valgrind (Debian: valgrind).
+# counted by store_load's ops_total (warm-up included). Needs valgrind (apt-get install valgrind; scripts/setup.sh leaves it out: no test uses it).
 set -euo pipefail
 BIN=$1
 CONNS=${2:-16}

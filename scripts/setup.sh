@@ -5,7 +5,7 @@
 #      nlohmann-json (workers' error files, the JSON summary and event log), elfutils (eu-stack),
 #      etcd-server and etcd-client (the etcd v3 client's tests run real etcd members), libssl-dev
 #      (ddplaunch-etcd-tls, the TLS proxy to etcd), openssl (its test makes certificates) and
-#      libhwloc-dev (--numa_binding's topology); valgrind (bench/store_callgrind.sh's counts).
+#      libhwloc-dev (--numa_binding's topology).
 #   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
 #   3. pytest and pytest-timeout in .venv/: the Python suites (tests/conftest.py) run under them.
@@ -19,7 +19,7 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev
       python3 python3-venv python3-dev iproute2 procps
       openmpi-bin libsodium-dev nlohmann-json3-dev libssl-dev openssl elfutils etcd-server etcd-client
-      libhwloc-dev ccache valgrind)
+      libhwloc-dev ccache)
 
 say() { printf 'setup: %s\n' "$*"; }
 
