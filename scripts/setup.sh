@@ -58,9 +58,10 @@ else
 fi
 # Test and packaging tools: pytest for the Python suites, scikit-build-core for `pip wheel .`,
 # py-spy for Python workers' stacks where their worker server cannot answer (elfutils' eu-stack
-# for native ones), Accelerate for the hang tests of an Accelerate script.
-py_tools=(pytest pytest-timeout scikit-build-core py-spy accelerate)
-if ! .venv/bin/python -c 'import pytest, pytest_timeout, scikit_build_core, accelerate' 2>/dev/null || [[ ! -x .venv/bin/py-spy ]]; then
+# for native ones), Accelerate for the hang tests of an Accelerate script, pytest-xdist for the
+# suites that run their tests two at a time (ddp_add_pytest's PAIRS).
+py_tools=(pytest pytest-timeout pytest-xdist scikit-build-core py-spy accelerate)
+if ! .venv/bin/python -c 'import pytest, pytest_timeout, xdist, scikit_build_core, accelerate' 2>/dev/null || [[ ! -x .venv/bin/py-spy ]]; then
   say "installing ${py_tools[*]} into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_tools[@]}"
 fi
