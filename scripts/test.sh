@@ -30,11 +30,14 @@ jobs=$(nproc)
 #   main: -g1, line tables and function names without the variable and type descriptions -- what
 #     a stack dump of a worker reads -- at about 30% less compile time in the LibTorch files;
 #   sanitizers: -O0 with line tables, the usual ASan set-up (no access optimised away), at about
-#     60% less compile time than -O2 -g under clang's ASan instrumentation.
+#     60% less compile time than -O2 -g under clang's ASan instrumentation;
+#   the main build's test programs (tests/, DDP_TEST_COMPILE_OPTIONS): -Og on top, about a third
+#     less compile time than -O2 for code that mostly calls the libraries under test, which keep -O2.
 main_flags="-O2 -g1 -DNDEBUG"
 asan_flags="-O0 -gline-tables-only -DNDEBUG"
 main_build=(cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_BENCH=OFF -DDDP_PYTHON="$root/.venv/bin/python"
-            -DCMAKE_C_FLAGS_RELWITHDEBINFO="$main_flags" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$main_flags")
+            -DCMAKE_C_FLAGS_RELWITHDEBINFO="$main_flags" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$main_flags"
+            -DDDP_TEST_COMPILE_OPTIONS=-Og)
 if ((quick)); then
   echo "test: configuring and building build/ (main)"
   "${main_build[@]}" >/dev/null
