@@ -10,32 +10,25 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "rendezvous/store_stream.hpp"
+
 namespace ddp::rendezvous {
 
-// Not thread-safe (the client serialises calls). Every call blocks until done or `deadline`.
-// Throws TimeoutError at the deadline, ConnectionError when the peer is gone or unreachable.
-// After any throw from read/write the stream position is undefined: the owner must treat the
-// connection as broken (except when it knows nothing was consumed, e.g. a 1-byte read timing out).
-class BlockingSocket {
+// A StoreStream (store_stream.hpp: what blocks, what throws) over TCP.
+class BlockingSocket final : public StoreStream {
  public:
-  using TimePoint = std::chrono::steady_clock::time_point;
-
   // Resolves `host` (name, IPv4, IPv6, "[v6]") and connects once to the first address that
   // accepts. Sets TCP_NODELAY.
   BlockingSocket(const std::string& host, std::uint16_t port, TimePoint deadline);
 
-  void write_all(const std::string& bytes, TimePoint deadline);
-  // Reads exactly `n` bytes.
-  std::string read_exact(std::size_t n, TimePoint deadline);
-  void close();
-  // Thread-safe, non-blocking: shuts the connection down at the OS level, so a call blocked in
-  // another thread fails promptly with ConnectionError. The only method safe to call concurrently.
-  void interrupt();
-
-  // "host:port" of the peer, brackets for IPv6.
-  std::string peer() const { return peer_; }
-  // This end's IP address (no port, no brackets), as the peer sees it.
-  std::string local_address() const { return local_; }
+  void write_all(const std::string& bytes, TimePoint deadline) override;
+  std::string read_exact(std::size_t n, TimePoint deadline) override;
+  void close() override;
+  // Shuts the connection down at the OS level.
+  void interrupt() override;
+  // Brackets for IPv6.
+  std::string peer() const override { return peer_; }
+  std::string local_address() const override { return local_; }
 
  private:
   // Runs the io_context until the started operation completes or the deadline passes; on the

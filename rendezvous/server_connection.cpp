@@ -97,7 +97,7 @@ bool ServerConnection::handle_input(std::string_view input) {
         deadline_armed_ = false;
         ++deadline_generation_;
       }
-      server_.handle(*this, std::move(request_), outgoing);
+      server_.handle(id_, std::move(request_), outgoing);
       server_.deliver(outgoing);
       outgoing.clear();
       if (closed_) return false;

@@ -10,7 +10,9 @@
 
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "rendezvous/blocking_socket.hpp"
+#include "rendezvous/in_process_stream.hpp"
 #include "rendezvous/request.hpp"
 
 namespace ddp::rendezvous {
@@ -49,6 +51,14 @@ TcpStoreClient::~TcpStoreClient() = default;
 void TcpStoreClient::connect_with_retries() {
   const auto start = Clock::now();
   const auto deadline = deadline_after(options_.connect_timeout);
+  if (options_.in_process) {
+    // Nothing to wait for: the server exists, and what fails here fails the same way again.
+    socket_ = options_.in_process->open_stream(local_address_towards(options_.host, options_.port));
+    handshake(deadline);
+    local_address_ = socket_->local_address();
+    interruptible_ = socket_.get();
+    return;
+  }
   std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(start.time_since_epoch().count()));
   auto backoff = std::chrono::milliseconds(10);
   std::string last_error;
@@ -180,7 +190,7 @@ auto TcpStoreClient::locked(const char* what, F&& body) {
 }
 
 void TcpStoreClient::interrupt() {
-  if (BlockingSocket* s = interruptible_.load()) s->interrupt();
+  if (StoreStream* s = interruptible_.load()) s->interrupt();
 }
 
 bool TcpStoreClient::await_stop_waiting(const std::string& request, Duration timeout) {

@@ -14,6 +14,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "rendezvous/in_process_stream.hpp"
 #include "rendezvous/memory_budget.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/request.hpp"
@@ -64,7 +65,9 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
       accept_retry_(io_),
       state_(std::make_unique<StoreState>(options_.auth)),
       budget_(std::make_unique<MemoryBudget>(options_.memory_budget)),
+      hub_(std::make_shared<InProcessHub>()),
       report_timer_(io_) {
+  hub_->server = this;
   // One connection pauses before it holds an eighth of the budget in replies: a client that
   // GETs large values without reading then costs one or two replies' copying, not a share of
   // the budget's worth of work that delays every other client.
@@ -107,6 +110,14 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
 }
 
 TcpStoreServer::~TcpStoreServer() {
+  {
+    // In-process streams that outlive the server fail from now on instead of touching it.
+    std::lock_guard<std::mutex> lock(hub_->mutex);
+    hub_->server = nullptr;
+    for (const auto& weak : hub_->peers) {
+      if (const auto peer = weak.lock()) peer->break_off("the store has stopped");
+    }
+  }
   stop();
   // Let the handlers aborted by stop() run, so no connection outlives the loop that owns it.
   io_.restart();
@@ -121,12 +132,84 @@ std::string TcpStoreServer::address() const {
 }
 
 void TcpStoreServer::run() {
+  {
+    std::lock_guard<std::mutex> lock(hub_->mutex);
+    DDP_ASSERT(!hub_->running, "store server started twice");
+    hub_->running = true;
+  }
   io_.run();
 }
 
 void TcpStoreServer::start() {
-  DDP_ASSERT(!thread_.joinable(), "store server started twice");
-  thread_ = std::thread([this] { run(); });
+  std::lock_guard<std::mutex> lock(hub_->mutex);
+  start_locked();
+}
+
+void TcpStoreServer::ensure_started() {
+  std::lock_guard<std::mutex> lock(hub_->mutex);
+  if (!hub_->running) start_locked();
+}
+
+bool TcpStoreServer::serving() const {
+  std::lock_guard<std::mutex> lock(hub_->mutex);
+  return hub_->running;
+}
+
+void TcpStoreServer::start_locked() {
+  DDP_ASSERT(!hub_->running, "store server started twice");
+  hub_->running = true;
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+std::unique_ptr<StoreStream> TcpStoreServer::open_stream(std::string local_address) {
+  auto peer = std::make_shared<InProcessPeer>(next_id_++);
+  {
+    std::lock_guard<std::mutex> lock(hub_->mutex);
+    if (!hub_->server) throw ConnectionError("the store at " + address() + " has stopped");
+    auto& peers = hub_->peers;
+    peers.erase(std::remove_if(peers.begin(), peers.end(), [](const auto& w) { return w.expired(); }), peers.end());
+    peers.push_back(peer);
+  }
+  return std::make_unique<InProcessStream>(hub_, std::move(peer), address() + " (in this process)",
+                                           std::move(local_address));
+}
+
+void TcpStoreServer::serve_in_process(const std::shared_ptr<InProcessPeer>& peer, std::string_view input) {
+  if (stopped_) return peer->break_off("the store has stopped");
+  if (!peer->attached) {
+    peer->attached = true;
+    state_->connect(peer->id);
+    in_process_.emplace(peer->id, peer);
+  }
+  std::vector<Outgoing> outgoing;
+  try {
+    while (peer->parser.parse(input, peer->request)) {
+      handle(peer->id, std::move(peer->request), outgoing);
+      deliver(outgoing);
+      outgoing.clear();
+    }
+  } catch (const Error& e) {
+    deliver(outgoing);
+    detach_in_process(*peer);
+    peer->break_off(e.what());
+  }
+  publish_memory_used();
+}
+
+void TcpStoreServer::post_in_process(std::shared_ptr<InProcessPeer> peer, std::string bytes) {
+  asio::post(io_, [this, peer = std::move(peer), bytes = std::move(bytes)] { serve_in_process(peer, bytes); });
+}
+
+void TcpStoreServer::detach_in_process(InProcessPeer& peer) {
+  if (!peer.attached) return;
+  peer.attached = false;
+  state_->disconnect(peer.id);
+  in_process_.erase(peer.id);
+  publish_memory_used();
+}
+
+void TcpStoreServer::post_detach(std::shared_ptr<InProcessPeer> peer) {
+  asio::post(io_, [this, peer = std::move(peer)] { detach_in_process(*peer); });
 }
 
 void TcpStoreServer::stop() {
@@ -140,9 +223,16 @@ void TcpStoreServer::stop() {
     report_closed();  // what the interval had not reported yet
     for (auto& [id, conn] : connections_) conn->close();
     connections_.clear();
+    for (auto& [id, peer] : in_process_) peer->break_off("the store has stopped");
+    in_process_.clear();
     io_.stop();
   });
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  std::thread loop;
+  {
+    std::lock_guard<std::mutex> lock(hub_->mutex);
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) loop = std::move(thread_);
+  }
+  if (loop.joinable()) loop.join();
 }
 
 void TcpStoreServer::accept_next() {
@@ -251,25 +341,25 @@ void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_cl
   const bool debug = log::enabled(log::Level::Debug);
   const std::size_t before = debug ? state_->num_waiting() : 0;
   state_->disconnect(id);
-  if (debug) log_waiters(before, "disconnect", *it->second);
+  if (debug) log_waiters(before, "disconnect", id);
   it->second->close(peer_closed);
   connections_.erase(it);
   publish_memory_used();
 }
 
-void TcpStoreServer::handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out) {
+void TcpStoreServer::handle(ClientId id, Request&& request, std::vector<Outgoing>& out) {
   const std::size_t key_hash = StoreState::key_hash(request);  // once, for both calls below
   const RequestCost cost = state_->cost(request, key_hash);
-  if (!budget_->admits(cost.stored, cost.reply) && !exempt(conn.id())) {
+  if (!budget_->admits(cost.stored, cost.reply) && !exempt(id)) {
     throw Error(std::string(query_name(request.type)) + " refused: " + budget_->refusal(cost.stored, cost.reply));
   }
   if (!log::enabled(log::Level::Debug)) {
-    state_->handle(conn.id(), std::move(request), key_hash, out);
+    state_->handle(id, std::move(request), key_hash, out);
   } else {
     const std::size_t before = state_->num_waiting();
     const QueryType type = request.type;
-    state_->handle(conn.id(), std::move(request), key_hash, out);
-    log_waiters(before, query_name(type), conn);
+    state_->handle(id, std::move(request), key_hash, out);
+    log_waiters(before, query_name(type), id);
   }
   budget_->adjust(MemoryBudget::Kind::Stored, budget_->used(MemoryBudget::Kind::Stored), state_->stored_bytes());
 }
@@ -284,8 +374,11 @@ void TcpStoreServer::publish_memory_used() {
 
 void TcpStoreServer::deliver(std::vector<Outgoing>& outgoing) {
   for (auto& out : outgoing) {
-    auto it = connections_.find(out.client);
-    if (it != connections_.end()) it->second->send(std::move(out.bytes));
+    if (auto it = connections_.find(out.client); it != connections_.end()) {
+      it->second->send(std::move(out.bytes));
+    } else if (auto peer = in_process_.find(out.client); peer != in_process_.end()) {
+      peer->second->receive(out.bytes);
+    }
   }
 }
 
@@ -311,10 +404,12 @@ void TcpStoreServer::report_closed() {
                   options_.report_interval.count() / 1000.0, closed_example_));
 }
 
-void TcpStoreServer::log_waiters(std::size_t before, std::string_view event, const ServerConnection& conn) const {
+void TcpStoreServer::log_waiters(std::size_t before, std::string_view event, ClientId id) const {
   const std::size_t now = state_->num_waiting();
   if (now == before) return;
-  log::debug("{} from {}: waiters: {} (parked on {} key(s))", event, conn.peer(), now, state_->num_parked_keys());
+  const auto conn = connections_.find(id);
+  log::debug("{} from {}: waiters: {} (parked on {} key(s))", event,
+             conn != connections_.end() ? conn->second->peer() : "this process", now, state_->num_parked_keys());
 }
 
 }  // namespace ddp::rendezvous

@@ -110,7 +110,10 @@ std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c
                      "; node 0 runs on the host --master_addr names, or choose the address with --rdzv_conf "
                      "bind=ADDR (bind=* for every interface)");
   }
-  server->start();
+  // One node's store has no one to serve before its workers: its own launcher reaches it in
+  // process, and the store's thread starts once a wait needs it or the workers are about to
+  // start (StoreBackend::meet_workers_store). Others' launchers may dial it at once.
+  if (c.max_nodes > 1 || c.uses_etcd()) server->start();
   warn_without_secret(c, so.host, server->port());
   return server;
 }

@@ -22,34 +22,19 @@ RoundJoiner::~RoundJoiner() {
 }
 
 void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
+  if (config_.max_nodes == 1 && !config_.uses_etcd()) {
+    // One node meets only itself, in its own store, in process: nothing blocks, so no thread.
+    // The result still reaches the loop as a posted event, as from the thread.
+    auto [joined, error] = join(round);
+    boost::asio::post(io_, [joined = std::move(joined), error, on_joined = std::move(on_joined),
+                            on_error = std::move(on_error)] {
+      if (error) return on_error(error);
+      on_joined(*joined);
+    });
+    return;
+  }
   thread_ = std::thread([this, round, on_joined = std::move(on_joined), on_error = std::move(on_error)] {
-    std::optional<JoinedRound> joined;
-    std::exception_ptr error;
-    try {
-      const std::optional<SelfExclusion> sick = health_ ? health_(round) : std::nullopt;
-      if (sick) leave_sick(round, *sick);
-      connect();
-      // A node of the round before may come back from another address (rendezvous_backend.hpp).
-      if (round > 0) backend_.readmit_until_formed(round);
-      joined = join_job_round(
-          *root_, *job_, config_, effective_, round, &cancelled_, [](const std::string& s) { log::info("{}", s); },
-          [this] { backend_.clear_workers_keys(); });
-      if (config_.min_nodes < config_.max_nodes || config_.uses_etcd()) {
-        for (const std::string& line : excluded_nodes(*job_, round_prefix(joined->round))) log::warning("{}", line);
-      }
-      if (joined->group_rank == 0) log::info("{}", joined->ranks.describe());
-      backend_.meet_workers_store(*joined, *root_, *job_);
-    } catch (const rendezvous::ConnectionError& e) {
-      // Node 0 never sees a node whose job secret differs: it times out and ends, and this node
-      // loses (or never reaches) the store, whichever comes first.
-      error = config_.rdzv_secret.empty() || config_.uses_etcd()  // etcd: no node 0 to time out
-                  ? std::current_exception()
-                  : std::make_exception_ptr(rendezvous::ConnectionError(
-                        std::string(e.what()) + "; if node 0 timed out waiting for this node, check that " +
-                        kSameSecretHint));
-    } catch (...) {
-      error = std::current_exception();
-    }
+    auto [joined, error] = join(round);
     // The result goes back to the loop, which joins this (finished) thread first.
     boost::asio::post(io_, [this, joined = std::move(joined), error, on_joined, on_error] {
       thread_.join();
@@ -57,6 +42,37 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
       on_joined(*joined);
     });
   });
+}
+
+std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int round) {
+  std::optional<JoinedRound> joined;
+  std::exception_ptr error;
+  try {
+    const std::optional<SelfExclusion> sick = health_ ? health_(round) : std::nullopt;
+    if (sick) leave_sick(round, *sick);
+    connect();
+    // A node of the round before may come back from another address (rendezvous_backend.hpp).
+    if (round > 0) backend_.readmit_until_formed(round);
+    joined = join_job_round(
+        *root_, *job_, config_, effective_, round, &cancelled_, [](const std::string& s) { log::info("{}", s); },
+        [this] { backend_.clear_workers_keys(); });
+    if (config_.min_nodes < config_.max_nodes || config_.uses_etcd()) {
+      for (const std::string& line : excluded_nodes(*job_, round_prefix(joined->round))) log::warning("{}", line);
+    }
+    if (joined->group_rank == 0) log::info("{}", joined->ranks.describe());
+    backend_.meet_workers_store(*joined, *root_, *job_);
+  } catch (const rendezvous::ConnectionError& e) {
+    // Node 0 never sees a node whose job secret differs: it times out and ends, and this node
+    // loses (or never reaches) the store, whichever comes first.
+    error = config_.rdzv_secret.empty() || config_.uses_etcd()  // etcd: no node 0 to time out
+                ? std::current_exception()
+                : std::make_exception_ptr(rendezvous::ConnectionError(
+                      std::string(e.what()) + "; if node 0 timed out waiting for this node, check that " +
+                      kSameSecretHint));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  return {std::move(joined), error};
 }
 
 void RoundJoiner::connect() {

@@ -1,5 +1,7 @@
 // Joining a round off the agent's event loop: the rendezvous blocks (for up to --rdzv_timeout),
-// so it runs on a helper thread, and its result is posted back to the loop. The first join also
+// so it runs on a helper thread, and its result is posted back to the loop. One node (without
+// etcd) meets only itself in its own store, reached in process, and blocks on no one: it joins on
+// the loop's thread, and the result is posted all the same. The first join also
 // opens the agent's connections to the store (root and the job's prefixed view). Once joined,
 // group rank 0 logs the rank map and the backend says where the round's workers dial their store
 // (RendezvousBackend::meet_workers_store). Before each join the health gate, if any, runs on the
@@ -11,7 +13,9 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include <boost/asio/io_context.hpp>
 
@@ -36,7 +40,8 @@ class RoundJoiner {
   RoundJoiner(const RoundJoiner&) = delete;
   RoundJoiner& operator=(const RoundJoiner&) = delete;
 
-  // Starts joining round `round` (or a later one, for a late elastic arrival). Does not block.
+  // Starts joining round `round` (or a later one, for a late elastic arrival). Does not block,
+  // beyond one node's own join (above) and its health gate.
   // A node that fails the health gate gets NodeUnhealthy through `on_error`.
   // Exactly one of the callbacks runs later on `io`'s thread, unless `io` stops first.
   // Loop thread only; not while busy().
@@ -50,6 +55,9 @@ class RoundJoiner {
   rendezvous::Store* job() const { return job_.get(); }
 
  private:
+  // The join itself (health gate, connections, rendezvous, the backend's part): the round
+  // joined, or the error to hand to OnError. Join thread (or the loop's, for one node).
+  std::pair<std::optional<JoinedRound>, std::exception_ptr> join(int round);
   // Opens the connections to the store on the first call. Join thread; throws what the connector throws.
   void connect();
   // Does not join round `round`: tells the others (self_exclusion.hpp). Always throws NodeUnhealthy.

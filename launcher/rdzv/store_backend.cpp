@@ -47,6 +47,8 @@ rendezvous::TcpStoreClientOptions StoreBackend::client_options(
   // up to --rdzv_timeout. DDPLAUNCH_STATUS_INTERVAL (seconds) changes the interval (tests).
   o.on_waiting = [](const std::string& line) { log::info("{}", line); };
   o.auth = store_auth(c_.rdzv_secret);
+  // Node 0 reaches its own store in process: no socket, and no thread switch before the loop runs.
+  o.in_process = server_.get();
   // A node of a static job with restarts may be coming back (static_rejoin.hpp): node 0 admits
   // it once the job's next round starts forming.
   o.retry_refused = !connect_timeout && c_.min_nodes == c_.max_nodes && c_.max_restarts > 0;
@@ -59,6 +61,7 @@ rendezvous::TcpStoreClientOptions StoreBackend::client_options(
 void StoreBackend::set_liveness(JobMonitorOptions&, int) {}  // the defaults: heartbeats in the store
 
 void StoreBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store&, rendezvous::Store&) {
+  if (server_) server_->ensure_started();  // the workers dial it over TCP
   if (!server_ || c_.min_nodes != c_.max_nodes || joined.ranks.num_nodes() < 2) return;
   // The round formed: only its nodes (and this host) may open new connections from now on. Every
   // round: a node that came back (readmit_until_formed) may have a new address.

@@ -17,15 +17,17 @@ namespace ddp::launcher {
 class StoreBackend : public RendezvousBackend {
  public:
   // On node 0 with `host_store`, starts the store (throws UsageError when the port is taken) and
-  // sets effective.port to its real port. `connect_root`, when given, replaces the TCP
-  // connections (tests with an in-memory store). Keeps references to `config` and `effective`.
+  // sets effective.port to its real port; node 0's own connections to it are in process
+  // (TcpStoreClientOptions::in_process). `connect_root`, when given, replaces the connections
+  // (tests with an in-memory store). Keeps references to `config` and `effective`.
   StoreBackend(const LaunchConfig& config, EffectiveConfig& effective, bool host_store,
                StoreConnector connect_root = {});
 
   StoreConnector connector(std::optional<std::chrono::milliseconds> connect_timeout) override;
   void set_liveness(JobMonitorOptions& options, int round) override;
-  // The workers dial node 0's store; once a round of a static multi-node job forms, it takes new
-  // connections only from the round's nodes (and this host).
+  // The workers dial node 0's store, which serves from now on at the latest (one node's
+  // launcher reaches it in process, hosted_store.hpp); once a round of a static multi-node job
+  // forms, it takes new connections only from the round's nodes (and this host).
   void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) override;
   // Node 0 of a static multi-node job: new connections from anywhere until round `round` forms
   // (a lost node's new address is not known before), said in one line.

@@ -1,6 +1,6 @@
 // The Store contract, one suite run against every implementation: MemoryStore, PrefixStore over
-// a MemoryStore, TcpStoreClient against a TcpStoreServer on 127.0.0.1 (port 0), and PrefixStore
-// over a TcpStoreClient. Covers set/get (binary bytes, empty and large values, overwrite), get and
+// a MemoryStore, TcpStoreClient against a TcpStoreServer on 127.0.0.1 (port 0), PrefixStore
+// over a TcpStoreClient, and TcpStoreClient in process (alone, and beside a TCP client). Covers set/get (binary bytes, empty and large values, overwrite), get and
 // wait blocking until another handle writes, timeouts (TimeoutError, store usable afterwards),
 // add, compare_set's four cases, check, delete_key, num_keys, and prefix isolation.
 //
@@ -90,7 +90,37 @@ struct PrefixOverTcp {
   std::shared_ptr<Store> second_handle() { return std::make_shared<rdzv::PrefixStore>("contract", running.client()); }
 };
 
-#define STORE_FIXTURES Memory, PrefixOverMemory, Tcp, PrefixOverTcp
+// TcpStoreClient in process (TcpStoreClientOptions::in_process) with a server whose loop does not
+// run until a wait needs it; the second handle is another in-process connection.
+struct InProcess {
+  rdzv::TcpStoreServer server{loopback_server_options()};
+  std::shared_ptr<rdzv::TcpStoreClient> client() {
+    rdzv::TcpStoreClientOptions o;
+    o.port = server.port();
+    o.timeout = kLong;
+    o.in_process = &server;
+    return std::make_shared<rdzv::TcpStoreClient>(o);
+  }
+  std::shared_ptr<Store> base = client();
+  std::shared_ptr<Store> store = base;
+  std::shared_ptr<Store> second_handle() { return client(); }
+};
+
+// In process beside a TCP client: every wake-up crosses between the two kinds of connection.
+struct InProcessBesideTcp {
+  RunningServer running;
+  std::shared_ptr<Store> base = [this] {
+    rdzv::TcpStoreClientOptions o;
+    o.port = running.server.port();
+    o.timeout = kLong;
+    o.in_process = &running.server;
+    return std::make_shared<rdzv::TcpStoreClient>(o);
+  }();
+  std::shared_ptr<Store> store = base;
+  std::shared_ptr<Store> second_handle() { return running.client(); }
+};
+
+#define STORE_FIXTURES Memory, PrefixOverMemory, Tcp, PrefixOverTcp, InProcess, InProcessBesideTcp
 
 }  // namespace
 

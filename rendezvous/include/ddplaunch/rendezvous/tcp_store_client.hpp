@@ -21,9 +21,10 @@
 
 namespace ddp::rendezvous {
 
-// Private parts (rendezvous/blocking_socket.hpp, rendezvous/request.hpp).
-class BlockingSocket;
+// Private parts (rendezvous/store_stream.hpp, rendezvous/request.hpp).
+class StoreStream;
 struct Request;
+class TcpStoreServer;
 
 struct TcpStoreClientOptions {
   std::string host = "127.0.0.1";  // name, IPv4 or IPv6 address (brackets allowed: "[::1]")
@@ -46,6 +47,12 @@ struct TcpStoreClientOptions {
   // When auth.prove is set, the handshake also proves the job secret (store_auth.hpp); the
   // constructor throws AuthError, without retrying, when the store denies the proof or checks none.
   StoreAuth auth;
+  // A server of this process to talk to without a socket (TcpStoreServer::open_stream), with
+  // the same protocol, handshake and semantics: nothing is retried, and `host` and `port` only
+  // name the store and say what local_address() is (the address a TCP connection to them would
+  // come from). Used by the constructor only: the server must outlive that; a client that
+  // outlives the server gets ConnectionError.
+  TcpStoreServer* in_process = nullptr;
 };
 
 // Thread-safe: one request at a time on the single connection (a mutex serialises callers).
@@ -122,11 +129,11 @@ class TcpStoreClient final : public Store {
 
   TcpStoreClientOptions options_;
   std::mutex mutex_;
-  std::unique_ptr<BlockingSocket> socket_;
+  std::unique_ptr<StoreStream> socket_;
   // The socket as seen by interrupt(): set once connected, never reset while the client lives
   // (a broken connection's socket is kept until destruction for this reason).
-  std::atomic<BlockingSocket*> interruptible_{nullptr};
-  std::unique_ptr<BlockingSocket> retired_socket_;
+  std::atomic<StoreStream*> interruptible_{nullptr};
+  std::unique_ptr<StoreStream> retired_socket_;
   std::string broken_reason_;
   std::string local_address_;  // set by the constructor, read-only after
 };

@@ -29,6 +29,10 @@ class StoreState;
 class MemoryBudget;
 struct Outgoing;
 struct Request;
+class StoreStream;
+class InProcessStream;
+struct InProcessHub;
+struct InProcessPeer;
 using ClientId = std::uint64_t;
 
 struct TcpStoreServerOptions {
@@ -104,10 +108,19 @@ class TcpStoreServer {
   // Bound address, "host:port" with brackets for IPv6 ("[::]:29500").
   std::string address() const;
 
-  // Serves on the calling thread until stop(). Handlers never throw.
+  // Serves on the calling thread until stop(). Handlers never throw. Not with start().
   void run();
-  // Serves on a background thread owned by the server.
+  // Serves on a background thread owned by the server. Thread-safe; at most once (run() neither).
   void start();
+  // start() unless the loop already runs. Thread-safe.
+  void ensure_started();
+  // Whether the loop runs (run(), start(), or an in-process wait started it). Thread-safe.
+  bool serving() const;
+  // A connection from this process that needs no socket (in_process_stream.hpp), for
+  // TcpStoreClientOptions::in_process: served like a TCP connection, by the calling thread
+  // itself until the loop runs. `local_address` is what its local_address() reports.
+  // Thread-safe; throws ConnectionError once the server is being destroyed.
+  std::unique_ptr<StoreStream> open_stream(std::string local_address);
   // Thread-safe and idempotent: closes the acceptor and every connection (clients with pending
   // requests see the connection close) and makes run() return. Joins the background thread.
   void stop();
@@ -128,15 +141,27 @@ class TcpStoreServer {
 
  private:
   friend class ServerConnection;
+  friend class InProcessStream;
   void accept_next();
   // Forgets a connection and closes it; logs `reason` unless empty. `peer_closed`: after EOF.
   void on_close(ClientId id, std::string_view reason, bool peer_closed = false);
-  // Applies one request of `conn` to the state; replies go to `out`. Throws what
+  // Applies one request of connection `id` to the state; replies go to `out`. Throws what
   // StoreState::handle throws, and Error when the request's growth of the stored data or its
   // reply does not fit the memory budget (nothing is applied then). At debug level, logs the
   // waiter count when it changed.
-  void handle(const ServerConnection& conn, Request&& request, std::vector<Outgoing>& out);
+  void handle(ClientId id, Request&& request, std::vector<Outgoing>& out);
+  // Sends each reply to its TCP or in-process connection; replies to closed ones are dropped.
   void deliver(std::vector<Outgoing>& outgoing);
+  // An in-process connection's requests (in_process_stream.hpp): handled on the calling thread
+  // (before the loop runs, with the hub's mutex held; or on the loop), or posted to the loop.
+  // A request that breaks the protocol or the memory budget breaks the connection off.
+  void serve_in_process(const std::shared_ptr<InProcessPeer>& peer, std::string_view bytes);
+  void post_in_process(std::shared_ptr<InProcessPeer> peer, std::string bytes);
+  // Forgets an in-process connection and its waits; the same two ways.
+  void detach_in_process(InProcessPeer& peer);
+  void post_detach(std::shared_ptr<InProcessPeer> peer);
+  // start() with the hub's mutex held.
+  void start_locked();
   // Whether connection `id` is exempt from the memory budget: a launcher that proved the job
   // secret (its records are small), so that strangers who fill the budget before the round
   // cannot lock the job's own launchers out. Loop thread.
@@ -153,7 +178,7 @@ class TcpStoreServer {
   // WAIT or BARRIER parks and each time waiters are woken or dropped, and a test (or a user) can
   // see that a waiter has parked instead of sleeping. Logged before the replies go out: a client
   // that got its reply can rely on the line having been written.
-  void log_waiters(std::size_t before, std::string_view event, const ServerConnection& conn) const;
+  void log_waiters(std::size_t before, std::string_view event, ClientId id) const;
 
   // Whether a new connection from `peer` may stay (see allow_only). Loop thread.
   bool admitted(const boost::asio::ip::address& peer) const;
@@ -170,8 +195,10 @@ class TcpStoreServer {
   std::uint16_t port_ = 0;
   std::unique_ptr<StoreState> state_;
   std::unique_ptr<MemoryBudget> budget_;  // before connections_: their charges release into it
-  ClientId next_id_ = 1;
+  std::atomic<ClientId> next_id_{1};  // the loop's accepts and open_stream() on any thread
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
+  std::unordered_map<ClientId, std::shared_ptr<InProcessPeer>> in_process_;  // attached ones
+  std::shared_ptr<InProcessHub> hub_;  // also guards thread_ and starting the loop
   std::optional<std::set<boost::asio::ip::address>> allowed_;  // loop thread; nullopt: everyone
   std::size_t max_connections_ = 0;                            // options_.max_connections, resolved
   boost::asio::steady_timer report_timer_;                     // armed while closed_count_ > 0
