@@ -2,6 +2,7 @@
 // shutdown. All of it runs on the one event loop thread, so StoreState needs no lock.
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -110,6 +111,7 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
 }
 
 TcpStoreServer::~TcpStoreServer() {
+  dial_watch_.reset();  // on the watcher's thread (start_when_dialled): its wait ends aborted
   {
     // In-process streams that outlive the server fail from now on instead of touching it.
     std::lock_guard<std::mutex> lock(hub_->mutex);
@@ -153,6 +155,20 @@ void TcpStoreServer::ensure_started() {
 bool TcpStoreServer::serving() const {
   std::lock_guard<std::mutex> lock(hub_->mutex);
   return hub_->running;
+}
+
+void TcpStoreServer::start_when_dialled(asio::io_context& watcher) {
+  if (serving()) return;
+  const int fd = ::fcntl(acceptor_.native_handle(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return ensure_started();  // nothing to watch with: serve now
+  dial_watch_ = std::make_unique<asio::posix::stream_descriptor>(watcher, fd);
+  dial_watch_->async_wait(asio::posix::stream_descriptor::wait_read,
+                          [hub = std::weak_ptr<InProcessHub>(hub_)](const boost::system::error_code& ec) {
+                            const auto h = hub.lock();
+                            if (ec || !h) return;
+                            std::lock_guard<std::mutex> lock(h->mutex);
+                            if (h->server && !h->running) h->server->start_locked();
+                          });
 }
 
 void TcpStoreServer::start_locked() {

@@ -53,7 +53,8 @@ void EtcdBackend::set_liveness(JobMonitorOptions& mo, int round) {
   };
 }
 
-void EtcdBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) {
+void EtcdBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job,
+                                     boost::asio::io_context&) {
   const std::string key = round_prefix(joined.round) + "workers_store";
   if (joined.group_rank == 0) {
     // A fresh store each round: PyTorch's workers would read the keys of the round before as

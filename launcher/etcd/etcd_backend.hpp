@@ -27,7 +27,8 @@ class EtcdBackend : public RendezvousBackend {
 
   StoreConnector connector(std::optional<std::chrono::milliseconds> connect_timeout) override;
   void set_liveness(JobMonitorOptions& options, int round) override;
-  void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) override;
+  void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job,
+                          boost::asio::io_context& loop) override;
   // Nothing: the workers' keys of the rounds before are in the store meet_workers_store replaced.
   void clear_workers_keys() override {}
   // Group rank 0 hosts the workers' store.

@@ -111,8 +111,8 @@ std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c
                      "bind=ADDR (bind=* for every interface)");
   }
   // One node's store has no one to serve before its workers: its own launcher reaches it in
-  // process, and the store's thread starts once a wait needs it or the workers are about to
-  // start (StoreBackend::meet_workers_store). Others' launchers may dial it at once.
+  // process, and the store's thread starts once a wait needs it or a worker dials it
+  // (StoreBackend::meet_workers_store). Others' launchers may dial it at once.
   if (c.max_nodes > 1 || c.uses_etcd()) server->start();
   warn_without_secret(c, so.host, server->port());
   return server;

@@ -13,8 +13,8 @@ namespace ddp::launcher {
 
 // A store server for this job's workers (and, without etcd, the launchers), listening at
 // --master_port (0: a free one) on the address store_bind_host chooses, and serving, except a
-// one-node job's (without etcd): its thread is started by the first wait that needs it or by
-// ensure_started() before the workers start. Throws UsageError when the port is taken.
+// one-node job's (without etcd): its thread is started by the first wait that needs it or the
+// first connection (TcpStoreServer::start_when_dialled). Throws UsageError when the port is taken.
 std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& config);
 
 // Without a job secret, on a multi-node job whose store is reachable beyond loopback (listening

@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 
+#include <boost/asio/io_context.hpp>
+
 #include "ddplaunch/rendezvous/store.hpp"
 #include "launcher/config/effective_config.hpp"
 #include "launcher/config/launch_config.hpp"
@@ -43,9 +45,11 @@ class RendezvousBackend {
 
   // Where the workers of a joined round dial their TCPStore: fills in `joined.master_addr` and
   // `master_port` (left empty: --master_addr and the launcher's store port), hosting the store
-  // when this node is the one to. `job` is the job's view of the store. Blocks up to
+  // when this node is the one to. `job` is the job's view of the store; `loop` is the agent's
+  // event loop, which may watch the store for the workers' first connection. Blocks up to
   // --rdzv_timeout; throws ddp::Error. Join thread.
-  virtual void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) = 0;
+  virtual void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job,
+                                  boost::asio::io_context& loop) = 0;
 
   // Round `round` (> 0) of the job is about to form, and a node of the round before may come back
   // in it from another address (a lost node's launcher started again, as a restarted Kubernetes

@@ -60,7 +60,7 @@ std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int 
       for (const std::string& line : excluded_nodes(*job_, round_prefix(joined->round))) log::warning("{}", line);
     }
     if (joined->group_rank == 0) log::info("{}", joined->ranks.describe());
-    backend_.meet_workers_store(*joined, *root_, *job_);
+    backend_.meet_workers_store(*joined, *root_, *job_, io_);
   } catch (const rendezvous::ConnectionError& e) {
     // Node 0 never sees a node whose job secret differs: it times out and ends, and this node
     // loses (or never reaches) the store, whichever comes first.

@@ -60,8 +60,9 @@ rendezvous::TcpStoreClientOptions StoreBackend::client_options(
 
 void StoreBackend::set_liveness(JobMonitorOptions&, int) {}  // the defaults: heartbeats in the store
 
-void StoreBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store&, rendezvous::Store&) {
-  if (server_) server_->ensure_started();  // the workers dial it over TCP
+void StoreBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store&, rendezvous::Store&,
+                                      boost::asio::io_context& loop) {
+  if (server_) server_->start_when_dialled(loop);  // the workers dial it over TCP
   if (!server_ || c_.min_nodes != c_.max_nodes || joined.ranks.num_nodes() < 2) return;
   // The round formed: only its nodes (and this host) may open new connections from now on. Every
   // round: a node that came back (readmit_until_formed) may have a new address.

@@ -25,10 +25,12 @@ class StoreBackend : public RendezvousBackend {
 
   StoreConnector connector(std::optional<std::chrono::milliseconds> connect_timeout) override;
   void set_liveness(JobMonitorOptions& options, int round) override;
-  // The workers dial node 0's store, which serves from now on at the latest (one node's
-  // launcher reaches it in process, hosted_store.hpp); once a round of a static multi-node job
-  // forms, it takes new connections only from the round's nodes (and this host).
-  void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job) override;
+  // The workers dial node 0's store. One node's store (reached in process by its launcher,
+  // hosted_store.hpp) starts serving when `loop` sees the first connection arrive, so a job
+  // whose workers never dial it never starts its thread. Once a round of a static multi-node job
+  // forms, the store takes new connections only from the round's nodes (and this host).
+  void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job,
+                          boost::asio::io_context& loop) override;
   // Node 0 of a static multi-node job: new connections from anywhere until round `round` forms
   // (a lost node's new address is not known before), said in one line.
   void readmit_until_formed(int round) override;

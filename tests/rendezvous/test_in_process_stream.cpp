@@ -1,12 +1,15 @@
 // TcpStoreClient in process (TcpStoreClientOptions::in_process, rendezvous/in_process_stream.hpp)
 // beyond the Store contract (test_store_contract.cpp runs that suite on it too): requests served
-// on the caller's thread until the loop runs, the loop started by a wait that needs it, the job
+// on the caller's thread until the loop runs, the loop started by a wait that needs it or by the
+// first TCP connection (start_when_dialled), the job
 // secret checked as for TCP, a client that outlives its server, interrupt(), and the local
 // address a TCP connection would have had.
 //
 // Checks that something has NOT happened yet use future::wait_for with a short bound: correct
 // behaviour never completes there, so they cannot flake in the passing direction.
 #include <catch2/catch.hpp>
+
+#include <boost/asio/io_context.hpp>
 
 #include <future>
 #include <memory>
@@ -164,4 +167,21 @@ TEST_CASE("in process: the local address is the one a TCP connection to the same
   rdzv::TcpStoreClient local(in_process(server));
   CHECK(local.local_address() == tcp.local_address());
   CHECK(local.local_address() == "127.0.0.1");
+}
+
+TEST_CASE("in process: start_when_dialled starts the loop at the first TCP connection, not before", "[in_process]") {
+  boost::asio::io_context watcher;  // declared first: it outlives the server, as the agent's loop does
+  rdzv::TcpStoreServer server(server_options());
+  server.start_when_dialled(watcher);
+  rdzv::TcpStoreClient local(in_process(server));
+  local.set("k", "v");
+  watcher.poll();
+  CHECK_FALSE(server.serving());
+  // A TCP client's handshake is answered once the watcher has seen it dial and started the loop.
+  auto tcp = std::async(std::launch::async, [&] { return std::make_unique<rdzv::TcpStoreClient>(over_tcp(server)); });
+  const auto deadline = std::chrono::steady_clock::now() + kLong;
+  while (!server.serving() && std::chrono::steady_clock::now() < deadline) watcher.run_one_for(100ms);
+  CHECK(server.serving());
+  REQUIRE(finishes(tcp));
+  CHECK(tcp.get()->get("k", kLong) == "v");
 }

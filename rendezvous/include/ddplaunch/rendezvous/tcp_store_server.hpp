@@ -17,6 +17,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "ddplaunch/rendezvous/store_auth.hpp"
@@ -116,6 +117,11 @@ class TcpStoreServer {
   void ensure_started();
   // Whether the loop runs (run(), start(), or an in-process wait started it). Thread-safe.
   bool serving() const;
+  // Unless the loop runs: has `watcher` (another thread's loop) start it once a TCP connection
+  // is waiting to be accepted, so a server that only in-process clients use never starts its
+  // thread. Call from `watcher`'s thread, or before it runs; the server must be destroyed on that
+  // thread too (or while `watcher` is not running), and before `watcher`. Does not block.
+  void start_when_dialled(boost::asio::io_context& watcher);
   // A connection from this process that needs no socket (in_process_stream.hpp), for
   // TcpStoreClientOptions::in_process: served like a TCP connection, by the calling thread
   // itself until the loop runs. `local_address` is what its local_address() reports.
@@ -199,6 +205,8 @@ class TcpStoreServer {
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
   std::unordered_map<ClientId, std::shared_ptr<InProcessPeer>> in_process_;  // attached ones
   std::shared_ptr<InProcessHub> hub_;  // also guards thread_ and starting the loop
+  // start_when_dialled's watch: a duplicate of the listening descriptor, on the watcher's loop.
+  std::unique_ptr<boost::asio::posix::stream_descriptor> dial_watch_;
   std::optional<std::set<boost::asio::ip::address>> allowed_;  // loop thread; nullopt: everyone
   std::size_t max_connections_ = 0;                            // options_.max_connections, resolved
   boost::asio::steady_timer report_timer_;                     // armed while closed_count_ > 0
