@@ -2,7 +2,6 @@
 // shutdown. All of it runs on the one event loop thread, so StoreState needs no lock.
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 
-#include <fcntl.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 
+#include "common/dial_watch.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
@@ -159,16 +159,9 @@ bool TcpStoreServer::serving() const {
 
 void TcpStoreServer::start_when_dialled(asio::io_context& watcher) {
   if (serving()) return;
-  const int fd = ::fcntl(acceptor_.native_handle(), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return ensure_started();  // nothing to watch with: serve now
-  dial_watch_ = std::make_unique<asio::posix::stream_descriptor>(watcher, fd);
-  dial_watch_->async_wait(asio::posix::stream_descriptor::wait_read,
-                          [hub = std::weak_ptr<InProcessHub>(hub_)](const boost::system::error_code& ec) {
-                            const auto h = hub.lock();
-                            if (ec || !h) return;
-                            std::lock_guard<std::mutex> lock(h->mutex);
-                            if (h->server && !h->running) h->server->start_locked();
-                          });
+  // The watch goes first in the destructor, so `this` is alive whenever it calls back.
+  dial_watch_ = DialWatch::start(watcher, {acceptor_.native_handle()}, [this] { ensure_started(); });
+  if (!dial_watch_) ensure_started();  // nothing to watch with: serve now
 }
 
 void TcpStoreServer::start_locked() {

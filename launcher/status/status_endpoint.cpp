@@ -32,6 +32,7 @@ std::unique_ptr<StatusServer> serve_status(const LaunchConfig& c, EffectiveConfi
     o.tcp_host = status_tcp_host(c, hosts_store);
   }
   o.post_to_agent = [&agent_io](std::function<void()> probe) { boost::asio::post(agent_io, std::move(probe)); };
+  o.start_on_dial = &agent_io;  // the agent destroys it on that loop's thread, after the loop ran
   auto status = [&board] { return status_json(board.snapshot()); };
   std::unique_ptr<StatusServer> server;
   try {

@@ -214,12 +214,25 @@ StatusServer::StatusServer(StatusServerOptions options, std::function<std::strin
   if (!s.options.socket_path.empty()) bind_unix(s.unix_acceptor, s.options.socket_path);
   if (s.unix_acceptor.is_open()) s.accept(s.unix_acceptor);
   if (s.tcp_acceptor.is_open()) s.accept(s.tcp_acceptor);
-  thread_ = std::thread([state = impl_.get()] { state->io.run(); });
+  if (s.options.start_on_dial) {
+    std::vector<int> listening;
+    if (s.unix_acceptor.is_open()) listening.push_back(s.unix_acceptor.native_handle());
+    if (s.tcp_acceptor.is_open()) listening.push_back(s.tcp_acceptor.native_handle());
+    // The watch goes first in the destructor, so `this` is alive whenever it calls back.
+    dial_watch_ = DialWatch::start(*s.options.start_on_dial, listening, [this] { start_thread(); });
+    if (dial_watch_) return;
+  }
+  start_thread();
+}
+
+void StatusServer::start_thread() {
+  if (!thread_.joinable()) thread_ = std::thread([state = impl_.get()] { state->io.run(); });
 }
 
 StatusServer::~StatusServer() {
+  dial_watch_.reset();
   impl_->io.stop();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   if (!impl_->options.socket_path.empty() && impl_->unix_acceptor.is_open()) {
     ::unlink(impl_->options.socket_path.c_str());  // gone already (removed by hand): as good
   }

@@ -1,6 +1,8 @@
 // The launcher's live status endpoint: a small HTTP/1.1 server on a thread of its own, so it
 // never holds the agent's event loop, listening on a unix socket in the run's directory (always;
-// the directory is 0700, so only this user reaches it) and, with --status_port, on TCP.
+// the directory is 0700, so only this user reaches it) and, with --status_port, on TCP. With a
+// `start_on_dial` loop the thread starts when the first connection arrives (common/dial_watch.hpp):
+// a short job that nobody asks about never starts it.
 //   GET /status   200, the board's JSON (status_json.hpp)
 //   GET /healthz  200 "ok" when the agent's event loop ran a probe within 1 s; else 503 saying so
 //   anything else 404 (a method other than GET: 405)
@@ -16,6 +18,10 @@
 #include <string>
 #include <thread>
 
+#include <boost/asio/io_context.hpp>
+
+#include "common/dial_watch.hpp"
+
 namespace ddp::launcher {
 
 struct StatusServerOptions {
@@ -28,13 +34,18 @@ struct StatusServerOptions {
   // Runs a probe on the agent's loop (thread-safe, never blocks: an Asio post). Unset: /healthz
   // answers from the server thread alone.
   std::function<void(std::function<void()>)> post_to_agent;
+  // The loop that watches for the first connection, which starts the server's thread (null: it
+  // starts at once). The server must then be destroyed on that loop's thread (or while it does
+  // not run), before the loop.
+  boost::asio::io_context* start_on_dial = nullptr;
 };
 
 struct StatusServerState;  // status_server.cpp
 
 class StatusServer {
  public:
-  // Binds (the unix socket replaces nothing: its path must be free) and starts serving.
+  // Binds (the unix socket replaces nothing: its path must be free) and starts serving (its
+  // thread: now, or at the first connection with options.start_on_dial).
   // `status` is called on the server thread for each GET /status and must be thread-safe.
   // Throws UsageError naming the address and a fix when the TCP port cannot be bound (taken,
   // not an address of this machine), ddp::Error when the unix socket cannot be made.
@@ -48,7 +59,10 @@ class StatusServer {
   int tcp_port() const { return tcp_port_; }
 
  private:
+  void start_thread();
+
   std::shared_ptr<StatusServerState> impl_;  // probes posted to the agent's loop hold it weakly
+  std::unique_ptr<DialWatch> dial_watch_;     // with start_on_dial, until the first connection
   std::thread thread_;
   int tcp_port_ = 0;
 };

@@ -1,7 +1,8 @@
 // The status server on a temporary unix socket and a free TCP port: GET /status, 404 and 405,
 // /healthz against a running and a stuck agent loop, a client that sends half a request or
 // garbage (it neither blocks the others nor outlives its deadline), too many connections at
-// once, and nothing left listening after the server goes.
+// once, nothing left listening after the server goes, and a server whose thread starts at the
+// first connection (start_on_dial).
 #include "launcher/status/status_server.hpp"
 
 #include <catch2/catch.hpp>
@@ -196,5 +197,28 @@ TEST_CASE("a TCP port in use is a usage error naming it") {
     FAIL("bound a port in use");
   } catch (const ddp::UsageError& e) {
     CHECK(std::string(e.what()).find(std::to_string(first.tcp_port())) != std::string::npos);
+  }
+}
+
+TEST_CASE("with start_on_dial, the server's thread starts at the first connection, on the socket or on TCP") {
+  TempDir dir;
+  for (const bool over_tcp : {false, true}) {
+    INFO((over_tcp ? "TCP" : "unix socket"));
+    asio::io_context watcher;  // the agent's loop in the launcher
+    StatusServerOptions o = options_in(dir);
+    o.start_on_dial = &watcher;
+    StatusServer server(o, [] { return std::string("{\"lazy\":true}\n"); });
+    std::thread loop([&] { watcher.run(); });
+    std::string answer;
+    if (over_tcp) {
+      answer = tcp_exchange(server.tcp_port(), "GET /status HTTP/1.1\r\n\r\n");
+    } else {
+      const WorkerServerReply r = ask_unix_http((dir.path / "status.sock").string(), false, "/status", "status", 5s);
+      CHECK(r.ok);
+      answer = r.body;
+    }
+    watcher.stop();  // the server goes while its watcher does not run, as in the launcher
+    loop.join();
+    CHECK(answer.find("{\"lazy\":true}") != std::string::npos);
   }
 }

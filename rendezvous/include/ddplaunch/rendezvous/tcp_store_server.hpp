@@ -17,10 +17,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "ddplaunch/rendezvous/store_auth.hpp"
+
+namespace ddp {
+class DialWatch;  // common/dial_watch.hpp
+}
 
 namespace ddp::rendezvous {
 
@@ -205,8 +208,7 @@ class TcpStoreServer {
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
   std::unordered_map<ClientId, std::shared_ptr<InProcessPeer>> in_process_;  // attached ones
   std::shared_ptr<InProcessHub> hub_;  // also guards thread_ and starting the loop
-  // start_when_dialled's watch: a duplicate of the listening descriptor, on the watcher's loop.
-  std::unique_ptr<boost::asio::posix::stream_descriptor> dial_watch_;
+  std::unique_ptr<DialWatch> dial_watch_;  // start_when_dialled's, on the watcher's loop
   std::optional<std::set<boost::asio::ip::address>> allowed_;  // loop thread; nullopt: everyone
   std::size_t max_connections_ = 0;                            // options_.max_connections, resolved
   boost::asio::steady_timer report_timer_;                     // armed while closed_count_ > 0
