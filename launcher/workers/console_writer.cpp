@@ -1,6 +1,7 @@
 // The console writer thread; see console_writer.hpp.
 #include "launcher/workers/console_writer.hpp"
 
+#include <poll.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -32,6 +33,12 @@ void write_all(int fd, std::vector<iovec>& iov) {
   }
 }
 
+// Whether poll(2) says `fd` takes a write now.
+bool writable_now(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP | POLLNVAL));
+}
+
 }  // namespace
 
 ConsoleWriter::~ConsoleWriter() {
@@ -46,6 +53,13 @@ ConsoleWriter::~ConsoleWriter() {
 void ConsoleWriter::write(int fd, std::string lines) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty() && !writing_ && lines.size() <= kDirectBytes && writable_now(fd)) {
+      // Nothing is queued or being written, so these lines overtake none; the lock keeps the
+      // thread (if any) from writing meanwhile.
+      std::vector<iovec> iov{iovec{lines.data(), lines.size()}};
+      write_all(fd, iov);
+      return;
+    }
     if (queued_bytes_ + lines.size() > kMaxQueuedBytes) {
       dropped_lines_ += static_cast<std::size_t>(std::count(lines.begin(), lines.end(), '\n'));
       return;

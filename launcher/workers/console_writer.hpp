@@ -3,8 +3,11 @@
 // worker that writes fast never waits for a slow console. The thread is the only writer of
 // worker output and writes whole lines only, so lines from different workers never tear; queued
 // blocks for the same descriptor go out together in one writev(2), so a busy console costs a
-// system call per batch, not per line. The thread starts with the first write: a job that
-// prints nothing never starts it.
+// system call per batch, not per line. The thread starts with the first write that needs it: a
+// short block (at most kDirectBytes) written while nothing is queued goes out at once from the
+// caller when poll(2) says the descriptor is writable. A pipe then takes it whole and a socket or
+// a terminal has the room, so that write does not wait; a job that prints only a few short lines
+// (the launcher's own, say) never starts the thread.
 #pragma once
 
 #include <condition_variable>
@@ -23,6 +26,8 @@ class ConsoleWriter {
   static constexpr std::size_t kMaxQueuedBytes = 256u << 20;
   // Capacity of written blocks kept for reuse; beyond it they are freed.
   static constexpr std::size_t kMaxRecycledBytes = 4u << 20;
+  // The largest block written by the caller itself (see above): a few lines, under PIPE_BUF.
+  static constexpr std::size_t kDirectBytes = 512;
 
   ConsoleWriter() = default;
   // Flushes what is queued, then joins the writer thread.

@@ -1,6 +1,7 @@
 // ConsoleWriter: blocks reach the descriptor in order, whole lines never tear across threads,
-// flush() returns once everything queued is written, and a stuck console drops blocks above
-// kMaxQueuedBytes and says how many lines it dropped. The test points fds 1 and 2 at pipes or
+// flush() returns once everything queued is written, a short block goes out from the caller
+// while the console keeps up and through the thread, in order, once it does not, and a stuck
+// console drops blocks above kMaxQueuedBytes and says how many lines it dropped. The test points fds 1 and 2 at pipes or
 // files of its own (dup2) and restores them.
 #include "launcher/workers/console_writer.hpp"
 
@@ -123,4 +124,44 @@ TEST_CASE("console writer: a stuck console drops blocks above the cap and says s
   const std::string notice = err.contents();
   CHECK(notice.find("the console is too slow") != std::string::npos);
   CHECK(notice.find(std::to_string(blocks - drained / block.size()) + " output line(s) dropped") != std::string::npos);
+}
+
+TEST_CASE("console writer: short blocks go out at once while the console keeps up, in order once it does not",
+          "[console]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  const int saved = ::dup(1);
+  REQUIRE(::dup2(fds[1], 1) == 1);
+  REQUIRE(::fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
+  auto drain = [&] {
+    std::string got;
+    char buf[1 << 16];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+    return got;
+  };
+  {
+    ConsoleWriter console;
+    console.write(1, "first\n");
+    CHECK(drain() == "first\n");  // written by write() itself: no flush needed
+    // Fill the pipe: the next short blocks wait for the thread, behind the long one.
+    const std::string big(1 << 20, 'z');
+    console.write(1, big + "\n");
+    console.write(1, "after 1\n");
+    console.write(1, "after 2\n");
+    const std::string want = big + "\nafter 1\nafter 2\n";
+    REQUIRE(::fcntl(fds[0], F_SETFL, 0) == 0);  // the reader blocks until the bytes come
+    std::string got;
+    std::thread reader([&] {
+      char buf[1 << 16];
+      for (ssize_t n; got.size() < want.size() && (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+        got.append(buf, static_cast<std::size_t>(n));
+    });
+    console.flush();
+    reader.join();
+    CHECK(got == want);
+  }
+  ::dup2(saved, 1);
+  ::close(saved);
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
