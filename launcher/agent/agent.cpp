@@ -340,6 +340,7 @@ int Agent::run() {
     std::cout.flush();
     std::_Exit(*exit_code_);
   }
+  if (deps_.workers_done) deps_.workers_done();
   if (log_tally_.lines_lost > 0) {
     // The exit code stays the workers' own; the message says what the files miss.
     log::error("log files incomplete: {} line(s) not written to {} ({})", log_tally_.lines_lost, eff_.log_root,

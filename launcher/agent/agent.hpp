@@ -80,6 +80,10 @@ struct AgentDeps {
   // Runs before every round on the join thread; a node that fails it exits 69 (rdzv/self_exclusion.hpp).
   // Default: the node's health checks (health/node_health.hpp) when `preflight`, else none.
   HealthGate health;
+  // Called once when the event loop has ended and no worker needs watching any more (the last
+  // one was reaped, or was sent SIGKILL): main's JobLifetime then has its reaper end the job while
+  // the agent tears down (status endpoint, run directory, leaving the job). Never blocks.
+  std::function<void()> workers_done;
 };
 
 // The agent of one node: one Asio event loop (the calling thread of run()) that owns the round

@@ -173,8 +173,9 @@ void JobLifetime::reap_orphans() {
   }
 }
 
-void JobLifetime::finish() {
-  if (reaper_ < 0) return;
+void JobLifetime::end_job() {
+  if (reaper_ < 0 || job_ended_) return;
+  job_ended_ = true;
   // Without a cgroup, orphans that left their worker's process group (a setsid daemon whose
   // parent exited) are found as our children: the reaper treats their groups as the workers'
   // ones. With one, the reaper signals every member anyway.
@@ -185,8 +186,15 @@ void JobLifetime::finish() {
       if (pid != reaper_ && pgid > 1 && pgid != own_group) send('W', pgid);
     }
   }
-  log::debug("stopping what the workers left behind (SIGTERM, SIGKILL after {:g} s)", grace_.count() / 1000.0);
   send('F', 0, true);
+}
+
+void JobLifetime::finish() {
+  if (reaper_ < 0) return;
+  end_job();
+  // Said once the launcher waits, with its own signal handling gone (a Ctrl-C now ends it, and
+  // its end of file makes the reaper kill at once), not when the reaper was told.
+  log::debug("stopping what the workers left behind (SIGTERM, SIGKILL after {:g} s)", grace_.count() / 1000.0);
   // Reap whatever exits until the reaper itself does: the orphans it kills are our children, and
   // their zombies would keep their process groups alive. The socket stays open meanwhile: if we
   // die now (a second Ctrl-C), its end of file tells the reaper to kill at once.

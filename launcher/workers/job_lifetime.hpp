@@ -64,8 +64,12 @@ class JobLifetime {
   // meanwhile, the reaper kills the whole cgroup anyway. Without a cgroup every message goes at
   // once. Never blocks.
   void flush();
-  // Ends the job as described above; blocks up to the grace plus a few seconds, reaping every
-  // child meanwhile. Call it after every ProcessSet is gone. Idempotent.
+  // Tells the reaper that the job is over (it stops what the workers left, as described above),
+  // without waiting for it: finish() waits. Call it once no worker needs watching any more (the
+  // ProcessSets may still hold their zombies: nothing is reaped here). Never blocks. Idempotent.
+  void end_job();
+  // end_job() unless done, then blocks up to the grace plus a few seconds, reaping every child
+  // meanwhile, until the reaper exits. Call it after every ProcessSet is gone. Idempotent.
   void finish();
 
  private:
@@ -80,6 +84,7 @@ class JobLifetime {
   std::chrono::milliseconds grace_;
   bool cgroup_dropped_ = false;
   pid_t reaper_ = -1;
+  bool job_ended_ = false;           // end_job() sent the reaper its last message
   int socket_ = -1;                  // our end; closed by finish()
   std::vector<ReaperMessage> held_;  // see flush()
 };
