@@ -25,8 +25,8 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
   if (config_.max_nodes == 1 && !config_.uses_etcd()) {
     // One node meets only itself, in its own store, in process: nothing blocks, so no thread.
     // The result still reaches the loop as a posted event, as from the thread.
-    auto [joined, error] = join(round);
-    boost::asio::post(io_, [joined = std::move(joined), error, on_joined = std::move(on_joined),
+    auto result = join(round);
+    boost::asio::post(io_, [joined = std::move(result.first), error = result.second, on_joined = std::move(on_joined),
                             on_error = std::move(on_error)] {
       if (error) return on_error(error);
       on_joined(*joined);
@@ -34,9 +34,9 @@ void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
     return;
   }
   thread_ = std::thread([this, round, on_joined = std::move(on_joined), on_error = std::move(on_error)] {
-    auto [joined, error] = join(round);
+    auto result = join(round);
     // The result goes back to the loop, which joins this (finished) thread first.
-    boost::asio::post(io_, [this, joined = std::move(joined), error, on_joined, on_error] {
+    boost::asio::post(io_, [this, joined = std::move(result.first), error = result.second, on_joined, on_error] {
       thread_.join();
       if (error) return on_error(error);
       on_joined(*joined);
