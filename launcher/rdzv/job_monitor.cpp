@@ -238,7 +238,9 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
       const std::optional<NodeLoss> loss = liveness->run();
       if (loss && !shared->is_stopped()) on_lost(loss->message, loss->store_lost);
     } catch (const ddp::Error& e) {
-      if (!shared->is_stopped()) on_lost(e.what(), true);
+      // Its first connection failed (the store's host stopped before this node's heartbeats
+      // began): said as the watcher says it.
+      if (!shared->is_stopped()) on_lost(o.store_lost + " (" + std::string(e.what()) + ")", true);
     }
   });
 }

@@ -105,7 +105,9 @@ def test_node_0_lost_by_the_others_says_why_it_stopped(ddplaunch, tmp_path):
     finally:
         nodes[0].send_signal(signal.SIGCONT)
     _, err0 = nodes[0].communicate(timeout=TIMEOUT)
-    assert nodes[1].returncode == 1 and "lost node 0" in err1, err1
+    # Node 1 finds node 0 gone by its heartbeats, or, when node 0 stopped before node 1's heartbeats
+    # had connected (a slow launcher under the sanitizers), by the store not answering.
+    assert nodes[1].returncode == 1 and ("lost node 0" in err1 or "lost the store on node 0" in err1), err1
     assert nodes[0].returncode == 1, err0
     assert "a failure reported by node 1" in err0 and "lost node 0" in err0, err0
     assert "\nstopped\n" not in err0, err0
