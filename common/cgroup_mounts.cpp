@@ -1,6 +1,9 @@
 // See cgroup_mounts.hpp.
 #include "common/cgroup_mounts.hpp"
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -83,6 +86,12 @@ std::string own_cgroup_dir(const CgroupMount& mount, const std::string& cgroup) 
 }
 
 std::string cgroup2_mount_point() {
+  // The two places systems mount it (unified; hybrid), one statfs each: generating
+  // /proc/self/mountinfo costs the kernel about 0.1 ms, a tenth of a one-worker launch's own work.
+  for (const char* usual : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
+    struct statfs fs {};
+    if (::statfs(usual, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC) return usual;
+  }
   for (const CgroupMount& m : cgroup_mounts())
     if (m.v2) return m.mount_point;
   return "";

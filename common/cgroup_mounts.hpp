@@ -26,7 +26,8 @@ std::vector<CgroupMount> cgroup_mounts(const std::string& mountinfo = "/proc/sel
 // or the path lies outside what is mounted.
 std::string own_cgroup_dir(const CgroupMount& mount, const std::string& cgroup = "/proc/self/cgroup");
 
-// The cgroup v2 mount point from /proc/self/mountinfo, "" if none.
+// The cgroup v2 mount point: /sys/fs/cgroup or /sys/fs/cgroup/unified when one is cgroup2, else the
+// first cgroup2 mount of /proc/self/mountinfo; "" if none.
 std::string cgroup2_mount_point();
 // This process's cgroup v2 path ("/..." relative to the mount point) from /proc/self/cgroup,
 // "" if none.

@@ -62,7 +62,7 @@ std::string log_root_for(const LaunchConfig& c, bool& temporary) {
 PlannedRunDir planned_run_dir(const LaunchConfig& c) {
   PlannedRunDir plan;
   plan.temporary = c.log_dir.empty() && !any_streams(c.redirects) && !any_streams(c.tee);
-  plan.base = c.log_dir.empty() ? "/tmp" : c.log_dir;
+  plan.base = c.log_dir.empty() ? c.temp_dir : c.log_dir;
   plan.name_template = plan.base + "/" + c.run_id + "_XXXXXX";
   return plan;
 }

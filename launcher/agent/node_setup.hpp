@@ -13,9 +13,10 @@
 namespace ddp::launcher {
 
 // This run's own directory, <base>/<run_id>_<random> as torchrun names it, so that a second run
-// with the same --log_dir never overwrites the first's logs. The base is --log_dir, else /tmp:
-// every worker gets an error file (TORCHELASTIC_ERROR_FILE) there, as torchrun's
-// /tmp/torchelastic_*; redirected or teed streams without --log_dir go there too.
+// with the same --log_dir never overwrites the first's logs. The base is --log_dir, else $TMPDIR
+// or /tmp (LaunchConfig::temp_dir): every worker gets an error file (TORCHELASTIC_ERROR_FILE)
+// there, as torchrun's $TMPDIR/torchelastic_*; redirected or teed streams without --log_dir go
+// there too.
 struct PlannedRunDir {
   std::string base;
   std::string name_template;  // <base>/<run_id>_XXXXXX: set_up_node() makes it with mkdtemp

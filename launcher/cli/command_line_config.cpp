@@ -102,6 +102,7 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   apply_nodes(v, env, c);
   apply_durations(v, env, c);
   apply_output(v, c);
+  if (const auto tmp = env("TMPDIR"); tmp && !tmp->empty()) c.temp_dir = *tmp;
   apply_torchrun_knobs(v, env, c);
   c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
   c.max_no_progress_restarts = parse_whole_number("--max_no_progress_restarts", v.max_no_progress_restarts);

@@ -74,6 +74,9 @@ struct LaunchConfig {
   std::chrono::milliseconds monitor_interval{100};
   std::string role = "default";
   std::string log_dir;       // "" = no log files
+  // Where a run without --log_dir makes its directory (agent/node_setup.hpp): $TMPDIR when set,
+  // else /tmp, as torchrun's tempfile.mkdtemp chooses.
+  std::string temp_dir = "/tmp";
   std::string summary_json;  // --summary_json FILE ("" = none; run_recorder.hpp)
   std::string event_log;     // --event_log FILE ("" = none)
   StreamSelection redirects;

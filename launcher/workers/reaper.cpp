@@ -81,7 +81,9 @@ class ReaperLoop {
 
   // SIGKILL everything left, wait for the cgroup to empty, remove it.
   void kill_all() {
-    if (cgroup_ && !cgroup_->kill()) cgroup_->signal(SIGKILL);
+    // An empty cgroup (the usual end) stays empty: only the launcher, done by now, starts processes
+    // in it, and anything a worker started is a member.
+    if (cgroup_ && cgroup_->populated() && !cgroup_->kill()) cgroup_->signal(SIGKILL);
     if (!cgroup_) {
       // ESRCH: the group is empty; nothing to do.
       for (const auto& [pgid, kill_at] : groups_) ::kill(-pgid, SIGKILL);

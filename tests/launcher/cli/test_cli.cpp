@@ -115,6 +115,12 @@ TEST_CASE("both spellings of each flag are accepted", "[cli]") {
 // PET_* defaults. The variables are set both in the fake lookup and in the process environment
 // (restored afterwards), so this holds whichever of the two the parser reads; see the report on
 // CLI11's envname bypassing the EnvLookup.
+TEST_CASE("a run without --log_dir makes its directory under $TMPDIR, else /tmp", "[cli]") {
+  CHECK(parse({"prog"}, FakeEnv{}).temp_dir == "/tmp");
+  CHECK(parse({"prog"}, FakeEnv{{"TMPDIR", "/scratch/tmp"}}).temp_dir == "/scratch/tmp");
+  CHECK(parse({"prog"}, FakeEnv{{"TMPDIR", ""}}).temp_dir == "/tmp");
+}
+
 TEST_CASE("PET_* variables supply defaults and explicit flags beat them", "[cli]") {
   const FakeEnv pet{{"PET_NPROC_PER_NODE", "3"},
                     {"PET_NNODES", "2"},
