@@ -12,6 +12,7 @@
 #include "launcher/cli/completion.hpp"
 #include "launcher/cli/empty_values.hpp"
 #include "launcher/cli/flag_prefixes.hpp"
+#include "launcher/cli/flag_app.hpp"
 #include "launcher/cli/pet_defaults.hpp"
 #include "launcher/cli/validate.hpp"
 
@@ -33,7 +34,7 @@ void take_program(std::vector<std::string> rest, LaunchConfig& c) {
 
 ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env) {
   ParsedCommandLine out;
-  CLI::App app{"ddplaunch: start distributed data-parallel workers on this node (a drop-in for torchrun)"};
+  FlagApp app{"ddplaunch: start distributed data-parallel workers on this node (a drop-in for torchrun)"};
   app.prefix_command();  // everything from the first positional argument on belongs to the program
   CommandLineValues values;
   PetDefaults pet;

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/exit_codes.hpp"
+#include "launcher/cli/flag_app.hpp"
 #include "launcher/cli/pet_defaults.hpp"
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/config/numa_mode.hpp"
@@ -46,7 +47,7 @@ std::string help_footer() {
 }
 
 // A duration flag: its text must be a number of seconds (CLI11 reports "--flag: <message>").
-CLI::Option* add_seconds(CLI::App& app, const std::string& names, std::string& value, const std::string& help) {
+CLI::Option* add_seconds(FlagApp& app, const std::string& names, std::string& value, const std::string& help) {
   const CLI::Validator seconds(
       [](std::string& text) {
         return parse_seconds(text) ? std::string() : fmt::format("{} is not {}", text, kSecondsExpected);
@@ -56,7 +57,7 @@ CLI::Option* add_seconds(CLI::App& app, const std::string& names, std::string& v
 }
 
 // A TCP port flag: its text must be a whole number in 0..65535 (CLI11 reports "--flag: <message>").
-CLI::Option* add_port(CLI::App& app, const std::string& names, int& value, const std::string& help) {
+CLI::Option* add_port(FlagApp& app, const std::string& names, int& value, const std::string& help) {
   const CLI::Validator port(
       [](std::string& text) {
         const bool ok = !text.empty() && text.size() <= 5 &&
@@ -78,7 +79,7 @@ CLI::Validator numa_mode_check() {
 }
 
 // Which nodes take part and where node 0's store is.
-void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+void declare_node_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--nnodes", v.nnodes, "N or MIN:MAX (elastic)")->type_name("N|MIN:MAX"));
   pet.add(
@@ -99,7 +100,7 @@ void declare_node_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet)
 }
 
 // The rendezvous, failure detection and restarts.
-void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+void declare_rendezvous_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--rdzv_id,--rdzv-id", c.run_id, "job id shared by all nodes")->type_name("ID"));
   pet.add(app.add_option("--rdzv_endpoint,--rdzv-endpoint", c.rdzv_endpoint,
@@ -154,7 +155,7 @@ void declare_rendezvous_options(CLI::App& app, CommandLineValues& v, PetDefaults
 }
 
 // How each worker is started and stopped.
-void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+void declare_worker_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--role", c.role, "role name (ROLE_NAME)")->type_name("NAME"));
   pet.add(app.add_flag("--no_python,--no-python", c.no_python, "execute the program directly"));
@@ -204,7 +205,7 @@ void declare_worker_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
 }
 
 // Where output goes, and what ddplaunch itself prints.
-void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pet) {
+void declare_output_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet) {
   LaunchConfig& c = v.config;
   pet.add(app.add_option("--log_dir,--log-dir", c.log_dir,
                          "write <dir>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log")
@@ -274,7 +275,7 @@ void declare_output_options(CLI::App& app, CommandLineValues& v, PetDefaults& pe
 
 }  // namespace
 
-void declare_options(CLI::App& app, CommandLineValues& values, PetDefaults& pet) {
+void declare_options(FlagApp& app, CommandLineValues& values, PetDefaults& pet) {
   app.footer(help_footer());
   app.set_version_flag("--version", std::string("ddplaunch ") + kVersion);
   declare_node_options(app, values, pet);

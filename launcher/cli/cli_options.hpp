@@ -13,12 +13,9 @@
 
 #include "launcher/config/launch_config.hpp"
 
-namespace CLI {
-class App;
-}
-
 namespace ddp::launcher {
 
+class FlagApp;
 class PetDefaults;
 
 // What the command line (and PET_* defaults) gave, before conversion. Flags that need no
@@ -72,6 +69,6 @@ inline constexpr std::string_view kEmptyValueMeans[] = {"--rdzv_conf", "--local_
 // Adds every flag, the help footer and --version to `app`, binding the flags to `values` (which
 // must outlive `app`); flags that torchrun reads from PET_* are registered with `pet`. Does not
 // parse; never throws.
-void declare_options(CLI::App& app, CommandLineValues& values, PetDefaults& pet);
+void declare_options(FlagApp& app, CommandLineValues& values, PetDefaults& pet);
 
 }  // namespace ddp::launcher

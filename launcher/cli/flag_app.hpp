@@ -1,0 +1,68 @@
+// CLI11's App for a command line of many flags: each new flag's names are checked against the
+// flags already declared in a hash set, instead of by CLI11 2.1's own check, which compares the
+// new flag with every earlier one through a helper that copies both name lists each time
+// (detail::find_member takes its vector by value). For ddplaunch's ~90 flags, most with two
+// spellings, that check cost about 0.15 ms of every launch (bench/RESULTS.md, launch overhead).
+// Only add_option and add_flag go around it; everything else is CLI11's own. Not thread-safe.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace ddp::launcher {
+
+class FlagApp : public CLI::App {
+ public:
+  using CLI::App::App;
+
+  // As CLI::App's; throws CLI::OptionAlreadyAdded for a name declared before, as CLI11 does.
+  template <typename... Args>
+  CLI::Option* add_option(Args&&... args) {
+    return without_cli11_check([&] { return CLI::App::add_option(std::forward<Args>(args)...); });
+  }
+  template <typename... Args>
+  CLI::Option* add_flag(Args&&... args) {
+    return without_cli11_check([&] { return CLI::App::add_flag(std::forward<Args>(args)...); });
+  }
+
+ private:
+  // Adds one flag with the earlier ones set aside (CLI11 then finds nothing to compare with),
+  // checks its names here and puts the earlier ones back, in order, with it after them.
+  template <typename Add>
+  CLI::Option* without_cli11_check(Add add) {
+    if (names_.empty()) {
+      for (const CLI::Option_p& o : options_) names_.merge(names_of(*o));  // --help, --version
+    }
+    std::vector<CLI::Option_p> earlier = std::exchange(options_, {});
+    CLI::Option* added = nullptr;
+    std::unordered_set<std::string> names;
+    try {
+      added = add();
+      names = names_of(*added);
+      for (const std::string& n : names) {
+        if (names_.count(n)) throw CLI::OptionAlreadyAdded(n);
+      }
+    } catch (...) {
+      options_ = std::move(earlier);  // a refused flag is dropped
+      throw;
+    }
+    earlier.push_back(std::move(options_.back()));
+    options_ = std::move(earlier);
+    names_.merge(names);
+    return added;
+  }
+  static std::unordered_set<std::string> names_of(const CLI::Option& o) {
+    std::unordered_set<std::string> names;
+    for (const std::string& n : o.get_lnames()) names.insert("--" + n);
+    for (const std::string& n : o.get_snames()) names.insert("-" + n);
+    return names;
+  }
+
+  std::unordered_set<std::string> names_;
+};
+
+}  // namespace ddp::launcher

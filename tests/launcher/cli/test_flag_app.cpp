@@ -1,0 +1,40 @@
+// FlagApp (launcher/cli/flag_app.hpp): CLI11's App with the duplicate-name check done in a hash set.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "launcher/cli/flag_app.hpp"
+
+using ddp::launcher::FlagApp;
+
+TEST_CASE("flags declared through FlagApp parse as CLI11's own and keep their order", "[cli]") {
+  FlagApp app{"t"};
+  std::string port;
+  bool quiet = false;
+  int level = 0;
+  app.add_option("--master_port,--master-port", port, "p");
+  app.add_flag("-q,--quiet", quiet, "q");
+  app.add_option("--level", level, "l");
+  const std::vector<const char*> argv{"prog", "--master-port", "29500", "-q", "--level=3"};
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  CHECK(port == "29500");
+  CHECK(quiet);
+  CHECK(level == 3);
+  std::vector<std::string> order;
+  for (const CLI::Option* o : app.get_options()) order.push_back(o->get_name());
+  CHECK(order == std::vector<std::string>{"--help", "--master_port", "--quiet", "--level"});
+}
+
+TEST_CASE("a name declared twice is refused as CLI11 refuses it", "[cli]") {
+  FlagApp app{"t"};
+  std::string a, b;
+  bool f = false;
+  app.add_option("--node_rank,--node-rank", a, "");
+  CHECK_THROWS_AS(app.add_option("--node-rank", b, ""), CLI::OptionAlreadyAdded);
+  CHECK_THROWS_AS(app.add_flag("-h", f, ""), CLI::OptionAlreadyAdded);  // CLI11's --help owns -h
+  CHECK_THROWS_AS(app.add_flag("--help", f, ""), CLI::OptionAlreadyAdded);
+  // A refused flag leaves the earlier ones as they were.
+  CHECK(app.get_options().size() == 2);
+  CHECK(app.get_option("--node_rank") != nullptr);
+}
