@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -48,6 +49,7 @@ struct Prepared {
   std::vector<int> keep;  // sorted, without stdio, with the report pipe's write end
   pid_t parent = 0;
   int report_fd = -1;                   // the write end of the report pipe: kept through the closing, not the exec
+  volatile Failure* shared_report = nullptr;  // without a pipe: where a child on our memory reports
   int procs_fd = -1;                    // cgroup.procs to join before exec (-1: none, or born in the cgroup)
   std::vector<unsigned long> cpu_mask;  // a cpu_set_t of the child's CPUs (ChildOptions::cpus); empty: none
 };
@@ -78,7 +80,7 @@ void exec_child(const ChildOptions& o, const Prepared& p, volatile Failure& f) {
     errno = e;
     return fail("closing inherited descriptors");
   }
-  if (::fcntl(p.report_fd, F_SETFD, FD_CLOEXEC) != 0) return fail("fcntl (report pipe)");
+  if (p.report_fd >= 0 && ::fcntl(p.report_fd, F_SETFD, FD_CLOEXEC) != 0) return fail("fcntl (report pipe)");
   if (::setpgid(0, 0) != 0) return fail("setpgid");
   if (::prctl(PR_SET_PDEATHSIG, o.death_signal) != 0) return fail("prctl(PR_SET_PDEATHSIG)");
   // The parent died before prctl took effect: give up now instead of running orphaned.
@@ -117,8 +119,9 @@ std::string describe(const std::string& exe, const char* step, int e) {
 std::atomic<bool> no_clone_into_cgroup{false};
 
 // Argv and envp as C arrays, and the descriptors to keep: everything the child needs, built
-// before the fork. `report_fd` is the write end of the child's report pipe.
-Prepared prepare(const ChildOptions& o, int report_fd) {
+// before the fork. The report goes to `shared_report` (the child shares our memory for certain),
+// else through a pipe whose write end use_report_pipe() adds.
+Prepared prepare(const ChildOptions& o, volatile Failure* shared_report) {
   Prepared p;
   p.arg_strings = o.argv.empty() ? std::vector<std::string>{o.exe} : o.argv;
   for (auto& a : p.arg_strings) p.argv.push_back(a.data());
@@ -128,12 +131,11 @@ Prepared prepare(const ChildOptions& o, int report_fd) {
   for (auto& e : p.env_strings) p.envp.push_back(e.data());
   p.envp.push_back(nullptr);
   p.keep = o.keep_fds;
-  p.keep.push_back(report_fd);
   std::sort(p.keep.begin(), p.keep.end());
   p.keep.erase(std::unique(p.keep.begin(), p.keep.end()), p.keep.end());
   p.keep.erase(std::remove_if(p.keep.begin(), p.keep.end(), [](int fd) { return fd <= 2; }), p.keep.end());
   p.parent = ::getpid();
-  p.report_fd = report_fd;
+  p.shared_report = shared_report;
   p.procs_fd = o.cgroup_procs_fd;
   if (!o.cpus.empty()) {
     constexpr std::size_t kBits = 8 * sizeof(unsigned long);
@@ -143,10 +145,12 @@ Prepared prepare(const ChildOptions& o, int report_fd) {
   return p;
 }
 
-// The child's report: a close-on-exec pipe. The child writes its Failure there when a step fails;
-// end of file means the exec succeeded. (After vfork the child shares our memory, but a sanitizer
-// or valgrind may turn vfork into fork: the pipe works either way.) Step names are string
-// literals: the same addresses in a forked copy of the program.
+// The child's report when it may not share our memory: a close-on-exec pipe. The child writes its
+// Failure there when a step fails; end of file means the exec succeeded. (After vfork the child
+// shares our memory, but a sanitizer or valgrind may turn vfork into fork: the pipe works either
+// way.) Step names are string literals: the same addresses in a forked copy of the program. A
+// child of clone_shared, which shares our memory for certain, writes its Failure into ours
+// instead: four system calls fewer per worker.
 class ReportPipe {
  public:
   ReportPipe() {
@@ -181,7 +185,12 @@ class ReportPipe {
   volatile Failure f;
   exec_child(o, p, f);
   const Failure copy{f.step, f.error_number};
-  [[maybe_unused]] const ssize_t n = ::write(p.report_fd, &copy, sizeof copy);
+  if (p.report_fd >= 0) {
+    [[maybe_unused]] const ssize_t n = ::write(p.report_fd, &copy, sizeof copy);
+  } else {
+    p.shared_report->step = copy.step;
+    p.shared_report->error_number = copy.error_number;
+  }
   ::_exit(kExitExecFailed);
 }
 
@@ -197,21 +206,18 @@ pid_t clone_into_cgroup(const ChildOptions& o, const Prepared& p) {
   args.flags = CLONE_VFORK | CLONE_INTO_CGROUP;
   args.exit_signal = SIGCHLD;
   args.cgroup = static_cast<std::uint64_t>(o.cgroup_fd);
-  struct Entry {
-    const ChildOptions* o;
-    const Prepared* p;
-  } entry{&o, &p};
-  // The child's calls (exec_child, close_descriptors_except's 4 KiB buffer) need a few KiB.
-  constexpr std::size_t kChildStack = 64 * 1024;
-  const std::unique_ptr<char[]> stack(new char[kChildStack]);
-  const pid_t shared = clone_shared(
-      args, stack.get(), kChildStack,
-      [](void* e) { run_child(*static_cast<Entry*>(e)->o, *static_cast<Entry*>(e)->p); }, &entry);
-  if (shared >= 0 || errno != ENOSYS) return shared;
-  args = clone_args{};
-  args.flags = CLONE_VFORK | CLONE_INTO_CGROUP;
-  args.exit_signal = SIGCHLD;
-  args.cgroup = static_cast<std::uint64_t>(o.cgroup_fd);
+  if (p.report_fd < 0) {
+    struct Entry {
+      const ChildOptions* o;
+      const Prepared* p;
+    } entry{&o, &p};
+    // The child's calls (exec_child, close_descriptors_except's 4 KiB buffer) need a few KiB.
+    constexpr std::size_t kChildStack = 64 * 1024;
+    const std::unique_ptr<char[]> stack(new char[kChildStack]);
+    return clone_shared(
+        args, stack.get(), kChildStack,
+        [](void* e) { run_child(*static_cast<Entry*>(e)->o, *static_cast<Entry*>(e)->p); }, &entry);
+  }
   const long pid = ::syscall(SYS_clone3, &args, sizeof args);
   if (pid == 0) run_child(o, p);
   return static_cast<pid_t>(pid);
@@ -245,40 +251,64 @@ bool StartError::process_limit() const {
 }
 
 pid_t start_child(const ChildOptions& options) {
-  ReportPipe report;
-  if (!report.ok()) throw StartError(options.exe, "pipe2", errno);
-  Prepared p = prepare(options, report.child_end());
+  volatile Failure shared_report;
+  Prepared p = prepare(options, &shared_report);
+  std::optional<ReportPipe> report;  // made unless the child is known to share our memory
+  // Returns false, errno set, when no pipe can be made.
+  const auto use_report_pipe = [&] {
+    report.emplace();
+    if (!report->ok()) return false;
+    p.report_fd = report->child_end();
+    p.keep.insert(std::upper_bound(p.keep.begin(), p.keep.end(), p.report_fd), p.report_fd);
+    return true;
+  };
+  const bool into_cgroup = options.cgroup_fd >= 0 && !no_clone_into_cgroup.load();
   // All signals blocked across the fork, so that no handler of ours runs in the child (on our
   // memory, after vfork) before the child has reset it.
   sigset_t all, old_mask;
   ::sigfillset(&all);
   if (const int e = ::pthread_sigmask(SIG_SETMASK, &all, &old_mask); e != 0)
     throw StartError(options.exe, "pthread_sigmask", e);
-  const char* fork_step = "vfork";
+  const char* fork_step = nullptr;  // the step that failed, with fork_errno
   pid_t pid = -1;
   int fork_errno = 0;
-  if (options.cgroup_fd >= 0 && !no_clone_into_cgroup.load()) {
+  if (into_cgroup) {
     p.procs_fd = -1;  // born in the cgroup
-    fork_step = "clone3";
     pid = clone_into_cgroup(options, p);
+    if (pid < 0 && errno == ENOSYS && !report) {
+      // No clone_shared here (another architecture, a sanitizer build): clone3 copying our memory.
+      if (use_report_pipe()) {
+        pid = clone_into_cgroup(options, p);
+      } else {
+        fork_step = "pipe2";
+      }
+    }
     fork_errno = errno;
-    if (pid < 0 && (fork_errno == ENOSYS || fork_errno == EINVAL)) {
-      no_clone_into_cgroup = true;
-      p.procs_fd = options.cgroup_procs_fd;
-    } else if (pid < 0 && fork_errno != EAGAIN && fork_errno != ENOMEM) {
-      // The cgroup refused the child (EACCES, EBUSY, ...): as a failed cgroup.procs write.
-      fork_step = kCgroupStep;
+    if (pid < 0 && fork_step == nullptr) {
+      if (fork_errno == ENOSYS || fork_errno == EINVAL) {
+        no_clone_into_cgroup = true;  // Linux before 5.7: vfork below, then cgroup.procs
+        p.procs_fd = options.cgroup_procs_fd;
+      } else {
+        // EAGAIN, ENOMEM: a fork's limits; else the cgroup refused the child (EACCES, EBUSY, ...),
+        // as a failed cgroup.procs write.
+        fork_step = fork_errno == EAGAIN || fork_errno == ENOMEM ? "clone3" : kCgroupStep;
+      }
     }
   }
-  if (options.cgroup_fd < 0 || no_clone_into_cgroup.load()) {
-    fork_step = "vfork";
-    pid = vfork_child(options, p);
+  if (pid < 0 && fork_step == nullptr) {
+    if (report || use_report_pipe()) {
+      pid = vfork_child(options, p);
+      fork_step = "vfork";
+    } else {
+      fork_step = "pipe2";
+    }
     fork_errno = errno;
   }
   // Restoring a mask we just read cannot fail.
   ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (pid < 0) throw StartError(options.exe, fork_step, fork_errno);
-  if (const Failure failure = report.read(); failure.step != nullptr) {
+  const Failure failure = report ? report->read() : Failure{shared_report.step, shared_report.error_number};
+  if (failure.step != nullptr) {
     int status = 0;
     // The child has _exit'ed already (the fork returns after that): this does not block.
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -112,3 +112,40 @@ TEST_CASE("JobCgroup: signal reaches every member, wait_empty times out while on
 }
 
 }  // namespace
+
+// A child born in the cgroup shares the launcher's memory until it execs (clone_shared) and reports
+// a failed step there, not through a pipe: the same errors as start_child's other paths.
+TEST_CASE("JobCgroup: a child born in the cgroup that cannot start names the step and errno", "[cgroup]") {
+  auto cg = make("fail");
+  if (!cg) return;
+  ddp::ChildOptions o;
+  o.exe = "/nonexistent/program";
+  o.cgroup_fd = cg->dir_fd();
+  o.cgroup_procs_fd = cg->procs_fd();
+  try {
+    ddp::start_child(o);
+    FAIL("start_child did not throw");
+  } catch (const ddp::StartError& e) {
+    CHECK(std::string(e.step()) == "execve");
+    CHECK(e.error_number() == ENOENT);
+  }
+  o.exe = "/bin/true";
+  o.stdout_fd = 999;  // not open: dup2 fails before exec
+  try {
+    ddp::start_child(o);
+    FAIL("start_child did not throw");
+  } catch (const ddp::StartError& e) {
+    CHECK(std::string(e.step()) == "dup2 (stdout)");
+    CHECK(e.error_number() == EBADF);
+  }
+  // A start that succeeds after failed ones still reports nothing.
+  o.stdout_fd = -1;
+  const pid_t pid = ddp::start_child(o);
+  int status = -1;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  // Every failed child was reaped before the throw.
+  CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+  CHECK(cg->wait_empty(std::chrono::seconds(5)));
+  CHECK(cg->remove());
+}
