@@ -65,8 +65,12 @@ void exec_child(const ChildOptions& o, const Prepared& p, volatile Failure& f) {
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction sa {};
     if (sig == SIGKILL || sig == SIGSTOP) continue;
-    if (::sigaction(sig, nullptr, &sa) != 0) continue;  // EINVAL: a number glibc reserves
-    if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
+    if (o.caught_signals) {
+      if (::sigismember(o.caught_signals, sig) != 1) continue;
+    } else {
+      if (::sigaction(sig, nullptr, &sa) != 0) continue;  // EINVAL: a number glibc reserves
+      if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
+    }
     sa = {};
     sa.sa_handler = SIG_DFL;
     if (::sigaction(sig, &sa, nullptr) != 0) return fail("sigaction");
@@ -231,6 +235,17 @@ pid_t vfork_child(const ChildOptions& o, const Prepared& p) {
 }
 
 }  // namespace
+
+sigset_t signals_with_handlers() {
+  sigset_t caught;
+  ::sigemptyset(&caught);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa {};
+    if (sig == SIGKILL || sig == SIGSTOP || ::sigaction(sig, nullptr, &sa) != 0) continue;
+    if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) ::sigaddset(&caught, sig);
+  }
+  return caught;
+}
 
 std::string process_limit_hint() {
   rlimit procs{};

@@ -43,7 +43,15 @@ struct ChildOptions {
   int cgroup_procs_fd = -1;         // its cgroup.procs: where clone3 cannot create the child in it (Linux
                                     // before 5.7), the child joins by writing "0" there before exec
   std::vector<int> cpus;            // non-empty: the child's CPU affinity (sched_setaffinity before exec)
+  // The signals that have a handler of ours, as signals_with_handlers() found them on the thread
+  // that installs handlers, none installed since: the child resets only these to the default.
+  // Null: the child looks at every signal (64 system calls in the child, before its exec).
+  const sigset_t* caught_signals = nullptr;
 };
+
+// The signals whose disposition is a handler (neither SIG_DFL nor SIG_IGN): one sigaction read
+// per signal. Never throws.
+sigset_t signals_with_handlers();
 
 // StartError::step() of a child the cgroup refused (either way of joining it).
 inline constexpr const char* kCgroupStep = "cgroup.procs";

@@ -51,21 +51,22 @@ ProcessSet::~ProcessSet() {
   }
 }
 
-std::size_t ProcessSet::start(const ChildOptions& options) {
+std::size_t ProcessSet::start(ChildOptions options) {
   pid_t pid = -1;
+  if (noted_) options.caught_signals = &*noted_;
   if (cgroup_fd_ < 0) {
     pid = start_child(options);
   } else {
-    ChildOptions o = options;
-    o.cgroup_fd = cgroup_fd_;
-    o.cgroup_procs_fd = cgroup_procs_fd_;
+    options.cgroup_fd = cgroup_fd_;
+    options.cgroup_procs_fd = cgroup_procs_fd_;
     try {
-      pid = start_child(o);
+      pid = start_child(options);
     } catch (const StartError& e) {
       if (std::strcmp(e.step(), kCgroupStep) != 0) throw;
       log::debug("cannot place workers in the job's cgroup ({}); using process groups only",
                  std::strerror(e.error_number()));
       cgroup_fd_ = cgroup_procs_fd_ = -1;
+      options.cgroup_fd = options.cgroup_procs_fd = -1;
       pid = start_child(options);
     }
   }

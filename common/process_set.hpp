@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "common/child_process.hpp"
@@ -40,7 +41,24 @@ class ProcessSet {
   ProcessSet& operator=(const ProcessSet&) = delete;
 
   // Starts a child (start_child) and returns its index. Throws StartError; the set is unchanged.
-  std::size_t start(const ChildOptions& options);
+  std::size_t start(ChildOptions options);
+
+  // For a group started at once: until the returned object goes, start() resets in each child
+  // only the signals that have a handler now, looked up here once instead of in every child (64
+  // system calls per child). Call it on the thread that installs this process's handlers; none may
+  // be installed while it lives.
+  class HandlersNoted {
+   public:
+    HandlersNoted(const HandlersNoted&) = delete;
+    HandlersNoted& operator=(const HandlersNoted&) = delete;
+    ~HandlersNoted() { set_.noted_.reset(); }
+
+   private:
+    friend class ProcessSet;
+    explicit HandlersNoted(ProcessSet& set) : set_(set) { set_.noted_ = signals_with_handlers(); }
+    ProcessSet& set_;
+  };
+  [[nodiscard]] HandlersNoted note_handlers() { return HandlersNoted(*this); }
   pid_t pid(std::size_t index) const { return children_.at(index).pid; }
 
   // Children started from now on are placed in `cgroup` (job_cgroup.hpp), which must outlive
@@ -85,6 +103,7 @@ class ProcessSet {
   std::vector<Child> children_;
   int cgroup_fd_ = -1;
   int cgroup_procs_fd_ = -1;
+  std::optional<sigset_t> noted_;  // while a HandlersNoted lives
 };
 
 }  // namespace ddp

@@ -34,6 +34,7 @@ class PosixProcessContext final : public ProcessContext {
   std::vector<int> start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
     on_exit_ = std::move(on_exit);
     std::vector<int> pids;
+    const ProcessSet::HandlersNoted noted = processes_.note_handlers();  // once for the group
     try {
       for (const auto& spec : specs) {
         workers_.push_back(

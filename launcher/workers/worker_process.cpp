@@ -71,7 +71,7 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   child.keep_fds = spec.keep_fds;
   child.cpus = spec.cpus;
   try {
-    index_ = processes.start(child);
+    index_ = processes.start(std::move(child));
   } catch (const StartError& e) {
     const bool limit = e.process_limit();
     const bool cpus = std::strcmp(e.step(), "sched_setaffinity") == 0;

@@ -125,8 +125,15 @@ TEST_CASE("start_child: caught handlers and the blocked mask do not reach the ch
   ::sigemptyset(&block);
   ::sigaddset(&block, SIGUSR2);
   REQUIRE(::pthread_sigmask(SIG_BLOCK, &block, &old_mask) == 0);
+  // The handlers as the parent noted them (ProcessSet::note_handlers), or looked up in the child.
+  const sigset_t noted = ddp::signals_with_handlers();
+  CHECK(::sigismember(&noted, SIGUSR1) == 1);
+  CHECK(::sigismember(&noted, SIGUSR2) == 0);
+  ddp::ChildOptions o;
+  SECTION("looked up in the child") {}
+  SECTION("noted by the parent") { o.caught_signals = &noted; }
   // cat installs no handler of its own (grep would: GNU grep catches SIGSEGV).
-  const auto [out, status] = run_sh("exec cat /proc/self/status");
+  const auto [out, status] = run_sh("exec cat /proc/self/status", o);
   ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   ::sigaction(SIGUSR1, &old_usr1, nullptr);
   CHECK_THAT(out, Catch::Contains("SigBlk:\t0000000000000000"));

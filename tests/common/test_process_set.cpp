@@ -156,3 +156,26 @@ TEST_CASE("ProcessSet: a child that cannot start leaves the set unchanged", "[pr
 }
 
 }  // namespace
+
+TEST_CASE("ProcessSet: a child started while the handlers are noted keeps none of them", "[process_set]") {
+  struct sigaction handler {};
+  handler.sa_handler = [](int) {};
+  struct sigaction old_usr1 {};
+  REQUIRE(::sigaction(SIGUSR1, &handler, &old_usr1) == 0);
+  ddp::ProcessSet set;
+  std::string out;
+  {
+    const ddp::ProcessSet::HandlersNoted noted = set.note_handlers();
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    auto o = sh("exec cat /proc/self/status");  // cat installs no handler of its own
+    o.stdout_fd = fds[1];
+    set.start(o);
+    ::close(fds[1]);
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+  }
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  CHECK_THAT(out, Catch::Contains("SigCgt:\t0000000000000000"));
+}
