@@ -12,12 +12,16 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
+
+#include "common/job_cgroup.hpp"
 
 namespace {
 
@@ -166,6 +170,18 @@ TEST_CASE("start_child: the child dies with the thread that started it", "[child
 
 TEST_CASE("start_child: failures name the step and errno, and leave no child", "[child]") {
   ddp::ChildOptions o;
+  std::optional<ddp::JobCgroup> cgroup;
+  SECTION("started by vfork: the child reports through a pipe") {}
+  SECTION("born in a cgroup by clone_shared: the child reports in our memory") {
+    std::string why;
+    cgroup = ddp::JobCgroup::create("ddplaunch-test-" + std::to_string(::getpid()) + "-report", &why);
+    if (!cgroup) {
+      WARN("skipped: no writable cgroup v2 here (" << why << ")");
+      return;
+    }
+    o.cgroup_fd = cgroup->dir_fd();
+    o.cgroup_procs_fd = cgroup->procs_fd();
+  }
   o.exe = "/nonexistent/program";
   try {
     ddp::start_child(o);
@@ -189,6 +205,16 @@ TEST_CASE("start_child: failures name the step and errno, and leave no child", "
   // Every failed child was reaped before the throw.
   CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
   CHECK(errno == ECHILD);
+  // A start after failed ones reports nothing.
+  o.stdout_fd = -1;
+  const pid_t pid = ddp::start_child(o);
+  int status = -1;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  if (cgroup) {
+    CHECK(cgroup->wait_empty(std::chrono::seconds(5)));
+    CHECK(cgroup->remove());
+  }
 }
 
 }  // namespace
