@@ -1,7 +1,10 @@
 // CommandLineValues → LaunchConfig; see command_line_config.hpp.
 #include "launcher/cli/command_line_config.hpp"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <random>
 
 #include <fmt/format.h>
@@ -29,8 +32,15 @@ std::chrono::milliseconds checked_seconds(const std::string& text) {
 }
 
 std::string random_run_id() {
-  std::random_device rd;
-  return fmt::format("{:x}{:x}", rd(), rd());
+  // getrandom, not std::random_device: libstdc++'s probes the CPU (cpuid, rdrand) on first use,
+  // which costs tens of microseconds in a virtual machine, on every single-node launch.
+  std::uint32_t words[2];
+  if (::getrandom(words, sizeof words, 0) != static_cast<ssize_t>(sizeof words)) {
+    std::random_device rd;  // a kernel without getrandom (before 3.17)
+    words[0] = rd();
+    words[1] = rd();
+  }
+  return fmt::format("{:x}{:x}", words[0], words[1]);
 }
 
 // Nodes, workers per node, and where node 0's store is.
