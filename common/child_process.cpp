@@ -1,12 +1,15 @@
 // vfork + exec, or clone3 into the job's cgroup + exec; see child_process.hpp.
 //
-// The child makes only system calls between the fork and execve: no allocation, no locks, no C++
-// objects. Everything it needs (argv, envp as C arrays) is built before. Both forks (vfork, and
-// clone3 with CLONE_VFORK, which copies the address space) return only once the child has exec'd
-// or exited; a failed step comes back through a close-on-exec pipe (ReportPipe).
+// The child makes only raw system calls between the fork and execve: no allocation, no locks, no
+// C++ objects, no errno. Everything it needs (argv, envp as C arrays) is built before (Prepared).
+// start_child's forks (vfork, clone3 with CLONE_VFORK) return only once the child has exec'd or
+// exited; a failed step comes back through a close-on-exec pipe (ReportPipe), or in our memory
+// from a child known to share it. begin_child does not wait: its child runs beside us on our
+// memory until its exec, and PendingChild::wait() sees it leave (CLONE_CHILD_CLEARTID).
 #include "common/child_process.hpp"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -18,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -27,6 +31,7 @@
 #include "common/clone_shared.hpp"
 #include "common/close_descriptors.hpp"
 #include "common/exit_codes.hpp"
+#include "common/raw_syscall.hpp"
 
 namespace ddp {
 namespace {
@@ -36,77 +41,103 @@ struct Failure {
   int error_number = 0;
 };
 
-// Makes `fd` the child's descriptor `target`, without close-on-exec. Child side of vfork only.
-bool move_fd(int fd, int target) {
-  if (fd < 0) return true;
-  if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0;
-  return ::dup2(fd, target) == target;
+// Makes `fd` the child's descriptor `target`, without close-on-exec. Child side only: returns 0
+// or the failed call's result (a negative errno).
+long move_fd(int fd, int target) {
+  if (fd < 0) return 0;
+  if (fd == target) return raw_syscall(SYS_fcntl, fd, F_SETFD, 0);
+  const long r = raw_syscall(SYS_dup3, fd, target, 0);
+  return r < 0 ? r : 0;
 }
 
+// Everything the child reads, built before the fork and owned by the parent until the child has
+// exec'd or exited (the child may run on our memory meanwhile: the options it came from may be
+// gone by then).
 struct Prepared {
+  std::string exe;
   std::vector<std::string> arg_strings, env_strings;
   std::vector<char*> argv, envp;
   std::vector<int> keep;  // sorted, without stdio, with the report pipe's write end
   pid_t parent = 0;
+  int stdout_fd = -1, stderr_fd = -1;
+  long long open_files_limit = -1;
+  int death_signal = SIGKILL;
+  std::optional<sigset_t> caught;       // ChildOptions::caught_signals; none: looked up in the child
   int report_fd = -1;                   // the write end of the report pipe: kept through the closing, not the exec
   volatile Failure* shared_report = nullptr;  // without a pipe: where a child on our memory reports
   int procs_fd = -1;                    // cgroup.procs to join before exec (-1: none, or born in the cgroup)
   std::vector<unsigned long> cpu_mask;  // a cpu_set_t of the child's CPUs (ChildOptions::cpus); empty: none
 };
 
-// Child side of the fork: system calls only. Returns only on failure, with `f` filled in.
-void exec_child(const ChildOptions& o, const Prepared& p, volatile Failure& f) {
-  const auto fail = [&](const char* step) {
+// The kernel's struct for rt_sigaction (x86-64 and the generic layout): only SIG_DFL is ever
+// set through it, and a handler read back.
+struct KernelSigaction {
+  void (*handler)(int) = SIG_DFL;
+  unsigned long flags = 0;
+  void (*restorer)() = nullptr;
+  std::uint64_t mask = 0;
+};
+
+// Child side of the fork: raw system calls only (raw_syscall.hpp: errno and the rest of the
+// parent thread's TLS stay untouched, as a child that runs beside us on our memory needs).
+// Returns only on failure, with `f` filled in.
+void exec_child(const Prepared& p, volatile Failure& f) {
+  const auto fail = [&](const char* step, long result) {
     f.step = step;
-    f.error_number = errno;
+    f.error_number = static_cast<int>(-result);
   };
   // Caught handlers would run the parent's code on the parent's memory: back to the default.
   // Ignored signals stay ignored, as exec keeps them (nohup's SIGHUP reaches the workers too).
+  constexpr long kSigsetBytes = 8;  // the kernel's sigset_t
   for (int sig = 1; sig < NSIG; ++sig) {
-    struct sigaction sa {};
     if (sig == SIGKILL || sig == SIGSTOP) continue;
-    if (o.caught_signals) {
-      if (::sigismember(o.caught_signals, sig) != 1) continue;
+    if (p.caught) {
+      if (::sigismember(&*p.caught, sig) != 1) continue;
     } else {
-      if (::sigaction(sig, nullptr, &sa) != 0) continue;  // EINVAL: a number glibc reserves
-      if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
+      KernelSigaction now;
+      // Fails (EINVAL) for a number glibc reserves: nothing to reset there.
+      if (raw_syscall(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&now), kSigsetBytes) != 0) continue;
+      if (now.handler == SIG_DFL || now.handler == SIG_IGN) continue;
     }
-    sa = {};
-    sa.sa_handler = SIG_DFL;
-    if (::sigaction(sig, &sa, nullptr) != 0) return fail("sigaction");
+    const KernelSigaction to_default;
+    if (const long r = raw_syscall(SYS_rt_sigaction, sig, reinterpret_cast<long>(&to_default), 0, kSigsetBytes); r != 0)
+      return fail("sigaction", r);
   }
+  long r = 0;
   // Before anything it could start: a child that is in the cgroup takes its children with it.
   // (Not needed when clone3 created it there: then cgroup_procs_fd is -1.)
-  if (p.procs_fd >= 0 && ::write(p.procs_fd, "0", 1) != 1) return fail(kCgroupStep);
-  if (!move_fd(o.stdout_fd, 1)) return fail("dup2 (stdout)");
-  if (!move_fd(o.stderr_fd, 2)) return fail("dup2 (stderr)");
-  if (const int e = close_descriptors_except(p.keep.data(), p.keep.size()); e != 0) {
-    errno = e;
-    return fail("closing inherited descriptors");
-  }
-  if (p.report_fd >= 0 && ::fcntl(p.report_fd, F_SETFD, FD_CLOEXEC) != 0) return fail("fcntl (report pipe)");
-  if (::setpgid(0, 0) != 0) return fail("setpgid");
-  if (::prctl(PR_SET_PDEATHSIG, o.death_signal) != 0) return fail("prctl(PR_SET_PDEATHSIG)");
+  if (p.procs_fd >= 0 && (r = raw_syscall(SYS_write, p.procs_fd, reinterpret_cast<long>("0"), 1)) != 1)
+    return fail(kCgroupStep, r < 0 ? r : -EIO);
+  if ((r = move_fd(p.stdout_fd, 1)) != 0) return fail("dup2 (stdout)", r);
+  if ((r = move_fd(p.stderr_fd, 2)) != 0) return fail("dup2 (stderr)", r);
+  if (const int e = close_descriptors_except(p.keep.data(), p.keep.size()); e != 0)
+    return fail("closing inherited descriptors", -e);
+  if (p.report_fd >= 0 && (r = raw_syscall(SYS_fcntl, p.report_fd, F_SETFD, FD_CLOEXEC)) != 0)
+    return fail("fcntl (report pipe)", r);
+  if ((r = raw_syscall(SYS_setpgid, 0, 0)) != 0) return fail("setpgid", r);
+  if ((r = raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, p.death_signal)) != 0) return fail("prctl(PR_SET_PDEATHSIG)", r);
   // The parent died before prctl took effect: give up now instead of running orphaned.
-  if (::getppid() != p.parent) {
-    errno = ESRCH;
-    return fail("getppid (the parent is gone)");
-  }
-  if (rlimit files{}; o.open_files_limit >= 0) {
-    if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return fail("getrlimit");
-    if (static_cast<rlim_t>(o.open_files_limit) < files.rlim_cur) {
-      files.rlim_cur = static_cast<rlim_t>(o.open_files_limit);
-      if (::setrlimit(RLIMIT_NOFILE, &files) != 0) return fail("setrlimit");
+  if (raw_syscall(SYS_getppid) != p.parent) return fail("getppid (the parent is gone)", -ESRCH);
+  if (p.open_files_limit >= 0) {
+    rlimit files{};
+    if ((r = raw_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, reinterpret_cast<long>(&files))) != 0)
+      return fail("getrlimit", r);
+    if (static_cast<rlim_t>(p.open_files_limit) < files.rlim_cur) {
+      files.rlim_cur = static_cast<rlim_t>(p.open_files_limit);
+      if ((r = raw_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, reinterpret_cast<long>(&files), 0)) != 0)
+        return fail("setrlimit", r);
     }
   }
-  if (!p.cpu_mask.empty() && ::sched_setaffinity(0, p.cpu_mask.size() * sizeof(unsigned long),
-                                                 reinterpret_cast<const cpu_set_t*>(p.cpu_mask.data())) != 0)
-    return fail("sched_setaffinity");
-  sigset_t none;
-  ::sigemptyset(&none);
-  if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) return fail("sigprocmask");
-  ::execve(o.exe.c_str(), p.argv.data(), p.envp.data());
-  fail("execve");
+  if (!p.cpu_mask.empty() &&
+      (r = raw_syscall(SYS_sched_setaffinity, 0, static_cast<long>(p.cpu_mask.size() * sizeof(unsigned long)),
+                       reinterpret_cast<long>(p.cpu_mask.data()))) != 0)
+    return fail("sched_setaffinity", r);
+  const std::uint64_t none = 0;
+  if ((r = raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, kSigsetBytes)) != 0)
+    return fail("sigprocmask", r);
+  r = raw_syscall(SYS_execve, reinterpret_cast<long>(p.exe.c_str()), reinterpret_cast<long>(p.argv.data()),
+                  reinterpret_cast<long>(p.envp.data()));
+  fail("execve", r);
 }
 
 bool is_fork_step(const char* step) {
@@ -127,6 +158,12 @@ std::atomic<bool> no_clone_into_cgroup{false};
 // else through a pipe whose write end use_report_pipe() adds.
 Prepared prepare(const ChildOptions& o, volatile Failure* shared_report) {
   Prepared p;
+  p.exe = o.exe;
+  p.stdout_fd = o.stdout_fd;
+  p.stderr_fd = o.stderr_fd;
+  p.open_files_limit = o.open_files_limit;
+  p.death_signal = o.death_signal;
+  if (o.caught_signals) p.caught = *o.caught_signals;
   p.arg_strings = o.argv.empty() ? std::vector<std::string>{o.exe} : o.argv;
   for (auto& a : p.arg_strings) p.argv.push_back(a.data());
   p.argv.push_back(nullptr);
@@ -185,17 +222,26 @@ class ReportPipe {
 };
 
 // Child side after either fork: exec, or report the failed step and exit.
-[[noreturn]] void run_child(const ChildOptions& o, const Prepared& p) {
+[[noreturn]] void run_child(const Prepared& p) {
   volatile Failure f;
-  exec_child(o, p, f);
+  exec_child(p, f);
   const Failure copy{f.step, f.error_number};
   if (p.report_fd >= 0) {
-    [[maybe_unused]] const ssize_t n = ::write(p.report_fd, &copy, sizeof copy);
+    raw_syscall(SYS_write, p.report_fd, reinterpret_cast<long>(&copy), sizeof copy);
   } else {
     p.shared_report->step = copy.step;
     p.shared_report->error_number = copy.error_number;
   }
-  ::_exit(kExitExecFailed);
+  raw_syscall(SYS_exit_group, kExitExecFailed);
+  __builtin_unreachable();
+}
+
+// The child's calls (exec_child, close_descriptors_except's 4 KiB buffer) need a few KiB.
+constexpr std::size_t kChildStack = 64 * 1024;
+
+// clone_shared's entry: the child's whole life before its exec.
+void run_prepared(void* prepared) {
+  run_child(*static_cast<const Prepared*>(prepared));
 }
 
 // clone3(CLONE_VFORK | CLONE_INTO_CGROUP): the child is born in the cgroup. Joining by a write to
@@ -211,26 +257,36 @@ pid_t clone_into_cgroup(const ChildOptions& o, const Prepared& p) {
   args.exit_signal = SIGCHLD;
   args.cgroup = static_cast<std::uint64_t>(o.cgroup_fd);
   if (p.report_fd < 0) {
-    struct Entry {
-      const ChildOptions* o;
-      const Prepared* p;
-    } entry{&o, &p};
-    // The child's calls (exec_child, close_descriptors_except's 4 KiB buffer) need a few KiB.
-    constexpr std::size_t kChildStack = 64 * 1024;
     const std::unique_ptr<char[]> stack(new char[kChildStack]);
-    return clone_shared(
-        args, stack.get(), kChildStack,
-        [](void* e) { run_child(*static_cast<Entry*>(e)->o, *static_cast<Entry*>(e)->p); }, &entry);
+    return clone_shared(args, stack.get(), kChildStack, run_prepared, const_cast<Prepared*>(&p));
   }
   const long pid = ::syscall(SYS_clone3, &args, sizeof args);
-  if (pid == 0) run_child(o, p);
+  if (pid == 0) run_child(p);
   return static_cast<pid_t>(pid);
 }
 
+// Every signal blocked in the calling thread while it lives, so that no handler of ours runs in a
+// child on our memory before the child has reset it. Throws StartError naming `exe` when the
+// mask cannot be set.
+class AllSignalsBlocked {
+ public:
+  explicit AllSignalsBlocked(const std::string& exe) {
+    sigset_t all;
+    ::sigfillset(&all);
+    if (const int e = ::pthread_sigmask(SIG_SETMASK, &all, &old_); e != 0) throw StartError(exe, "pthread_sigmask", e);
+  }
+  ~AllSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }  // a mask just read: cannot fail
+  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
 // vfork: a function of its own, so that nothing of the caller's lives across it.
-pid_t vfork_child(const ChildOptions& o, const Prepared& p) {
+pid_t vfork_child(const Prepared& p) {
   const pid_t pid = ::vfork();
-  if (pid == 0) run_child(o, p);
+  if (pid == 0) run_child(p);
   return pid;
 }
 
@@ -278,15 +334,10 @@ pid_t start_child(const ChildOptions& options) {
     return true;
   };
   const bool into_cgroup = options.cgroup_fd >= 0 && !no_clone_into_cgroup.load();
-  // All signals blocked across the fork, so that no handler of ours runs in the child (on our
-  // memory, after vfork) before the child has reset it.
-  sigset_t all, old_mask;
-  ::sigfillset(&all);
-  if (const int e = ::pthread_sigmask(SIG_SETMASK, &all, &old_mask); e != 0)
-    throw StartError(options.exe, "pthread_sigmask", e);
   const char* fork_step = nullptr;  // the step that failed, with fork_errno
   pid_t pid = -1;
   int fork_errno = 0;
+  std::optional<AllSignalsBlocked> blocked(std::in_place, options.exe);  // across the fork
   if (into_cgroup) {
     p.procs_fd = -1;  // born in the cgroup
     pid = clone_into_cgroup(options, p);
@@ -312,15 +363,14 @@ pid_t start_child(const ChildOptions& options) {
   }
   if (pid < 0 && fork_step == nullptr) {
     if (report || use_report_pipe()) {
-      pid = vfork_child(options, p);
+      pid = vfork_child(p);
       fork_step = "vfork";
     } else {
       fork_step = "pipe2";
     }
     fork_errno = errno;
   }
-  // Restoring a mask we just read cannot fail.
-  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  blocked.reset();
   if (pid < 0) throw StartError(options.exe, fork_step, fork_errno);
   const Failure failure = report ? report->read() : Failure{shared_report.step, shared_report.error_number};
   if (failure.step != nullptr) {
@@ -331,6 +381,93 @@ pid_t start_child(const ChildOptions& options) {
     throw StartError(options.exe, failure.step, failure.error_number);
   }
   return pid;
+}
+
+struct PendingChild::State {
+  Prepared prepared;
+  std::unique_ptr<char[]> stack;
+  volatile Failure report;
+  // CLONE_CHILD_CLEARTID: the kernel writes 0 here and wakes its futex when the child leaves our
+  // memory (its exec, or its exit).
+  alignas(4) volatile pid_t left = -1;
+};
+
+PendingChild::PendingChild() = default;
+
+PendingChild::~PendingChild() {
+  if (waited_) return;
+  try {
+    wait();
+  } catch (const StartError&) {
+    // Reaped in wait(); nobody asked.
+  }
+}
+
+void PendingChild::wait() {
+  if (waited_) return;
+  waited_ = true;
+  if (!state_) return;
+  State& s = *state_;
+  for (pid_t now; (now = s.left) != 0;) {
+    // The kernel's wake at the child's exec or exit is a shared futex (not FUTEX_PRIVATE_FLAG).
+    // EAGAIN (the word changed first) and EINTR: look again.
+    ::syscall(SYS_futex, const_cast<pid_t*>(&s.left), FUTEX_WAIT, now, nullptr, nullptr, 0);
+  }
+  const Failure failure{s.report.step, s.report.error_number};
+  const std::string exe = s.prepared.exe;
+  state_.reset();  // the child has left our memory
+  if (failure.step == nullptr) return;
+  int status = 0;
+  // The child has exited (it left our memory by _exit): this does not block.
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  throw StartError(exe, failure.step, failure.error_number);
+}
+
+namespace {
+
+// Whether a child may run beside us on our memory: raw system calls (no errno) and close_range
+// (its fallbacks read /proc with calls of their own, fine but slower; kernels before 5.9).
+bool children_may_run_beside_us() {
+  static const bool may = kRawSyscalls && raw_syscall(SYS_close_range, ~0U, ~0U, 0) == 0;
+  return may;
+}
+
+}  // namespace
+
+std::unique_ptr<PendingChild> begin_child(const ChildOptions& options) {
+  std::unique_ptr<PendingChild> child(new PendingChild);
+  if (options.cgroup_fd < 0 || no_clone_into_cgroup.load() || !children_may_run_beside_us()) {
+    child->pid_ = start_child(options);
+    child->waited_ = true;
+    return child;
+  }
+  child->state_ = std::make_unique<PendingChild::State>();
+  PendingChild::State& s = *child->state_;
+  s.prepared = prepare(options, &s.report);
+  s.prepared.procs_fd = -1;  // born in the cgroup
+  s.stack.reset(new char[kChildStack]);
+  clone_args args{};
+  args.flags = CLONE_INTO_CGROUP | CLONE_CHILD_CLEARTID;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<std::uint64_t>(options.cgroup_fd);
+  args.child_tid = reinterpret_cast<std::uint64_t>(&s.left);
+  std::optional<AllSignalsBlocked> blocked(std::in_place, options.exe);  // across the fork
+  const pid_t pid = clone_shared(args, s.stack.get(), kChildStack, run_prepared, &s.prepared);
+  const int e = errno;
+  blocked.reset();
+  if (pid < 0) {
+    child->state_.reset();  // no child runs on it
+    // No clone_shared or no CLONE_INTO_CGROUP here: start_child finds the way that works.
+    if (e == ENOSYS || e == EINVAL) {
+      child->pid_ = start_child(options);
+      child->waited_ = true;
+      return child;
+    }
+    throw StartError(options.exe, e == EAGAIN || e == ENOMEM ? "clone3" : kCgroupStep, e);
+  }
+  child->pid_ = pid;
+  return child;
 }
 
 }  // namespace ddp

@@ -9,10 +9,19 @@
 
 namespace ddp {
 
-pid_t clone_shared(clone_args& args, char* stack, std::size_t stack_size, void (*entry)(void*), void* arg) {
 // Not under AddressSanitizer or ThreadSanitizer: they track each thread's stack and would see
-// the child's calls on an unknown one; those builds keep the copying clone3.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// the child's calls on an unknown one; those builds keep the copying clone3. GCC says so with
+// __SANITIZE_*__, Clang (14) only through __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DDP_CLONE_SHARED_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DDP_CLONE_SHARED_SANITIZED 1
+#endif
+#endif
+
+pid_t clone_shared(clone_args& args, char* stack, std::size_t stack_size, void (*entry)(void*), void* arg) {
+#if defined(__x86_64__) && !defined(DDP_CLONE_SHARED_SANITIZED)
   args.flags |= CLONE_VM;
   args.stack = reinterpret_cast<std::uint64_t>(stack);
   args.stack_size = stack_size & ~std::size_t{15};  // the child's stack pointer: 16-byte aligned

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "common/exit_codes.hpp"
@@ -54,25 +55,67 @@ ProcessSet::~ProcessSet() {
 std::size_t ProcessSet::start(ChildOptions options) {
   pid_t pid = -1;
   if (noted_) options.caught_signals = &*noted_;
+  // In a batch, the exec is waited for by StartBatch::finish().
+  const bool batched = noted_.has_value();
+  std::unique_ptr<PendingChild> pending;
+  const auto begin = [&] {
+    if (batched) {
+      pending = begin_child(options);
+      pid = pending->pid();
+    } else {
+      pid = start_child(options);
+    }
+  };
   if (cgroup_fd_ < 0) {
-    pid = start_child(options);
+    begin();
   } else {
     options.cgroup_fd = cgroup_fd_;
     options.cgroup_procs_fd = cgroup_procs_fd_;
     try {
-      pid = start_child(options);
+      begin();
     } catch (const StartError& e) {
       if (std::strcmp(e.step(), kCgroupStep) != 0) throw;
       log::debug("cannot place workers in the job's cgroup ({}); using process groups only",
                  std::strerror(e.error_number()));
       cgroup_fd_ = cgroup_procs_fd_ = -1;
       options.cgroup_fd = options.cgroup_procs_fd = -1;
-      pid = start_child(options);
+      begin();
     }
   }
   own(pid, true);
   children_.push_back(Child{pid});
+  if (pending) pending_.emplace_back(children_.size() - 1, std::move(pending));
   return children_.size() - 1;
+}
+
+ProcessSet::StartBatch::StartBatch(ProcessSet& set) : set_(set) {
+  set_.noted_ = signals_with_handlers();
+}
+
+ProcessSet::StartBatch::~StartBatch() {
+  try {
+    finish();
+  } catch (const StartError&) {
+    // The failed children are reaped; the caller is unwinding already.
+  }
+  set_.noted_.reset();
+}
+
+void ProcessSet::StartBatch::finish() {
+  std::optional<StartFailed> first;
+  for (auto& [index, child] : set_.pending_) {
+    try {
+      child->wait();
+    } catch (const StartError& e) {
+      // Reaped by wait(): the set must neither report it nor signal its number again.
+      Child& c = set_.children_[index];
+      c.ended = c.reaped = true;
+      own(c.pid, false);
+      if (!first) first.emplace(index, e);
+    }
+  }
+  set_.pending_.clear();
+  if (first) throw *first;
 }
 
 void ProcessSet::signal_all(int signo) {

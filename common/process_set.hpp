@@ -15,7 +15,9 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/child_process.hpp"
@@ -40,25 +42,43 @@ class ProcessSet {
   ProcessSet(const ProcessSet&) = delete;
   ProcessSet& operator=(const ProcessSet&) = delete;
 
-  // Starts a child (start_child) and returns its index. Throws StartError; the set is unchanged.
+  // Starts a child (start_child; in a StartBatch, begin_child) and returns its index. Throws
+  // StartError, the set unchanged; in a batch only for the fork itself, the later steps are
+  // reported by StartBatch::finish().
   std::size_t start(ChildOptions options);
 
-  // For a group started at once: until the returned object goes, start() resets in each child
-  // only the signals that have a handler now, looked up here once instead of in every child (64
-  // system calls per child). Call it on the thread that installs this process's handlers; none may
-  // be installed while it lives.
-  class HandlersNoted {
+  // A child of a batch that could not start (StartBatch::finish): which one, and why.
+  class StartFailed : public StartError {
    public:
-    HandlersNoted(const HandlersNoted&) = delete;
-    HandlersNoted& operator=(const HandlersNoted&) = delete;
-    ~HandlersNoted() { set_.noted_.reset(); }
+    StartFailed(std::size_t index, const StartError& e) : StartError(e), index_(index) {}
+    std::size_t index() const { return index_; }
+
+   private:
+    std::size_t index_;
+  };
+
+  // A group started at once (the launcher's workers of a round). While it lives, start():
+  //   - resets in each child only the signals that have a handler now, looked up here once
+  //     instead of in every child (64 system calls per child);
+  //   - does not wait for each child's exec (begin_child): the next one is prepared meanwhile.
+  // finish() then waits for every exec. Make it on the thread that installs this process's
+  // handlers, and install none while it lives.
+  class StartBatch {
+   public:
+    StartBatch(const StartBatch&) = delete;
+    StartBatch& operator=(const StartBatch&) = delete;
+    // Waits as finish() does (the children may still run on memory the set owns), not throwing.
+    ~StartBatch();
+    // Returns once every child started in the batch has exec'd. Throws StartFailed for the first
+    // (by index) that could not; every such child is reaped (collect() never reports it).
+    void finish();
 
    private:
     friend class ProcessSet;
-    explicit HandlersNoted(ProcessSet& set) : set_(set) { set_.noted_ = signals_with_handlers(); }
+    explicit StartBatch(ProcessSet& set);
     ProcessSet& set_;
   };
-  [[nodiscard]] HandlersNoted note_handlers() { return HandlersNoted(*this); }
+  [[nodiscard]] StartBatch batch() { return StartBatch(*this); }
   pid_t pid(std::size_t index) const { return children_.at(index).pid; }
 
   // Children started from now on are placed in `cgroup` (job_cgroup.hpp), which must outlive
@@ -103,7 +123,9 @@ class ProcessSet {
   std::vector<Child> children_;
   int cgroup_fd_ = -1;
   int cgroup_procs_fd_ = -1;
-  std::optional<sigset_t> noted_;  // while a HandlersNoted lives
+  // While a StartBatch lives: the handlers it noted, and the children whose exec it waits for.
+  std::optional<sigset_t> noted_;
+  std::vector<std::pair<std::size_t, std::unique_ptr<PendingChild>>> pending_;
 };
 
 }  // namespace ddp

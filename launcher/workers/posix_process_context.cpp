@@ -34,7 +34,8 @@ class PosixProcessContext final : public ProcessContext {
   std::vector<int> start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
     on_exit_ = std::move(on_exit);
     std::vector<int> pids;
-    const ProcessSet::HandlersNoted noted = processes_.note_handlers();  // once for the group
+    // One look at the handlers for the group, and each worker's exec waited for only at the end.
+    ProcessSet::StartBatch batch = processes_.batch();
     try {
       for (const auto& spec : specs) {
         workers_.push_back(
@@ -44,9 +45,22 @@ class PosixProcessContext final : public ProcessContext {
         if (lifetime_) lifetime_->worker_started(w->pid(), processes_);
         w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });
       }
+      try {
+        batch.finish();
+      } catch (const ProcessSet::StartFailed& e) {
+        for (const auto& w : workers_)
+          if (w->index() == e.index()) throw worker_start_error(w->spec(), e);
+        throw;
+      }
     } catch (...) {
       if (lifetime_) lifetime_->flush();
-      // Nothing of a group that could not start completely keeps running.
+      // Every child past its setpgid first (a child still before it would miss the SIGKILL to
+      // its group); then nothing of a group that could not start completely keeps running.
+      try {
+        batch.finish();
+      } catch (const StartError&) {
+        // Reaped; the first error is the one on its way up.
+      }
       processes_.signal_all(SIGKILL);
       for (auto& w : workers_) reported_.push_back(w.get());
       throw;

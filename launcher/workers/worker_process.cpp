@@ -36,6 +36,16 @@ struct Pipe {
 
 }  // namespace
 
+UsageError worker_start_error(const WorkerSpec& spec, const StartError& e) {
+  const bool limit = e.process_limit();
+  const bool cpus = std::strcmp(e.step(), "sched_setaffinity") == 0;
+  return UsageError("cannot start '" + spec.argv.front() + "': " + e.step() + ": " + std::strerror(e.error_number()) +
+                    "; " +
+                    (limit  ? process_limit_hint()
+                     : cpus ? "--numa_binding chose CPUs this machine lacks (a DDPLAUNCH_HWLOC_XML topology?)"
+                            : "check that it is an executable program"));
+}
+
 WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output,
                              ProcessSet& processes)
     : spec_(spec), output_(std::move(output)) {
@@ -73,13 +83,7 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   try {
     index_ = processes.start(std::move(child));
   } catch (const StartError& e) {
-    const bool limit = e.process_limit();
-    const bool cpus = std::strcmp(e.step(), "sched_setaffinity") == 0;
-    throw UsageError("cannot start '" + spec.argv.front() + "': " + e.step() + ": " + std::strerror(e.error_number()) +
-                     "; " +
-                     (limit  ? process_limit_hint()
-                      : cpus ? "--numa_binding chose CPUs this machine lacks (a DDPLAUNCH_HWLOC_XML topology?)"
-                             : "check that it is an executable program"));
+    throw worker_start_error(spec, e);
   }
   pid_ = processes.pid(index_);
   // Our copies of the write ends close with the Pipe objects, so end of file comes when the

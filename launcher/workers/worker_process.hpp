@@ -31,10 +31,15 @@ struct OutputOptions {
   std::size_t tail_lines = 20;        // stderr lines kept for the failure summary
 };
 
+// What a worker that could not start says (exit 2): the program as given, the step and its
+// error, and the fix (the process limit, --numa_binding's CPUs, or an executable program).
+UsageError worker_start_error(const WorkerSpec& spec, const StartError& error);
+
 class WorkerProcess {
  public:
   // Starts the worker in `processes`. Throws UsageError when the program cannot be found or
-  // executed (nothing is left running then).
+  // executed (nothing is left running then). In a ProcessSet::StartBatch, the steps after the
+  // fork are reported by the batch's finish() instead (worker_start_error makes its message).
   WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec, OutputOptions output, ProcessSet& processes);
 
   int pid() const { return pid_; }

@@ -55,6 +55,14 @@ std::set<int> numbers(const std::string& text) {
   return out;
 }
 
+// A cgroup for one test, or nullopt (with a warning) where cgroup v2 is not writable.
+std::optional<ddp::JobCgroup> test_cgroup(const std::string& tag) {
+  std::string why;
+  auto cgroup = ddp::JobCgroup::create("ddplaunch-test-" + std::to_string(::getpid()) + "-" + tag, &why);
+  if (!cgroup) WARN("skipped: no writable cgroup v2 here (" << why << ")");
+  return cgroup;
+}
+
 TEST_CASE("start_child: the child holds only stdin, stdout and stderr", "[child]") {
   // A descriptor the parent holds without close-on-exec, as Asio's sockets are.
   const int leaked = ::dup2(::open("/dev/null", O_RDONLY), 57);
@@ -173,12 +181,8 @@ TEST_CASE("start_child: failures name the step and errno, and leave no child", "
   std::optional<ddp::JobCgroup> cgroup;
   SECTION("started by vfork: the child reports through a pipe") {}
   SECTION("born in a cgroup by clone_shared: the child reports in our memory") {
-    std::string why;
-    cgroup = ddp::JobCgroup::create("ddplaunch-test-" + std::to_string(::getpid()) + "-report", &why);
-    if (!cgroup) {
-      WARN("skipped: no writable cgroup v2 here (" << why << ")");
-      return;
-    }
+    cgroup = test_cgroup("report");
+    if (!cgroup) return;
     o.cgroup_fd = cgroup->dir_fd();
     o.cgroup_procs_fd = cgroup->procs_fd();
   }
@@ -218,3 +222,53 @@ TEST_CASE("start_child: failures name the step and errno, and leave no child", "
 }
 
 }  // namespace
+
+TEST_CASE("begin_child: a child born in a cgroup execs beside us, and wait() says how it went", "[child]") {
+  auto cgroup = test_cgroup("begin");
+  if (!cgroup) return;
+  ddp::ChildOptions o;
+  o.exe = "/bin/sh";
+  o.argv = {"sh", "-c", "exit 3"};
+  o.env = {{"PATH", "/usr/bin:/bin"}};
+  o.cgroup_fd = cgroup->dir_fd();
+  o.cgroup_procs_fd = cgroup->procs_fd();
+  const auto started = ddp::begin_child(o);
+  started->wait();
+  started->wait();  // once is enough; again returns at once
+  int status = -1;
+  REQUIRE(::waitpid(started->pid(), &status, 0) == started->pid());
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
+
+  // A child that fails before its exec: reported by wait() (or at once, where children cannot run
+  // beside us: sanitizer builds), reaped either way, and our errno untouched while it ran.
+  o.exe = "/nonexistent/program";
+  o.argv.clear();
+  errno = 4242;
+  try {
+    const auto failing = ddp::begin_child(o);
+    siginfo_t info{};
+    // Until it has exited, without a call that could set errno (waitid succeeds).
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(failing->pid()), &info, WEXITED | WNOWAIT) == 0);
+    CHECK(errno == 4242);
+    failing->wait();
+    FAIL("wait() did not throw");
+  } catch (const ddp::StartError& e) {
+    CHECK(std::string(e.step()) == "execve");
+    CHECK(e.error_number() == ENOENT);
+  }
+  CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+  CHECK(cgroup->wait_empty(std::chrono::seconds(5)));
+  CHECK(cgroup->remove());
+}
+
+TEST_CASE("begin_child: without a cgroup it is start_child, exec'd on return", "[child]") {
+  ddp::ChildOptions o;
+  o.exe = "/bin/true";
+  const auto started = ddp::begin_child(o);
+  started->wait();
+  int status = -1;
+  REQUIRE(::waitpid(started->pid(), &status, 0) == started->pid());
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  o.exe = "/nonexistent/program";
+  CHECK_THROWS_AS(ddp::begin_child(o), ddp::StartError);
+}

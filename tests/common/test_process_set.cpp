@@ -10,10 +10,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <string>
+#include <vector>
+
+#include "common/job_cgroup.hpp"
 
 namespace {
 
@@ -157,7 +161,7 @@ TEST_CASE("ProcessSet: a child that cannot start leaves the set unchanged", "[pr
 
 }  // namespace
 
-TEST_CASE("ProcessSet: a child started while the handlers are noted keeps none of them", "[process_set]") {
+TEST_CASE("ProcessSet: a child started in a batch keeps none of our handlers", "[process_set]") {
   struct sigaction handler {};
   handler.sa_handler = [](int) {};
   struct sigaction old_usr1 {};
@@ -165,12 +169,13 @@ TEST_CASE("ProcessSet: a child started while the handlers are noted keeps none o
   ddp::ProcessSet set;
   std::string out;
   {
-    const ddp::ProcessSet::HandlersNoted noted = set.note_handlers();
+    ddp::ProcessSet::StartBatch batch = set.batch();
     int fds[2];
     REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
     auto o = sh("exec cat /proc/self/status");  // cat installs no handler of its own
     o.stdout_fd = fds[1];
     set.start(o);
+    batch.finish();
     ::close(fds[1]);
     char buf[4096];
     for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
@@ -178,4 +183,44 @@ TEST_CASE("ProcessSet: a child started while the handlers are noted keeps none o
   }
   ::sigaction(SIGUSR1, &old_usr1, nullptr);
   CHECK_THAT(out, Catch::Contains("SigCgt:\t0000000000000000"));
+}
+
+TEST_CASE("ProcessSet: a batch in the job's cgroup names the child that could not start", "[process_set]") {
+  std::string why;
+  auto cgroup = ddp::JobCgroup::create("ddplaunch-test-" + std::to_string(::getpid()) + "-batch", &why);
+  if (!cgroup) {
+    WARN("skipped: no writable cgroup v2 here (" << why << ")");
+    return;
+  }
+  ChildSignal sig;
+  ddp::ProcessSet set;
+  set.place_in_cgroup(*cgroup);
+  {
+    ddp::ProcessSet::StartBatch batch = set.batch();
+    set.start(sh("exit 0"));
+    auto missing = sh("");
+    missing.exe = "/nonexistent/program";
+    set.start(missing);  // returns before the child's exec fails (where children run beside us)
+    set.start(sh("exit 4"));
+    try {
+      batch.finish();
+      FAIL("finish did not throw");
+    } catch (const ddp::ProcessSet::StartFailed& e) {
+      CHECK(e.index() == 1);
+      CHECK(std::string(e.step()) == "execve");
+      CHECK(e.error_number() == ENOENT);
+    }
+  }
+  // The two that started end as they should; the one that did not is never reported.
+  auto exits = wait_exits(set, sig, 2);
+  REQUIRE(exits.size() == 2);
+  CHECK(set.collect().empty());
+  std::sort(exits.begin(), exits.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  CHECK(exits[0].index == 0);
+  CHECK(exits[0].exit_code == 0);
+  CHECK(exits[1].index == 2);
+  CHECK(exits[1].exit_code == 4);
+  set.reap();
+  CHECK(cgroup->wait_empty(std::chrono::seconds(5)));
+  CHECK(cgroup->remove());
 }
