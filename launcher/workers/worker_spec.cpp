@@ -13,6 +13,7 @@
 
 #include "common/collective_progress.hpp"
 #include "common/find_executable.hpp"
+#include "common/host_name.hpp"
 #include "common/signals.hpp"
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
@@ -77,10 +78,9 @@ std::string substitute_local_rank(std::string arg, int local_rank) {
 namespace {
 
 // The node's name as torchrun's ${hostname} gives it: socket.gethostname(), not the FQDN.
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";  // only ENAMETOOLONG, not at this size
-  return name;
+std::string prefix_host() {
+  const std::string name = host_name();
+  return name.empty() ? "localhost" : name;
 }
 
 std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::string& role) {
@@ -88,7 +88,7 @@ std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::
   const std::pair<const char*, std::string> vars[] = {{"${rank}", std::to_string(rank)},
                                                       {"${local_rank}", std::to_string(local_rank)},
                                                       {"${role_name}", role},
-                                                      {"${hostname}", host ? host_name() : std::string()}};
+                                                      {"${hostname}", host ? prefix_host() : std::string()}};
   for (const auto& [k, v] : vars) {
     const std::string key = k;
     for (auto p = tpl.find(key); p != std::string::npos; p = tpl.find(key, p + v.size())) tpl.replace(p, key.size(), v);
