@@ -73,6 +73,7 @@ bool Agent::prepare() {
     wo.run_dir = eff_.log_root;
     wo.temporary_run_dir = eff_.temporary_log_root;
     wo.python = eff_.python.path;
+    wo.env = eff_.env;
     wo.host = eff_.host;
     wo.hang_timeout = c_.hang_timeout;
     wo.local_workers = c_.nproc_per_node;
@@ -108,7 +109,11 @@ bool Agent::prepare() {
   connect_running_ =
       backend_->connector(std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
   if (!deps_.health && deps_.preflight) {
-    deps_.health = [health = std::make_shared<NodeHealth>(c_, eff_)](int round) { return health->check(round); };
+    NodeHealthOptions ho;
+    ho.env = eff_.env;
+    deps_.health = [health = std::make_shared<NodeHealth>(c_, eff_, std::move(ho))](int round) {
+      return health->check(round);
+    };
   }
   joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_, deps_.health);
   progress_.emplace(c_.progress_file.empty() ? std::nullopt : std::optional(read_progress_file(c_.progress_file)));
@@ -155,7 +160,7 @@ void Agent::on_joined(const JoinedRound& joined) {
   context.python_hook_dir = python_hook_dir_;
   if (!python_hook_dir_.empty()) context.socket_dir = eff_.log_root;
   const WorkerSpecInputs in =
-      worker_spec_inputs(c_, eff_, joined.ranks, group_rank_, restart_count_, context, current_environment());
+      worker_spec_inputs(c_, eff_, joined.ranks, group_rank_, restart_count_, context, eff_.env);
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }

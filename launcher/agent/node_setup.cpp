@@ -72,8 +72,9 @@ std::unique_ptr<RendezvousBackend> set_up_node(const LaunchConfig& c, const Node
   eff.host = host_name();
   if (eff.host.empty()) eff.host = "localhost";
   eff.port = c.master_port;
-  eff.python = choose_python(current_environment(), own_executable());
-  eff.cpu_bindings = plan_numa_binding(c.numa_binding, c.nproc_per_node, current_environment());
+  eff.env = current_environment();
+  eff.python = choose_python(eff.env, own_executable());
+  eff.cpu_bindings = plan_numa_binding(c.numa_binding, c.nproc_per_node, eff.env);
   if (o.preflight) {
     check_program(c, eff.python);
     check_resolvable(c.master_addr, "--master_addr");

@@ -1,4 +1,5 @@
-// Command-line parsing, in five steps: abbreviated flags are written out (flag_prefixes.cpp),
+// Command-line parsing, in five steps (only the flags the command line mentions are declared,
+// mentioned_flags.hpp): abbreviated flags are written out (flag_prefixes.cpp),
 // CLI11 reads the flags (cli_options.cpp; an empty value is refused by the flag's name,
 // empty_values.cpp), PET_* variables fill in the ones not given (pet_defaults.cpp), the text
 // becomes a LaunchConfig (command_line_config.cpp, torchrun_env.cpp), and validate() checks it
@@ -13,6 +14,7 @@
 #include "launcher/cli/empty_values.hpp"
 #include "launcher/cli/flag_prefixes.hpp"
 #include "launcher/cli/flag_app.hpp"
+#include "launcher/cli/mentioned_flags.hpp"
 #include "launcher/cli/pet_defaults.hpp"
 #include "launcher/cli/validate.hpp"
 
@@ -35,6 +37,10 @@ void take_program(std::vector<std::string> rest, LaunchConfig& c) {
 ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env) {
   ParsedCommandLine out;
   FlagApp app{"ddplaunch: start distributed data-parallel workers on this node (a drop-in for torchrun)"};
+  const std::vector<std::string> given_args(argv, argv + argc);
+  if (const MentionedFlags mentioned(given_args, env); !mentioned.all()) {
+    app.declare_only([mentioned](const std::string& names) { return mentioned(names); });
+  }
   app.prefix_command();  // everything from the first positional argument on belongs to the program
   CommandLineValues values;
   PetDefaults pet;
@@ -42,7 +48,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   // `--flag=` is an empty value, as in argparse, not the flag alone (CLI11 would take the program
   // as its value); an empty value is refused by the flag's name, unless empty means something.
   // argparse's abbreviations (--nnode) are written out first, so every later step sees full names.
-  const std::vector<std::string> expanded = expand_flag_prefixes(app, std::vector<std::string>(argv, argv + argc));
+  const std::vector<std::string> expanded = expand_flag_prefixes(app, given_args);
   std::vector<const char*> expanded_argv;
   for (const std::string& arg : expanded) expanded_argv.push_back(arg.c_str());
   const std::vector<std::string> args =
@@ -66,9 +72,9 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   }
   pet.apply(env);
   take_program(app.remaining(), values.config);
-  values.config.find_job = (values.config.dump_stacks || values.config.status) && app.count("--master_addr") == 0 &&
-                           app.count("--master_port") == 0 && app.count("--rdzv_id") == 0 &&
-                           app.count("--rdzv_endpoint") == 0;
+  values.config.find_job = (values.config.dump_stacks || values.config.status) && app.given("--master_addr") == 0 &&
+                           app.given("--master_port") == 0 && app.given("--rdzv_id") == 0 &&
+                           app.given("--rdzv_endpoint") == 0;
   out.config = to_launch_config(std::move(values), env);
   validate(out.config);
   return out;

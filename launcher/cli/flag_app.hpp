@@ -3,11 +3,15 @@
 // new flag with every earlier one through a helper that copies both name lists each time
 // (detail::find_member takes its vector by value). For ddplaunch's ~90 flags, most with two
 // spellings, that check cost about 0.15 ms of every launch (bench/RESULTS.md, launch overhead).
-// Only add_option and add_flag go around it; everything else is CLI11's own. Not thread-safe.
+// Only add_option and add_flag go around it; everything else is CLI11's own. With declare_only(),
+// they declare only the flags a command line mentions (mentioned_flags.hpp) and hand back a
+// placeholder for the others. Not thread-safe.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -19,17 +23,47 @@ class FlagApp : public CLI::App {
  public:
   using CLI::App::App;
 
-  // As CLI::App's; throws CLI::OptionAlreadyAdded for a name declared before, as CLI11 does.
+  // As CLI::App's; throws CLI::OptionAlreadyAdded for a name declared before, as CLI11 does. A
+  // flag declare_only() leaves out is not declared: the placeholder comes back instead, so that
+  // a declaration's chained calls (->check(...)->type_name(...)) still go somewhere.
   template <typename... Args>
-  CLI::Option* add_option(Args&&... args) {
-    return without_cli11_check([&] { return CLI::App::add_option(std::forward<Args>(args)...); });
+  CLI::Option* add_option(const std::string& names, Args&&... args) {
+    if (wanted_ && !wanted_(names)) return placeholder();
+    return without_cli11_check([&] { return CLI::App::add_option(names, std::forward<Args>(args)...); });
   }
   template <typename... Args>
-  CLI::Option* add_flag(Args&&... args) {
-    return without_cli11_check([&] { return CLI::App::add_flag(std::forward<Args>(args)...); });
+  CLI::Option* add_flag(const std::string& names, Args&&... args) {
+    if (wanted_ && !wanted_(names)) return placeholder();
+    return without_cli11_check([&] { return CLI::App::add_flag(names, std::forward<Args>(args)...); });
+  }
+
+  // From now on, add_option and add_flag declare a flag only when `wanted` accepts its names text
+  // (CLI11's "--nproc_per_node,--nproc-per-node"). Its help and completion then list only those:
+  // a command line that asks for them declares everything (MentionedFlags::all()).
+  void declare_only(std::function<bool(const std::string& names)> wanted) { wanted_ = std::move(wanted); }
+
+  // False for the placeholder that stands for a flag left undeclared.
+  static bool declared(const CLI::Option* option) { return option->get_name() != kPlaceholder; }
+
+  // How many times the command line gave the flag `name` ("--master_addr"); 0 for one not declared.
+  std::size_t given(const std::string& name) const {
+    const CLI::Option* option = get_option_no_throw(name);
+    return option == nullptr ? 0 : option->count();
   }
 
  private:
+  static constexpr const char* kPlaceholder = "--ddplaunch-undeclared-flag";
+
+  // One option outside the app's list: never parsed, listed or counted.
+  CLI::Option* placeholder() {
+    if (!placeholder_) {
+      CLI::App::add_flag(kPlaceholder);
+      placeholder_ = std::move(options_.back());
+      options_.pop_back();
+    }
+    return placeholder_.get();
+  }
+
   // Adds one flag with the earlier ones set aside (CLI11 then finds nothing to compare with),
   // checks its names here and puts the earlier ones back, in order, with it after them.
   template <typename Add>
@@ -63,6 +97,8 @@ class FlagApp : public CLI::App {
   }
 
   std::unordered_set<std::string> names_;
+  std::function<bool(const std::string&)> wanted_;
+  CLI::Option_p placeholder_;
 };
 
 }  // namespace ddp::launcher

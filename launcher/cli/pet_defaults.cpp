@@ -7,10 +7,12 @@
 #include <CLI/CLI.hpp>
 
 #include "ddplaunch/common/error.hpp"
+#include "launcher/cli/flag_app.hpp"
 
 namespace ddp::launcher {
 
 CLI::Option* PetDefaults::add(CLI::Option* option) {
+  if (!FlagApp::declared(option)) return option;  // neither given nor set by a PET_* variable
   std::string name = "PET_";
   for (char ch : option->get_lnames().front())
     name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));

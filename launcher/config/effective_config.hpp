@@ -5,12 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/config/cpu_binding.hpp"
 #include "launcher/config/python_interpreter.hpp"
 
 namespace ddp::launcher {
 
 struct EffectiveConfig {
+  // The launcher's environment, read once: what the workers inherit and what the node's checks
+  // and timers read (the launcher never changes its own).
+  Environment env;
   std::string host;                 // this machine's host name, for messages and the rank map
   int port = 0;                     // the store's real port (node 0 may have bound port 0)
   std::string log_root;             // this run's <--log_dir or /tmp>/<run_id>_<random> (node_setup.cpp)

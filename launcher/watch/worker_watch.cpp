@@ -22,7 +22,7 @@ WorkerWatch::WorkerWatch(boost::asio::io_context& io, WorkerWatchOptions options
       on_hang_(std::move(report_hang)),
       progress_(ProgressTable::create(std::max(1, o_.local_workers))),
       stacks_timer_(io) {
-  timers_ = WorkerTimers::create(io_, current_environment(), o_.run_dir, o_.python);
+  timers_ = WorkerTimers::create(io_, o_.env.empty() ? current_environment() : o_.env, o_.run_dir, o_.python);
   if (!o_.socket_dir.empty() && o_.real_processes) {
     FlightRecorderWatchOptions fo;
     fo.hang_timeout = o_.hang_timeout;

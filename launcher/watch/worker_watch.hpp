@@ -40,6 +40,7 @@ struct WorkerWatchOptions {
   std::string run_dir;                        // the run's directory (node_setup.hpp)
   bool temporary_run_dir = false;             // no --log_dir: no survivors' stacks
   std::string python;                         // the workers' interpreter, for py-spy
+  Environment env;                            // the timers' settings; empty: this process's
   std::string host;                           // this node's name, in --dump_stacks answers
   std::chrono::milliseconds hang_timeout{0};  // 0: no hang watch
   int local_workers = 1;                      // slots in the progress table

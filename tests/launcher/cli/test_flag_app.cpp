@@ -38,3 +38,24 @@ TEST_CASE("a name declared twice is refused as CLI11 refuses it", "[cli]") {
   CHECK(app.get_options().size() == 2);
   CHECK(app.get_option("--node_rank") != nullptr);
 }
+
+TEST_CASE("declare_only declares the flags it accepts and hands back a placeholder for the rest", "[cli]") {
+  FlagApp app{"t"};
+  std::string port, addr;
+  bool quiet = false;
+  app.declare_only([](const std::string& names) { return names.find("port") != std::string::npos; });
+  CLI::Option* given = app.add_option("--master_port,--master-port", port, "p");
+  CLI::Option* left = app.add_option("--master_addr", addr, "a")->type_name("HOST")->check(CLI::NonNegativeNumber);
+  CLI::Option* flag = app.add_flag("-q,--quiet", quiet, "q");
+  CHECK(FlagApp::declared(given));
+  CHECK_FALSE(FlagApp::declared(left));
+  CHECK(left == flag);  // one placeholder for every flag left out
+  CHECK(app.get_option_no_throw("--master_addr") == nullptr);
+  CHECK(app.get_options().size() == 2);  // --help and --master_port
+  const std::vector<const char*> argv{"prog", "--master_port=29500"};
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  CHECK(port == "29500");
+  CHECK(app.given("--master_port") == 1);
+  CHECK(app.given("--master_addr") == 0);  // not declared: not given, no throw
+  CHECK(addr.empty());
+}
