@@ -111,7 +111,7 @@ void declare_rendezvous_options(FlagApp& app, CommandLineValues& v, PetDefaults&
                          "static and c10d: ddplaunch's own store on node 0; etcd-v3: meet in etcd (v3 API)")
               ->type_name("static|c10d|etcd-v3"));
   // One value per --rdzv_conf (a vector option would take the program as a second one).
-  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf, rdzv_conf_help())
+  pet.add(app.add_option("--rdzv_conf,--rdzv-conf", v.rdzv_conf, app.lists_all() ? rdzv_conf_help() : "")
               ->type_name("KEY=VALUE,...")
               ->allow_extra_args(false));
   pet.add(add_seconds(app, "--rdzv_timeout,--rdzv-timeout", v.rdzv_timeout, "wait for all nodes (default 900)"));
@@ -222,7 +222,8 @@ void declare_output_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet
                          "console prefix, with ${rank}, ${local_rank}, ${role_name}, ${hostname}; \"\" for none "
                          "(default TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else [${rank}]:)")
               ->type_name("TEMPLATE"));
-  const auto duplicate_help = [](const char* stream, const char* tee) {
+  const auto duplicate_help = [&app](const char* stream, const char* tee) {
+    if (!app.lists_all()) return std::string();
     return fmt::format(
         "copy the lines of tee'd {0} (--tee {1} or 3) containing any of these strings (',,' is a comma) also "
         "to <attempt dir>/filtered_{0}.log, every rank's in one file, as torchrun does",
@@ -276,7 +277,7 @@ void declare_output_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet
 }  // namespace
 
 void declare_options(FlagApp& app, CommandLineValues& values, PetDefaults& pet) {
-  app.footer(help_footer());
+  if (app.lists_all()) app.footer(help_footer());
   app.set_version_flag("--version", std::string("ddplaunch ") + kVersion);
   declare_node_options(app, values, pet);
   declare_rendezvous_options(app, values, pet);

@@ -3,9 +3,9 @@
 // new flag with every earlier one through a helper that copies both name lists each time
 // (detail::find_member takes its vector by value). For ddplaunch's ~90 flags, most with two
 // spellings, that check cost about 0.15 ms of every launch (bench/RESULTS.md, launch overhead).
-// Only add_option and add_flag go around it; everything else is CLI11's own. With declare_only(),
-// they declare only the flags a command line mentions (mentioned_flags.hpp) and hand back a
-// placeholder for the others. Not thread-safe.
+// Only add_option, add_flag and add_flag_callback go around it; the rest is CLI11's own. With
+// declare_only(), they declare only the flags a command line mentions (mentioned_flags.hpp) and
+// hand back a placeholder for the others. Not thread-safe.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -37,10 +37,20 @@ class FlagApp : public CLI::App {
     return without_cli11_check([&] { return CLI::App::add_flag(names, std::forward<Args>(args)...); });
   }
 
-  // From now on, add_option and add_flag declare a flag only when `wanted` accepts its names text
+  template <typename... Args>
+  CLI::Option* add_flag_callback(const std::string& names, Args&&... args) {
+    if (wanted_ && !wanted_(names)) return placeholder();
+    return without_cli11_check([&] { return CLI::App::add_flag_callback(names, std::forward<Args>(args)...); });
+  }
+
+  // From now on, add_option, add_flag and add_flag_callback declare a flag only when `wanted` accepts its names text
   // (CLI11's "--nproc_per_node,--nproc-per-node"). Its help and completion then list only those:
   // a command line that asks for them declares everything (MentionedFlags::all()).
   void declare_only(std::function<bool(const std::string& names)> wanted) { wanted_ = std::move(wanted); }
+
+  // Whether every flag is declared, so that the help and completion can list them: texts only
+  // they show (the footer, long descriptions) need not be built otherwise.
+  bool lists_all() const { return !wanted_; }
 
   // False for the placeholder that stands for a flag left undeclared.
   static bool declared(const CLI::Option* option) { return option->get_name() != kPlaceholder; }

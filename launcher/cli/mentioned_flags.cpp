@@ -54,7 +54,8 @@ bool MentionedFlags::operator()(const std::string& names) const {
       if (first_long && env_) {
         first_long = false;
         std::string pet = "PET_";
-        for (const char c : name.substr(2)) pet.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+        for (const char c : name.substr(2))
+          pet.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
         if (env_(pet)) return true;
       }
     } else if (name.size() == 2 && name[0] == '-' && short_letters_.find(name[1]) != std::string::npos) {

@@ -15,20 +15,19 @@ using ddp::launcher::MentionedFlags;
 using ddp::launcher::parse_command_line;
 
 TEST_CASE("a flag is mentioned by its name, an abbreviation, a short letter or its PET_ variable", "[cli]") {
-  const MentionedFlags m({"ddplaunch", "--nnode=2", "--nproc-per-node", "4", "-r3", "--standalone", "train.py",
-                          "--lo"},
+  const MentionedFlags m({"ddplaunch", "--nnode=2", "--nproc-per-node", "4", "-r3", "--standalone", "train.py", "--lo"},
                          map_env(Environment{{"PET_MAX_RESTARTS", "2"}}));
   CHECK_FALSE(m.all());
-  CHECK(m("--nnodes"));                                // "--nnode" abbreviates it
-  CHECK(m("--nproc_per_node,--nproc-per-node"));       // the dashed spelling
-  CHECK(m("-r,--redirects"));                          // -r3
+  CHECK(m("--nnodes"));                           // "--nnode" abbreviates it
+  CHECK(m("--nproc_per_node,--nproc-per-node"));  // the dashed spelling
+  CHECK(m("-r,--redirects"));                     // -r3
   CHECK(m("--standalone"));
-  CHECK(m("--max_restarts,--max-restarts"));           // PET_MAX_RESTARTS
-  CHECK(m("--log_dir,--log-dir"));                     // the program's own --lo counts too: declared, not given
+  CHECK(m("--max_restarts,--max-restarts"));  // PET_MAX_RESTARTS
+  CHECK(m("--log_dir,--log-dir"));            // the program's own --lo counts too: declared, not given
   CHECK_FALSE(m("--master_addr,--master-addr"));
   CHECK_FALSE(m("-t,--tee"));
   CHECK_FALSE(m("--max_no_progress_restarts,--max-no-progress-restarts"));  // PET_ reads the first name only
-  CHECK(m("--local_rank_arg{underscore},--local-rank-arg{underscore}"));  // --lo again, braces cut off
+  CHECK(m("--local_rank_arg{underscore},--local-rank-arg{underscore}"));    // --lo again, braces cut off
   CHECK_FALSE(m("--use_env{true},--use-env{true}"));
 }
 
