@@ -7,7 +7,6 @@
 
 #include "common/collective_progress.hpp"
 #include "common/exit_codes.hpp"
-#include "common/host_name.hpp"
 #include "common/rank_ranges.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/agent/node_setup.hpp"
@@ -42,7 +41,7 @@ std::string describe_store(const LaunchConfig& c) {
 
 int print_dry_run(const LaunchConfig& c) {
   EffectiveConfig eff;
-  eff.host = host_name();
+  eff.host = node_host_name();
   eff.port = c.master_port;
   const Environment env = current_environment();
   eff.python = choose_python(env, own_executable());

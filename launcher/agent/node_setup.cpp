@@ -59,6 +59,11 @@ std::string log_root_for(const LaunchConfig& c, bool& temporary) {
 
 }  // namespace
 
+std::string node_host_name() {
+  const std::string name = host_name();
+  return name.empty() ? "localhost" : name;
+}
+
 PlannedRunDir planned_run_dir(const LaunchConfig& c) {
   PlannedRunDir plan;
   plan.temporary = c.log_dir.empty() && !any_streams(c.redirects) && !any_streams(c.tee);
@@ -69,8 +74,7 @@ PlannedRunDir planned_run_dir(const LaunchConfig& c) {
 
 std::unique_ptr<RendezvousBackend> set_up_node(const LaunchConfig& c, const NodeSetupOptions& o,
                                                const BackendFactory& backend, EffectiveConfig& eff) {
-  eff.host = host_name();
-  if (eff.host.empty()) eff.host = "localhost";
+  eff.host = node_host_name();
   eff.port = c.master_port;
   eff.env = current_environment();
   eff.python = choose_python(eff.env, own_executable());

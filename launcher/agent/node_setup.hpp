@@ -25,6 +25,10 @@ struct PlannedRunDir {
 // Pure; thread-safe.
 PlannedRunDir planned_run_dir(const LaunchConfig& config);
 
+// This machine's name as the launcher uses it (the rank map, messages, ${hostname} in the line
+// prefix): gethostname(2), "localhost" when it has none. Does not block; thread-safe.
+std::string node_host_name();
+
 struct NodeSetupOptions {
   bool preflight = true;   // check the program and addresses (off for fake processes)
   bool host_store = true;  // the backend may host a store (off in tests that bring their own)

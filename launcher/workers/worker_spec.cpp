@@ -13,7 +13,6 @@
 
 #include "common/collective_progress.hpp"
 #include "common/find_executable.hpp"
-#include "common/host_name.hpp"
 #include "common/signals.hpp"
 #include "common/worker_env.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
@@ -77,18 +76,12 @@ std::string substitute_local_rank(std::string arg, int local_rank) {
 
 namespace {
 
-// The node's name as torchrun's ${hostname} gives it: socket.gethostname(), not the FQDN.
-std::string prefix_host() {
-  const std::string name = host_name();
-  return name.empty() ? "localhost" : name;
-}
-
-std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::string& role) {
-  const bool host = tpl.find("${hostname}") != std::string::npos;
+// `host` is the node's name as torchrun's ${hostname} gives it: socket.gethostname(), not the FQDN.
+std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::string& role, const std::string& host) {
   const std::pair<const char*, std::string> vars[] = {{"${rank}", std::to_string(rank)},
                                                       {"${local_rank}", std::to_string(local_rank)},
                                                       {"${role_name}", role},
-                                                      {"${hostname}", host ? prefix_host() : std::string()}};
+                                                      {"${hostname}", host}};
   for (const auto& [k, v] : vars) {
     const std::string key = k;
     for (auto p = tpl.find(key); p != std::string::npos; p = tpl.find(key, p + v.size())) tpl.replace(p, key.size(), v);
@@ -97,9 +90,9 @@ std::string expand_prefix(std::string tpl, int rank, int local_rank, const std::
 }
 
 // --local_ranks_filter hides the other ranks' console lines; the rest is in worker_spec.hpp.
-OutputRouting route_output(const LaunchConfig& c, const WorkerSpec& w, bool prefix_lines) {
+OutputRouting route_output(const LaunchConfig& c, const WorkerSpec& w, bool prefix_lines, const std::string& host) {
   OutputRouting out;
-  if (prefix_lines) out.prefix = expand_prefix(c.line_prefix_template, w.rank, w.local_rank, c.role);
+  if (prefix_lines) out.prefix = expand_prefix(c.line_prefix_template, w.rank, w.local_rank, c.role, host);
   const int redirect = c.redirects.for_rank(w.local_rank);
   const int tee = c.tee.for_rank(w.local_rank);
   const auto& filter = c.local_ranks_filter;
@@ -135,6 +128,7 @@ WorkerSpecInputs worker_spec_inputs(const LaunchConfig& c, const EffectiveConfig
                       std::move(base_env),
                       eff.log_root};
   in.error_files_only = eff.temporary_log_root;
+  in.host = eff.host;
   in.open_files_limit = eff.open_files_limit;
   in.python = eff.python.path;
   if (!round.timer_file.empty()) in.base_env["TORCHELASTIC_TIMER_FILE"] = round.timer_file;
@@ -239,7 +233,7 @@ std::vector<WorkerSpec> build_worker_specs(const WorkerSpecInputs& in) {
           path == w.env.end() || path->second.empty() ? in.python_hook_dir : in.python_hook_dir + ":" + path->second;
       w.env[kWorkerSocketEnv] = worker_socket_path(in.socket_dir, lr);
     }
-    w.output = route_output(c, w, in.ranks.world_size() > 1);
+    w.output = route_output(c, w, in.ranks.world_size() > 1, in.host);
     specs.push_back(std::move(w));
   }
   return specs;

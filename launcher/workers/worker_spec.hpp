@@ -73,6 +73,7 @@ struct WorkerSpecInputs {
   std::string python_hook_dir;
   std::string socket_dir;
   std::vector<CpuBinding> cpu_bindings;  // per local rank (EffectiveConfig::cpu_bindings); empty: none
+  std::string host;                      // this node's name, for ${hostname} (EffectiveConfig::host)
 };
 
 // What a round hands its workers beyond the configuration: where they dial the store and what the

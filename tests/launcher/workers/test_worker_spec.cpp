@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/host_name.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/rank_map.hpp"
 
@@ -62,6 +63,7 @@ std::vector<WorkerSpec> build(const LaunchConfig& config, const Environment& bas
   const RankMap ranks(nodes);
   WorkerSpecInputs in{config, ranks, config.node_rank, restart_count, "10.0.0.1", 29500, base_env, log_root};
   in.python = python;
+  in.host = ddp::host_name();
   return build_worker_specs(in);
 }
 
