@@ -244,6 +244,15 @@ void run_prepared(void* prepared) {
   run_child(*static_cast<const Prepared*>(prepared));
 }
 
+// clone3's arguments for a child born in the cgroup `cgroup_fd` that signals SIGCHLD when it ends.
+clone_args into_cgroup_args(int cgroup_fd, std::uint64_t flags) {
+  clone_args args{};
+  args.flags = flags | CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+  return args;
+}
+
 // clone3(CLONE_VFORK | CLONE_INTO_CGROUP): the child is born in the cgroup. Joining by a write to
 // cgroup.procs migrates a process, and the kernel's first migration after a quiet spell waits for
 // an RCU grace period (cgroup_threadgroup_rwsem): about 7 ms per launch on the benchmark machine,
@@ -252,10 +261,7 @@ void run_prepared(void* prepared) {
 // (clone_shared.hpp: no page tables copied, no copy-on-write faults after) and runs on a stack of
 // its own; where that is not available it gets a copy of our memory, as from fork.
 pid_t clone_into_cgroup(const ChildOptions& o, const Prepared& p) {
-  clone_args args{};
-  args.flags = CLONE_VFORK | CLONE_INTO_CGROUP;
-  args.exit_signal = SIGCHLD;
-  args.cgroup = static_cast<std::uint64_t>(o.cgroup_fd);
+  clone_args args = into_cgroup_args(o.cgroup_fd, CLONE_VFORK);
   if (p.report_fd < 0) {
     const std::unique_ptr<char[]> stack(new char[kChildStack]);
     return clone_shared(args, stack.get(), kChildStack, run_prepared, const_cast<Prepared*>(&p));
@@ -447,15 +453,15 @@ std::unique_ptr<PendingChild> begin_child(const ChildOptions& options) {
   s.prepared = prepare(options, &s.report);
   s.prepared.procs_fd = -1;  // born in the cgroup
   s.stack.reset(new char[kChildStack]);
-  clone_args args{};
-  args.flags = CLONE_INTO_CGROUP | CLONE_CHILD_CLEARTID;
-  args.exit_signal = SIGCHLD;
-  args.cgroup = static_cast<std::uint64_t>(options.cgroup_fd);
+  clone_args args = into_cgroup_args(options.cgroup_fd, CLONE_CHILD_CLEARTID);
   args.child_tid = reinterpret_cast<std::uint64_t>(&s.left);
-  std::optional<AllSignalsBlocked> blocked(std::in_place, options.exe);  // across the fork
-  const pid_t pid = clone_shared(args, s.stack.get(), kChildStack, run_prepared, &s.prepared);
-  const int e = errno;
-  blocked.reset();
+  pid_t pid = -1;
+  int e = 0;
+  {
+    const AllSignalsBlocked blocked(options.exe);  // across the fork
+    pid = clone_shared(args, s.stack.get(), kChildStack, run_prepared, &s.prepared);
+    e = errno;
+  }
   if (pid < 0) {
     child->state_.reset();  // no child runs on it
     // No clone_shared or no CLONE_INTO_CGROUP here: start_child finds the way that works.
