@@ -63,7 +63,9 @@ class ReaperLoop {
       signal_group(pgid, SIGTERM);
       kill_at = deadline;
     }
-    if (cgroup_) cgroup_->signal(SIGTERM);
+    // An empty cgroup (the usual end: every worker has exited) stays empty (kill_all says why):
+    // nothing to read and signal.
+    if (cgroup_ && cgroup_->populated()) cgroup_->signal(SIGTERM);
     while (!all_gone() && Clock::now() < deadline) {
       // cgroup.events wakes us when the cgroup empties; process groups have no event for
       // "empty", so without a cgroup they are checked again every 50 ms.
