@@ -53,10 +53,7 @@ void TcpStoreClient::connect_with_retries() {
   const auto deadline = deadline_after(options_.connect_timeout);
   if (options_.in_process) {
     // Nothing to wait for: the server exists, and what fails here fails the same way again.
-    socket_ = options_.in_process->open_stream(local_address_towards(options_.host, options_.port));
-    handshake(deadline);
-    local_address_ = socket_->local_address();
-    interruptible_ = socket_.get();
+    use_stream(options_.in_process->open_stream(local_address_towards(options_.host, options_.port)), deadline);
     return;
   }
   std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(start.time_since_epoch().count()));
@@ -67,11 +64,7 @@ void TcpStoreClient::connect_with_retries() {
   for (;;) {
     ++attempts;
     try {
-      auto socket = std::make_unique<BlockingSocket>(options_.host, options_.port, deadline);
-      socket_ = std::move(socket);
-      handshake(deadline);
-      local_address_ = socket_->local_address();
-      interruptible_ = socket_.get();
+      use_stream(std::make_unique<BlockingSocket>(options_.host, options_.port, deadline), deadline);
       return;
     } catch (const ConnectionError& e) {
       last_error = e.what();
@@ -106,6 +99,13 @@ void TcpStoreClient::connect_with_retries() {
                         " ms (last error: " + last_error +
                         "); check that the store (node 0's launcher) is running and that the "
                         "address and port are right");
+}
+
+void TcpStoreClient::use_stream(std::unique_ptr<StoreStream> stream, Clock::time_point deadline) {
+  socket_ = std::move(stream);
+  handshake(deadline);
+  local_address_ = socket_->local_address();
+  interruptible_ = socket_.get();
 }
 
 void TcpStoreClient::handshake(Clock::time_point deadline) {

@@ -199,8 +199,9 @@ void TcpStoreServer::serve_in_process(const std::shared_ptr<InProcessPeer>& peer
     }
   } catch (const Error& e) {
     deliver(outgoing);
-    detach_in_process(*peer);
+    detach_in_process(*peer);  // publishes the memory it freed
     peer->break_off(e.what());
+    return;
   }
   publish_memory_used();
 }

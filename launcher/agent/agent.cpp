@@ -156,9 +156,12 @@ void Agent::on_joined(const JoinedRound& joined) {
   status_board_.joined(joined, restart_count_);
   if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
   if (stands_by(joined)) return;
-  RoundWorkerContext context{joined.master_addr, joined.master_port, watch_->timer_file(), watch_->progress_fd()};
-  context.python_hook_dir = python_hook_dir_;
-  if (!python_hook_dir_.empty()) context.socket_dir = eff_.log_root;
+  const RoundWorkerContext context{.master_addr = joined.master_addr,
+                                   .master_port = joined.master_port,
+                                   .timer_file = watch_->timer_file(),
+                                   .progress_fd = watch_->progress_fd(),
+                                   .python_hook_dir = python_hook_dir_,
+                                   .socket_dir = python_hook_dir_.empty() ? std::string() : eff_.log_root};
   const WorkerSpecInputs in =
       worker_spec_inputs(c_, eff_, joined.ranks, group_rank_, restart_count_, context, eff_.env);
   if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {

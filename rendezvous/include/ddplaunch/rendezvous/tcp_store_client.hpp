@@ -108,6 +108,9 @@ class TcpStoreClient final : public Store {
 
  private:
   void connect_with_retries();
+  // Takes `stream` as the connection and handshakes on it (throws as handshake() does, the
+  // stream kept in socket_ for the caller to close).
+  void use_stream(std::unique_ptr<StoreStream> stream, std::chrono::steady_clock::time_point deadline);
   void handshake(std::chrono::steady_clock::time_point deadline);
   void authenticate(std::chrono::steady_clock::time_point deadline);
   std::chrono::steady_clock::time_point reply_deadline() const;
