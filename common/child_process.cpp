@@ -244,12 +244,16 @@ void run_prepared(void* prepared) {
   run_child(*static_cast<const Prepared*>(prepared));
 }
 
-// clone3's arguments for a child born in the cgroup `cgroup_fd` that signals SIGCHLD when it ends.
+// clone3's arguments for a child born in the cgroup `cgroup_fd` (in ours when it is -1) that signals
+// SIGCHLD when it ends.
 clone_args into_cgroup_args(int cgroup_fd, std::uint64_t flags) {
   clone_args args{};
-  args.flags = flags | CLONE_INTO_CGROUP;
+  args.flags = flags;
   args.exit_signal = SIGCHLD;
-  args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+  if (cgroup_fd >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+  }
   return args;
 }
 
@@ -443,7 +447,10 @@ bool children_may_run_beside_us() {
 
 std::unique_ptr<PendingChild> begin_child(const ChildOptions& options) {
   std::unique_ptr<PendingChild> child(new PendingChild);
-  if (options.cgroup_fd < 0 || no_clone_into_cgroup.load() || !children_may_run_beside_us()) {
+  // A child that joins its cgroup by a write to cgroup.procs (no CLONE_INTO_CGROUP) is
+  // start_child's: that write waits for an RCU grace period, which a vfork hides best.
+  const bool joins_by_write = options.cgroup_fd < 0 ? options.cgroup_procs_fd >= 0 : no_clone_into_cgroup.load();
+  if (joins_by_write || !children_may_run_beside_us()) {
     child->pid_ = start_child(options);
     child->waited_ = true;
     return child;
@@ -451,7 +458,7 @@ std::unique_ptr<PendingChild> begin_child(const ChildOptions& options) {
   child->state_ = std::make_unique<PendingChild::State>();
   PendingChild::State& s = *child->state_;
   s.prepared = prepare(options, &s.report);
-  s.prepared.procs_fd = -1;  // born in the cgroup
+  s.prepared.procs_fd = -1;  // born in the cgroup, or in none
   s.stack.reset(new char[kChildStack]);
   clone_args args = into_cgroup_args(options.cgroup_fd, CLONE_CHILD_CLEARTID);
   args.child_tid = reinterpret_cast<std::uint64_t>(&s.left);
@@ -470,7 +477,8 @@ std::unique_ptr<PendingChild> begin_child(const ChildOptions& options) {
       child->waited_ = true;
       return child;
     }
-    throw StartError(options.exe, e == EAGAIN || e == ENOMEM ? "clone3" : kCgroupStep, e);
+    const bool cgroup_refused = options.cgroup_fd >= 0 && e != EAGAIN && e != ENOMEM;
+    throw StartError(options.exe, cgroup_refused ? kCgroupStep : "clone3", e);
   }
   child->pid_ = pid;
   return child;

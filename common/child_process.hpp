@@ -108,8 +108,9 @@ class PendingChild {
 };
 
 // start_child without waiting for the exec, where the child can run beside us on our memory
-// (x86-64, born in a cgroup by clone3, close_range): the caller prepares and starts the next
-// child while this one execs, and calls wait() before relying on it. On two cores this takes
+// (x86-64, clone3, close_range; born in its cgroup by clone3, or given none: a child that joins its
+// cgroup by writing cgroup.procs is start_child's): the caller prepares and starts the next child
+// while this one execs, and calls wait() before relying on it. On two cores this takes
 // most of the exec's wait (100-800 microseconds per worker) off the spawn loop. Elsewhere it is
 // start_child, and the child has exec'd on return. Throws StartError when the child cannot be
 // created (the fork's own errors: the process limit, a cgroup that refuses it); the steps after

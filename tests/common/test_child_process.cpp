@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -221,17 +222,13 @@ TEST_CASE("start_child: failures name the step and errno, and leave no child", "
   }
 }
 
-}  // namespace
-
-TEST_CASE("begin_child: a child born in a cgroup execs beside us, and wait() says how it went", "[child]") {
-  auto cgroup = test_cgroup("begin");
-  if (!cgroup) return;
-  ddp::ChildOptions o;
+// begin_child's contract, in `o`'s cgroup (or none): the child runs (exit 3 seen by waitpid), and
+// one that fails before its exec is reported by wait() (or at once, where children cannot run
+// beside us: sanitizer builds), reaped either way, our errno untouched while it ran.
+void check_begin_child(ddp::ChildOptions o) {
   o.exe = "/bin/sh";
   o.argv = {"sh", "-c", "exit 3"};
   o.env = {{"PATH", "/usr/bin:/bin"}};
-  o.cgroup_fd = cgroup->dir_fd();
-  o.cgroup_procs_fd = cgroup->procs_fd();
   const auto started = ddp::begin_child(o);
   started->wait();
   started->wait();  // once is enough; again returns at once
@@ -239,8 +236,6 @@ TEST_CASE("begin_child: a child born in a cgroup execs beside us, and wait() say
   REQUIRE(::waitpid(started->pid(), &status, 0) == started->pid());
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
 
-  // A child that fails before its exec: reported by wait() (or at once, where children cannot run
-  // beside us: sanitizer builds), reaped either way, and our errno untouched while it ran.
   o.exe = "/nonexistent/program";
   o.argv.clear();
   errno = 4242;
@@ -257,18 +252,42 @@ TEST_CASE("begin_child: a child born in a cgroup execs beside us, and wait() say
     CHECK(e.error_number() == ENOENT);
   }
   CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+}
+
+}  // namespace
+
+TEST_CASE("begin_child: a child born in a cgroup execs beside us, and wait() says how it went", "[child]") {
+  auto cgroup = test_cgroup("begin");
+  if (!cgroup) return;
+  ddp::ChildOptions o;
+  o.cgroup_fd = cgroup->dir_fd();
+  o.cgroup_procs_fd = cgroup->procs_fd();
+  check_begin_child(o);
   CHECK(cgroup->wait_empty(std::chrono::seconds(5)));
   CHECK(cgroup->remove());
 }
 
-TEST_CASE("begin_child: without a cgroup it is start_child, exec'd on return", "[child]") {
+TEST_CASE("begin_child: without a cgroup the child execs beside us too", "[child]") {
+  check_begin_child(ddp::ChildOptions{});
+}
+
+TEST_CASE("begin_child: a child that joins its cgroup by cgroup.procs is start_child's, exec'd on return", "[child]") {
+  auto cgroup = test_cgroup("begin-procs");
+  if (!cgroup) return;
   ddp::ChildOptions o;
-  o.exe = "/bin/true";
+  o.exe = "/bin/sh";
+  o.argv = {"sh", "-c", "exec sleep 30"};
+  o.env = {{"PATH", "/usr/bin:/bin"}};
+  o.cgroup_procs_fd = cgroup->procs_fd();  // no cgroup_fd: the way of kernels before 5.7
   const auto started = ddp::begin_child(o);
+  // Exec'd on return, so a member already.
+  const auto pids = cgroup->pids();
+  CHECK(std::find(pids.begin(), pids.end(), started->pid()) != pids.end());
   started->wait();
+  REQUIRE(cgroup->kill());
   int status = -1;
   REQUIRE(::waitpid(started->pid(), &status, 0) == started->pid());
-  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  o.exe = "/nonexistent/program";
-  CHECK_THROWS_AS(ddp::begin_child(o), ddp::StartError);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  CHECK(cgroup->wait_empty(std::chrono::seconds(5)));
+  CHECK(cgroup->remove());
 }
