@@ -7,34 +7,16 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "common/kernel_files.hpp"
+
 namespace ddp {
 namespace {
-
-// The whole of a small kernel file, with plain system calls: the reaper reads cgroup.procs on its
-// way out, and iostreams there cost it a few dozen page faults (copy-on-write after its fork, code
-// nothing else ran) while the launcher waits for it. "" when it cannot be read.
-std::string read_file_at(int dir_fd, const char* name) {
-  std::string out;
-  const int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
 
 bool write_file(const std::string& path, const char* text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -125,19 +107,7 @@ void JobCgroup::close_fds() {
 }
 
 std::vector<pid_t> JobCgroup::pids() const {
-  std::vector<pid_t> out;
-  const std::string text = read_file_at(dir_fd_, "cgroup.procs");
-  const char* p = text.data();
-  const char* const end = p + text.size();
-  while (p != end) {  // one decimal pid per line
-    pid_t pid = 0;
-    const auto [next, ec] = std::from_chars(p, end, pid);
-    if (ec != std::errc()) break;
-    out.push_back(pid);
-    p = next;
-    while (p != end && (*p == '\n' || *p == ' ')) ++p;
-  }
-  return out;
+  return parse_pids(read_kernel_file(dir_fd_, "cgroup.procs"));
 }
 
 bool JobCgroup::populated() const {

@@ -2,6 +2,7 @@
 #include "launcher/workers/job_lifetime.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -13,8 +14,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "common/child_process.hpp"
+#include "common/kernel_files.hpp"
 #include "common/log.hpp"
 #include "launcher/workers/reaper.hpp"
 
@@ -41,7 +44,26 @@ pid_t parent_in_stat(const std::string& stat) {
 
 }  // namespace
 
-std::vector<pid_t> children_of(pid_t parent) {
+std::optional<std::vector<pid_t>> listed_children(pid_t parent) {
+  // CONFIG_PROC_CHILDREN: each task's `children` file (Linux 3.5). Without it, nothing is listed.
+  static const bool available = ::access("/proc/thread-self/children", R_OK) == 0;
+  if (!available) return std::nullopt;
+  const std::string tasks = "/proc/" + std::to_string(parent) + "/task";
+  DIR* dir = ::opendir(tasks.c_str());
+  if (!dir) return std::nullopt;
+  std::vector<pid_t> out;
+  // A thread's children: those it made and the orphans it was handed as the (sub)reaper.
+  while (const dirent* d = ::readdir(dir)) {
+    if (!std::isdigit(static_cast<unsigned char>(d->d_name[0]))) continue;
+    const std::vector<pid_t> some =
+        parse_pids(read_kernel_file(::dirfd(dir), (std::string(d->d_name) + "/children").c_str()));
+    out.insert(out.end(), some.begin(), some.end());
+  }
+  ::closedir(dir);
+  return out;
+}
+
+std::vector<pid_t> scanned_children(pid_t parent) {
   std::vector<pid_t> out;
   DIR* proc = ::opendir("/proc");
   if (!proc) return out;
@@ -54,6 +76,11 @@ std::vector<pid_t> children_of(pid_t parent) {
   }
   ::closedir(proc);
   return out;
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  if (auto listed = listed_children(parent)) return std::move(*listed);
+  return scanned_children(parent);
 }
 
 JobLifetime::JobLifetime(const JobLifetimeOptions& o) : grace_(o.grace) {

@@ -89,8 +89,13 @@ class JobLifetime {
   std::vector<ReaperMessage> held_;  // see flush()
 };
 
-// The pids whose parent is `parent` (read from /proc/<pid>/stat: this kernel may lack
-// /proc/<pid>/task/<tid>/children). Never throws; empty when /proc is unreadable.
+// The pids whose parent is `parent`: listed_children() where the kernel has the `children` files,
+// else scanned_children(). Never throws; empty when /proc is unreadable.
 std::vector<pid_t> children_of(pid_t parent);
+// From each of `parent`'s threads' /proc/<parent>/task/<tid>/children (a few small reads);
+// nullopt when the kernel lacks those files (CONFIG_PROC_CHILDREN) or `parent` is gone.
+std::optional<std::vector<pid_t>> listed_children(pid_t parent);
+// From every process's /proc/<pid>/stat (a read per process on the machine).
+std::vector<pid_t> scanned_children(pid_t parent);
 
 }  // namespace ddp::launcher

@@ -1,0 +1,44 @@
+// See kernel_files.hpp.
+#include "common/kernel_files.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+
+namespace ddp {
+
+std::string read_kernel_file(int dir_fd, const char* name) {
+  std::string out;
+  const int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::vector<pid_t> parse_pids(std::string_view text) {
+  std::vector<pid_t> out;
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  while (p != end && (*p == ' ' || *p == '\n')) ++p;
+  while (p != end) {
+    pid_t pid = 0;
+    const auto [next, ec] = std::from_chars(p, end, pid);
+    if (ec != std::errc()) break;
+    out.push_back(pid);
+    p = next;
+    while (p != end && (*p == ' ' || *p == '\n')) ++p;
+  }
+  return out;
+}
+
+}  // namespace ddp
