@@ -41,14 +41,11 @@ std::string describe_store(const LaunchConfig& c) {
 
 int print_dry_run(const LaunchConfig& c) {
   EffectiveConfig eff;
-  eff.host = node_host_name();
-  eff.port = c.master_port;
-  const Environment env = current_environment();
-  eff.python = choose_python(env, own_executable());
+  settle_node(c, eff);
+  const Environment& env = eff.env;
   const PlannedRunDir run_dir = planned_run_dir(c);
   eff.log_root = run_dir.name_template;
   eff.temporary_log_root = run_dir.temporary;
-  eff.cpu_bindings = plan_numa_binding(c.numa_binding, c.nproc_per_node, env);
 
   std::vector<NodeInfo> nodes;
   for (int n = 0; n < c.max_nodes; ++n) {
@@ -59,11 +56,13 @@ int print_dry_run(const LaunchConfig& c) {
   std::cout << ranks.describe();
   if (!c.uses_etcd()) std::cout << describe_store(c) << "\n";
   const ProgressTable progress = ProgressTable::create(std::max(1, c.nproc_per_node));
-  RoundWorkerContext context{"", 0, timer_file_path(env, eff.log_root), progress.fd()};
-  if (runs_with_python(c) && c.worker_server) {
-    context.python_hook_dir = python_hook_dir(eff.log_root);
-    context.socket_dir = eff.log_root;
-  }
+  const bool hook = runs_with_python(c) && c.worker_server;
+  const RoundWorkerContext context{.master_addr = std::string(),  // --master_addr's, as the launcher's store
+                                   .master_port = 0,
+                                   .timer_file = timer_file_path(env, eff.log_root),
+                                   .progress_fd = progress.fd(),
+                                   .python_hook_dir = hook ? python_hook_dir(eff.log_root) : std::string(),
+                                   .socket_dir = hook ? eff.log_root : std::string()};
   const WorkerSpecInputs in = worker_spec_inputs(c, eff, ranks, c.node_rank, 0, context, env);
   if (runs_with_python(c)) std::cout << "python: " << eff.python.path << " (" << eff.python.reason << ")\n";
   std::cout << "health checks before every round (a node that fails one does not join; exit 69):\n";

@@ -72,13 +72,17 @@ PlannedRunDir planned_run_dir(const LaunchConfig& c) {
   return plan;
 }
 
-std::unique_ptr<RendezvousBackend> set_up_node(const LaunchConfig& c, const NodeSetupOptions& o,
-                                               const BackendFactory& backend, EffectiveConfig& eff) {
+void settle_node(const LaunchConfig& c, EffectiveConfig& eff) {
   eff.host = node_host_name();
   eff.port = c.master_port;
   eff.env = current_environment();
   eff.python = choose_python(eff.env, own_executable());
   eff.cpu_bindings = plan_numa_binding(c.numa_binding, c.nproc_per_node, eff.env);
+}
+
+std::unique_ptr<RendezvousBackend> set_up_node(const LaunchConfig& c, const NodeSetupOptions& o,
+                                               const BackendFactory& backend, EffectiveConfig& eff) {
+  settle_node(c, eff);
   if (o.preflight) {
     check_program(c, eff.python);
     check_resolvable(c.master_addr, "--master_addr");

@@ -29,6 +29,12 @@ PlannedRunDir planned_run_dir(const LaunchConfig& config);
 // prefix): gethostname(2), "localhost" when it has none. Does not block; thread-safe.
 std::string node_host_name();
 
+// The node's settled facts that need no side effect, into `effective`: its name, the port, the
+// environment (read once), the Python interpreter and the --numa_binding plan. set_up_node and
+// --dry-run both start here. Reads the environment, PATH and the topology; does not block
+// otherwise. Throws UsageError for a --numa_binding the machine cannot honour.
+void settle_node(const LaunchConfig& config, EffectiveConfig& effective);
+
 struct NodeSetupOptions {
   bool preflight = true;   // check the program and addresses (off for fake processes)
   bool host_store = true;  // the backend may host a store (off in tests that bring their own)
