@@ -57,7 +57,7 @@ int print_dry_run(const LaunchConfig& c) {
   if (!c.uses_etcd()) std::cout << describe_store(c) << "\n";
   const ProgressTable progress = ProgressTable::create(std::max(1, c.nproc_per_node));
   const bool hook = runs_with_python(c) && c.worker_server;
-  const RoundWorkerContext context{.master_addr = std::string(),  // --master_addr's, as the launcher's store
+  const RoundWorkerContext context{.master_addr = std::string(),  // "": --master_addr and the launcher's port
                                    .master_port = 0,
                                    .timer_file = timer_file_path(env, eff.log_root),
                                    .progress_fd = progress.fd(),

@@ -2,7 +2,6 @@
 #include "launcher/workers/job_lifetime.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
