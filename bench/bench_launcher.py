@@ -66,28 +66,35 @@ def fmt(s):
 def launch_overhead():
     rows = []
     for n in (1, 8, 32):
-        ours, floor, floor_cmd = [], [], []
+        ours, no_cgroup, floor, floor_cmd = [], [], [], []
+        cmd = [DDPLAUNCH, "--standalone", "--nproc_per_node", str(n), "--no_python", "/bin/true"]
         for _ in range(FAST_REPS):
-            ours.append(wall([DDPLAUNCH, "--standalone", "--nproc_per_node", str(n), "--no_python", "/bin/true"]))
+            ours.append(wall(cmd))
+            no_cgroup.append(wall(cmd, dict(ENV, DDPLAUNCH_CGROUP="0")))
             floor.append(float(subprocess.check_output([FLOOR, str(n), "/bin/true"])))
             floor_cmd.append(wall([FLOOR, str(n), "/bin/true"]))
         peer = stats([wall([PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
                             "--no-python", "/bin/true"]) for _ in range(PEER_REPS)])
         vs_floor = statistics.median(o / f for o, f in zip(ours, floor))
         vs_floor_cmd = statistics.median(o / f for o, f in zip(ours, floor_cmd))
-        rows.append((n, stats(ours), peer, stats(floor), stats(floor_cmd), vs_floor, vs_floor_cmd))
+        no_cgroup_vs_floor_cmd = statistics.median(o / f for o, f in zip(no_cgroup, floor_cmd))
+        rows.append((n, stats(ours), peer, stats(floor), stats(floor_cmd), vs_floor, vs_floor_cmd,
+                     no_cgroup_vs_floor_cmd))
     out = ["## 1. Launch overhead (N workers of /bin/true, whole command)", "",
            "| workers | ddplaunch | torchrun --no-python | floor: spawns only | floor: whole command | "
-           "torchrun / ddplaunch | ddplaunch / floor: spawns only | ddplaunch / floor: whole command |",
-           "|---|---|---|---|---|---|---|---|"]
-    for n, ours, peer, floor, floor_cmd, vs_floor, vs_floor_cmd in rows:
+           "torchrun / ddplaunch | ddplaunch / floor: spawns only | ddplaunch / floor: whole command | "
+           "without a cgroup / floor: whole command |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for n, ours, peer, floor, floor_cmd, vs_floor, vs_floor_cmd, no_cgroup_vs in rows:
         out.append(f"| {n} | {fmt(ours)} | {fmt(peer)} | {fmt(floor)} | {fmt(floor_cmd)} | {peer[0] / ours[0]:.0f}× | "
-                   f"{vs_floor:.1f}× | {vs_floor_cmd:.1f}× |")
+                   f"{vs_floor:.1f}× | {vs_floor_cmd:.2f}× | {no_cgroup_vs:.2f}× |")
     out += ["", "Floor, spawns only: spawn_floor's own timer around posix_spawn and waitpid of the N workers. "
             "Floor, whole command: the same program timed from here like the launchers, so it also pays for "
             "starting and ending a process, as every launcher does. Ratios to the floor are medians of "
-            f"per-repetition ratios ({FAST_REPS} interleaved repetitions)."]
-    return out, {n: (ours[0], vs_floor_cmd) for n, ours, _, _, _, _, vs_floor_cmd in rows}
+            f"per-repetition ratios ({FAST_REPS} interleaved repetitions). Without a cgroup: the same "
+            "launch with DDPLAUNCH_CGROUP=0, process groups only, as on a machine where the launcher may not "
+            "write cgroup v2 (a Slurm step, most ssh sessions of a user without a delegated subtree)."]
+    return out, {n: (ours[0], vs_floor_cmd) for n, ours, _, _, _, _, vs_floor_cmd, _ in rows}
 
 
 def before_after(after):
