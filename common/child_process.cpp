@@ -62,11 +62,11 @@ struct Prepared {
   int stdout_fd = -1, stderr_fd = -1;
   long long open_files_limit = -1;
   int death_signal = SIGKILL;
-  std::optional<sigset_t> caught;       // ChildOptions::caught_signals; none: looked up in the child
-  int report_fd = -1;                   // the write end of the report pipe: kept through the closing, not the exec
+  std::optional<sigset_t> caught;  // ChildOptions::caught_signals; none: looked up in the child
+  int report_fd = -1;              // the write end of the report pipe: kept through the closing, not the exec
   volatile Failure* shared_report = nullptr;  // without a pipe: where a child on our memory reports
-  int procs_fd = -1;                    // cgroup.procs to join before exec (-1: none, or born in the cgroup)
-  std::vector<unsigned long> cpu_mask;  // a cpu_set_t of the child's CPUs (ChildOptions::cpus); empty: none
+  int procs_fd = -1;                          // cgroup.procs to join before exec (-1: none, or born in the cgroup)
+  std::vector<unsigned long> cpu_mask;        // a cpu_set_t of the child's CPUs (ChildOptions::cpus); empty: none
 };
 
 // The kernel's struct for rt_sigaction (x86-64 and the generic layout): only SIG_DFL is ever
@@ -245,8 +245,8 @@ void run_prepared(void* prepared) {
 }
 
 // clone3's arguments for a child born in the cgroup `cgroup_fd` (in ours when it is -1) that signals
-// SIGCHLD when it ends.
-clone_args into_cgroup_args(int cgroup_fd, std::uint64_t flags) {
+// SIGCHLD when it ends, with `flags` added.
+clone_args child_clone_args(int cgroup_fd, std::uint64_t flags) {
   clone_args args{};
   args.flags = flags;
   args.exit_signal = SIGCHLD;
@@ -265,7 +265,7 @@ clone_args into_cgroup_args(int cgroup_fd, std::uint64_t flags) {
 // (clone_shared.hpp: no page tables copied, no copy-on-write faults after) and runs on a stack of
 // its own; where that is not available it gets a copy of our memory, as from fork.
 pid_t clone_into_cgroup(const ChildOptions& o, const Prepared& p) {
-  clone_args args = into_cgroup_args(o.cgroup_fd, CLONE_VFORK);
+  clone_args args = child_clone_args(o.cgroup_fd, CLONE_VFORK);
   if (p.report_fd < 0) {
     const std::unique_ptr<char[]> stack(new char[kChildStack]);
     return clone_shared(args, stack.get(), kChildStack, run_prepared, const_cast<Prepared*>(&p));
@@ -460,7 +460,7 @@ std::unique_ptr<PendingChild> begin_child(const ChildOptions& options) {
   s.prepared = prepare(options, &s.report);
   s.prepared.procs_fd = -1;  // born in the cgroup, or in none
   s.stack.reset(new char[kChildStack]);
-  clone_args args = into_cgroup_args(options.cgroup_fd, CLONE_CHILD_CLEARTID);
+  clone_args args = child_clone_args(options.cgroup_fd, CLONE_CHILD_CLEARTID);
   args.child_tid = reinterpret_cast<std::uint64_t>(&s.left);
   pid_t pid = -1;
   int e = 0;

@@ -29,16 +29,14 @@ std::vector<pid_t> parse_pids(std::string_view text) {
   std::vector<pid_t> out;
   const char* p = text.data();
   const char* const end = p + text.size();
-  while (p != end && (*p == ' ' || *p == '\n')) ++p;
-  while (p != end) {
+  for (;;) {
+    while (p != end && (*p == ' ' || *p == '\n')) ++p;
     pid_t pid = 0;
     const auto [next, ec] = std::from_chars(p, end, pid);
-    if (ec != std::errc()) break;
+    if (ec != std::errc()) return out;  // the end, or not a pid
     out.push_back(pid);
     p = next;
-    while (p != end && (*p == ' ' || *p == '\n')) ++p;
   }
-  return out;
 }
 
 }  // namespace ddp

@@ -2,6 +2,7 @@
 #include "launcher/workers/job_lifetime.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -12,7 +13,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <optional>
 
 #include "common/child_process.hpp"
@@ -39,6 +39,11 @@ pid_t parent_in_stat(const std::string& stat) {
   int ppid = -1;
   if (close == std::string::npos || std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) return -1;
   return ppid;
+}
+
+// The parent of `pid` (its /proc/<pid>/stat), -1 when it is gone or unreadable.
+pid_t parent_of(const std::string& pid) {
+  return parent_in_stat(read_kernel_file(AT_FDCWD, ("/proc/" + pid + "/stat").c_str()));
 }
 
 }  // namespace
@@ -68,10 +73,7 @@ std::vector<pid_t> scanned_children(pid_t parent) {
   if (!proc) return out;
   while (const dirent* d = ::readdir(proc)) {
     if (!std::isdigit(static_cast<unsigned char>(d->d_name[0]))) continue;
-    std::ifstream in(std::string("/proc/") + d->d_name + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    if (parent_in_stat(stat) == parent) out.push_back(static_cast<pid_t>(std::atoi(d->d_name)));
+    if (parent_of(d->d_name) == parent) out.push_back(static_cast<pid_t>(std::atoi(d->d_name)));
   }
   ::closedir(proc);
   return out;
@@ -126,10 +128,7 @@ std::vector<pid_t> JobLifetime::adopted_candidates() const {
   if (!cgroup_in_use()) return children_of(::getpid());
   std::vector<pid_t> out;
   for (const pid_t pid : cgroup_->pids()) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    if (parent_in_stat(stat) == ::getpid()) out.push_back(pid);
+    if (parent_of(std::to_string(pid)) == ::getpid()) out.push_back(pid);
   }
   return out;
 }
