@@ -69,15 +69,6 @@ struct Prepared {
   std::vector<unsigned long> cpu_mask;        // a cpu_set_t of the child's CPUs (ChildOptions::cpus); empty: none
 };
 
-// The kernel's struct for rt_sigaction (x86-64 and the generic layout): only SIG_DFL is ever
-// set through it, and a handler read back.
-struct KernelSigaction {
-  void (*handler)(int) = SIG_DFL;
-  unsigned long flags = 0;
-  void (*restorer)() = nullptr;
-  std::uint64_t mask = 0;
-};
-
 // Child side of the fork: raw system calls only (raw_syscall.hpp: errno and the rest of the
 // parent thread's TLS stay untouched, as a child that runs beside us on our memory needs).
 // Returns only on failure, with `f` filled in.
@@ -88,7 +79,6 @@ void exec_child(const Prepared& p, volatile Failure& f) {
   };
   // Caught handlers would run the parent's code on the parent's memory: back to the default.
   // Ignored signals stay ignored, as exec keeps them (nohup's SIGHUP reaches the workers too).
-  constexpr long kSigsetBytes = 8;  // the kernel's sigset_t
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
     if (p.caught) {
@@ -96,12 +86,10 @@ void exec_child(const Prepared& p, volatile Failure& f) {
     } else {
       KernelSigaction now;
       // Fails (EINVAL) for a number glibc reserves: nothing to reset there.
-      if (raw_syscall(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&now), kSigsetBytes) != 0) continue;
+      if (raw_get_disposition(sig, now) != 0) continue;
       if (now.handler == SIG_DFL || now.handler == SIG_IGN) continue;
     }
-    const KernelSigaction to_default;
-    if (const long r = raw_syscall(SYS_rt_sigaction, sig, reinterpret_cast<long>(&to_default), 0, kSigsetBytes); r != 0)
-      return fail("sigaction", r);
+    if (const long r = raw_set_disposition(sig, SIG_DFL); r != 0) return fail("sigaction", r);
   }
   long r = 0;
   // Before anything it could start: a child that is in the cgroup takes its children with it.
@@ -132,9 +120,7 @@ void exec_child(const Prepared& p, volatile Failure& f) {
       (r = raw_syscall(SYS_sched_setaffinity, 0, static_cast<long>(p.cpu_mask.size() * sizeof(unsigned long)),
                        reinterpret_cast<long>(p.cpu_mask.data()))) != 0)
     return fail("sched_setaffinity", r);
-  const std::uint64_t none = 0;
-  if ((r = raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, kSigsetBytes)) != 0)
-    return fail("sigprocmask", r);
+  if ((r = raw_unblock_signals()) != 0) return fail("sigprocmask", r);
   r = raw_syscall(SYS_execve, reinterpret_cast<long>(p.exe.c_str()), reinterpret_cast<long>(p.argv.data()),
                   reinterpret_cast<long>(p.envp.data()));
   fail("execve", r);
@@ -275,24 +261,6 @@ pid_t clone_into_cgroup(const ChildOptions& o, const Prepared& p) {
   return static_cast<pid_t>(pid);
 }
 
-// Every signal blocked in the calling thread while it lives, so that no handler of ours runs in a
-// child on our memory before the child has reset it. Throws StartError naming `exe` when the
-// mask cannot be set.
-class AllSignalsBlocked {
- public:
-  explicit AllSignalsBlocked(const std::string& exe) {
-    sigset_t all;
-    ::sigfillset(&all);
-    if (const int e = ::pthread_sigmask(SIG_SETMASK, &all, &old_); e != 0) throw StartError(exe, "pthread_sigmask", e);
-  }
-  ~AllSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }  // a mask just read: cannot fail
-  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
-  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
-
- private:
-  sigset_t old_;
-};
-
 // vfork: a function of its own, so that nothing of the caller's lives across it.
 pid_t vfork_child(const Prepared& p) {
   const pid_t pid = ::vfork();
@@ -301,6 +269,16 @@ pid_t vfork_child(const Prepared& p) {
 }
 
 }  // namespace
+
+AllSignalsBlocked::AllSignalsBlocked() {
+  sigset_t all;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old_);  // a full set, SIG_SETMASK: cannot fail
+}
+
+AllSignalsBlocked::~AllSignalsBlocked() {
+  ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
 
 sigset_t signals_with_handlers() {
   sigset_t caught;
@@ -347,7 +325,7 @@ pid_t start_child(const ChildOptions& options) {
   const char* fork_step = nullptr;  // the step that failed, with fork_errno
   pid_t pid = -1;
   int fork_errno = 0;
-  std::optional<AllSignalsBlocked> blocked(std::in_place, options.exe);  // across the fork
+  std::optional<AllSignalsBlocked> blocked(std::in_place);  // across the fork
   if (into_cgroup) {
     p.procs_fd = -1;  // born in the cgroup
     pid = clone_into_cgroup(options, p);
@@ -465,7 +443,7 @@ std::unique_ptr<PendingChild> begin_child(const ChildOptions& options) {
   pid_t pid = -1;
   int e = 0;
   {
-    const AllSignalsBlocked blocked(options.exe);  // across the fork
+    const AllSignalsBlocked blocked;  // across the fork
     pid = clone_shared(args, s.stack.get(), kChildStack, run_prepared, &s.prepared);
     e = errno;
   }

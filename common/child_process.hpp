@@ -50,6 +50,20 @@ struct ChildOptions {
   const sigset_t* caught_signals = nullptr;
 };
 
+// Every signal blocked in the calling thread while it lives, across a fork or clone: no handler
+// of ours runs in a child (on our memory, or a copy of it) before the child has set its own
+// dispositions. Never throws.
+class AllSignalsBlocked {
+ public:
+  AllSignalsBlocked();
+  ~AllSignalsBlocked();
+  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
 // The signals whose disposition is a handler (neither SIG_DFL nor SIG_IGN): one sigaction read
 // per signal. Never throws.
 sigset_t signals_with_handlers();

@@ -14,20 +14,10 @@
 #include <fmt/format.h>
 
 #include "common/kernel_files.hpp"
+#include "common/raw_syscall.hpp"
 
 namespace ddp {
 namespace {
-
-bool write_file(const std::string& path, const char* text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const auto n = static_cast<ssize_t>(std::strlen(text));
-  const bool ok = ::write(fd, text, n) == n;
-  const int e = errno;
-  ::close(fd);
-  errno = e;
-  return ok;
-}
 
 // Makes `dir`, opens it, its cgroup.procs and cgroup.events; "" or the reason it failed.
 std::string make_at(const std::string& dir, int* dir_fd, int* procs, int* events) {
@@ -107,14 +97,16 @@ void JobCgroup::close_fds() {
 }
 
 std::vector<pid_t> JobCgroup::pids() const {
-  return parse_pids(read_kernel_file(dir_fd_, "cgroup.procs"));
+  std::vector<pid_t> out;
+  for_each_member([&](pid_t pid) { out.push_back(pid); });
+  return out;
 }
 
 bool JobCgroup::populated() const {
   // Read through events_fd_ itself: that read is what re-arms its POLLPRI (kernfs notes which
   // change each open file has seen), so wait_empty() sleeps until the next change.
   char buf[256];
-  const ssize_t n = ::pread(events_fd_, buf, sizeof buf - 1, 0);
+  const long n = raw_syscall(SYS_pread64, events_fd_, reinterpret_cast<long>(buf), sizeof buf - 1, 0);
   if (n <= 0) return false;
   buf[n] = '\0';
   return std::strstr(buf, "populated 1") != nullptr;
@@ -122,28 +114,34 @@ bool JobCgroup::populated() const {
 
 void JobCgroup::signal(int signo) const {
   // ESRCH: it exited since cgroup.procs was read; nothing to do.
-  for (const pid_t pid : pids()) ::kill(pid, signo);
+  for_each_member([signo](pid_t pid) { raw_syscall(SYS_kill, pid, signo); });
 }
 
 bool JobCgroup::kill() const {
-  return write_file(path_ + "/cgroup.kill", "1");
+  const long fd = raw_syscall(SYS_openat, dir_fd_, reinterpret_cast<long>("cgroup.kill"), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = raw_syscall(SYS_write, fd, reinterpret_cast<long>("1"), 1) == 1;
+  raw_syscall(SYS_close, fd);
+  return ok;
 }
 
 bool JobCgroup::wait_empty(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (!populated()) return true;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = deadline - std::chrono::steady_clock::now();
     if (left.count() <= 0) return false;
     // cgroup.events signals every change of "populated" with POLLPRI.
     pollfd p{events_fd_, POLLPRI, 0};
-    ::poll(&p, 1, static_cast<int>(left.count()));
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(left);
+    const timespec wait{seconds.count(), std::chrono::nanoseconds(left - seconds).count()};
+    raw_syscall(SYS_ppoll, reinterpret_cast<long>(&p), 1, reinterpret_cast<long>(&wait), 0, 0);
   }
 }
 
 bool JobCgroup::remove() const {
-  return ::rmdir(path_.c_str()) == 0 || errno == ENOENT;
+  const long r = raw_syscall(SYS_unlinkat, AT_FDCWD, reinterpret_cast<long>(path_.c_str()), AT_REMOVEDIR);
+  return r == 0 || r == -ENOENT;
 }
 
 }  // namespace ddp

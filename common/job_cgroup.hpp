@@ -12,6 +12,8 @@
 // or, on kernels before 5.7, join by writing "0" to cgroup.procs before exec;
 // kill() writes 1 to cgroup.kill (Linux 5.14), which kills every member, forks in flight
 // included; remove() rmdirs it once empty. Zombies do not count as members.
+// The calls on a made cgroup (pids() excepted) allocate nothing and leave errno alone (raw system
+// calls): the reaper makes them while it may run on the launcher's memory (reaper.hpp).
 // Not thread-safe; the object is movable and holds three descriptors (close-on-exec).
 #pragma once
 
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "common/cgroup_mounts.hpp"  // cgroup2_mount_point(), own_cgroup2_path()
+#include "common/kernel_files.hpp"
 
 namespace ddp {
 
@@ -50,12 +53,17 @@ class JobCgroup {
 
   // The members' pids (cgroup.procs); empty when it cannot be read.
   std::vector<pid_t> pids() const;
+  // visit(pid) for each member, as cgroup.procs lists them; false when it cannot be read.
+  template <class Visit>
+  bool for_each_member(Visit&& visit) const {
+    return for_each_pid_in_file(dir_fd_, "cgroup.procs", visit);
+  }
   // Whether any process is in the cgroup (cgroup.events "populated"). False when unreadable.
   bool populated() const;
   // Sends `signo` to every member, one by one (a process forked meanwhile may be missed; kill()
   // has no such race). Never blocks.
   void signal(int signo) const;
-  // SIGKILLs every member through cgroup.kill. Returns false (errno set) if the write failed.
+  // SIGKILLs every member through cgroup.kill. Returns false if the write failed.
   bool kill() const;
   // Blocks until the cgroup is empty (waking on cgroup.events changes) or `timeout` passed;
   // returns whether it is empty.

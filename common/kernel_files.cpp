@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 
 namespace ddp {
 
@@ -27,16 +26,11 @@ std::string read_kernel_file(int dir_fd, const char* name) {
 
 std::vector<pid_t> parse_pids(std::string_view text) {
   std::vector<pid_t> out;
-  const char* p = text.data();
-  const char* const end = p + text.size();
-  for (;;) {
-    while (p != end && (*p == ' ' || *p == '\n')) ++p;
-    pid_t pid = 0;
-    const auto [next, ec] = std::from_chars(p, end, pid);
-    if (ec != std::errc()) return out;  // the end, or not a pid
-    out.push_back(pid);
-    p = next;
-  }
+  const auto keep = [&](pid_t pid) { out.push_back(pid); };
+  PidScanner scanner;
+  scanner.feed(text, keep);
+  scanner.finish(keep);
+  return out;
 }
 
 }  // namespace ddp

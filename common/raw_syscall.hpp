@@ -3,13 +3,15 @@
 // (child_process.cpp's children started without waiting for their exec): glibc's wrappers would
 // write errno into the parent thread's variable under its feet. x86-64 makes the call itself;
 // elsewhere it goes through syscall(2) and reads errno (used there only where the parent waits).
-// Async-signal-safe; never throws; thread-safe.
+// Async-signal-safe; never throws; thread-safe. The signal helpers below are made of it.
 #pragma once
 
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
 
 namespace ddp {
 
@@ -37,5 +39,33 @@ inline constexpr bool kRawSyscalls =
 #else
     false;
 #endif
+
+// The kernel's struct for rt_sigaction (x86-64 and the generic layout), for the dispositions
+// that need no restorer: SIG_DFL and SIG_IGN set, a handler read back.
+struct KernelSigaction {
+  void (*handler)(int) = SIG_DFL;
+  unsigned long flags = 0;
+  void (*restorer)() = nullptr;
+  std::uint64_t mask = 0;
+};
+inline constexpr long kKernelSigsetBytes = 8;  // the kernel's sigset_t
+
+// `sig`'s disposition read into `now`; 0 or a negative errno (EINVAL for a number glibc reserves).
+inline long raw_get_disposition(int sig, KernelSigaction& now) {
+  return raw_syscall(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&now), kKernelSigsetBytes);
+}
+
+// Sets `sig` to `disposition` (SIG_DFL or SIG_IGN only); 0 or a negative errno.
+inline long raw_set_disposition(int sig, void (*disposition)(int)) {
+  KernelSigaction to;
+  to.handler = disposition;
+  return raw_syscall(SYS_rt_sigaction, sig, reinterpret_cast<long>(&to), 0, kKernelSigsetBytes);
+}
+
+// Unblocks every signal in the calling thread; 0 or a negative errno.
+inline long raw_unblock_signals() {
+  const std::uint64_t none = 0;
+  return raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, kKernelSigsetBytes);
+}
 
 }  // namespace ddp

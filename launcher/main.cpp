@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
     if (parsed.config.dump_stacks) return request_stacks(parsed.config);
     if (parsed.config.status) return print_status(parsed.config);
-    // Before any thread: the reaper is a fork of this process (job_lifetime.hpp).
+    // Before any thread: the reaper starts as a copy of this process or on its memory (job_lifetime.hpp).
     // DDPLAUNCH_CGROUP=0: process groups only (what a machine without a writable cgroup v2 gets).
     const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");
     const bool use_cgroup = cgroup == nullptr || std::string(cgroup) != "0";

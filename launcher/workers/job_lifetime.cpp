@@ -101,18 +101,15 @@ JobLifetime::JobLifetime(const JobLifetimeOptions& o) : grace_(o.grace) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
     throw Error(std::string("cannot create the reaper's socket pair: ") + std::strerror(errno));
-  const pid_t pid = ::fork();
+  reaper_args_ = ReaperArgs{.socket = fds[1], .launcher_end = fds[0], .cgroup = cgroup(), .grace = o.grace};
+  const pid_t pid = start_reaper(reaper_args_, reaper_stack_);
   if (pid < 0) {
     const int e = errno;
     ::close(fds[0]);
     ::close(fds[1]);
     if (cgroup_) cgroup_->remove();
-    throw Error(std::string("cannot start the reaper process: fork: ") + std::strerror(e) +
+    throw Error(std::string("cannot start the reaper process: ") + std::strerror(e) +
                 (e == EAGAIN ? "; " + process_limit_hint() : ""));
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    run_reaper(fds[1], cgroup(), o.grace);
   }
   ::close(fds[1]);
   socket_ = fds[0];

@@ -6,7 +6,7 @@
 //     are reaped as they exit (reap_orphans) and found again at the end (finish);
 //   - creates the job's cgroup v2 (job_cgroup.hpp) when the machine lets us, which every worker
 //     joins before exec; otherwise it says so once at debug level and relies on process groups;
-//   - forks the reaper (reaper.hpp), which acts on the messages sent here and, if the launcher
+//   - starts the reaper (reaper.hpp), which acts on the messages sent here and, if the launcher
 //     dies (even by SIGKILL), kills everything left at once.
 // On a worker's exit, the rest of its process group gets SIGTERM now and SIGKILL after the grace
 // (--shutdown_timeout). finish() (also run by the destructor) ends the job: SIGTERM to what is
@@ -36,9 +36,10 @@ struct JobLifetimeOptions {
 
 class JobLifetime {
  public:
-  // Blocks for the fork and the cgroup's creation (milliseconds). Throws Error when the reaper
-  // cannot be forked (with the RLIMIT_NPROC hint when fork says EAGAIN). Call it while the
-  // process has one thread (the reaper is a fork of it).
+  // Blocks for the reaper's start and the cgroup's creation (a fraction of a millisecond). Throws
+  // Error when the reaper cannot be started (with the RLIMIT_NPROC hint when the fork says
+  // EAGAIN). Call it while the process has one thread (the reaper starts as a copy of it, or on
+  // its memory).
   explicit JobLifetime(const JobLifetimeOptions& options);
   ~JobLifetime();
   JobLifetime(const JobLifetime&) = delete;
@@ -83,6 +84,8 @@ class JobLifetime {
   std::optional<JobCgroup> cgroup_;
   std::chrono::milliseconds grace_;
   bool cgroup_dropped_ = false;
+  ReaperArgs reaper_args_;    // read by the reaper until finish() has reaped it
+  ReaperStack reaper_stack_;  // likewise
   pid_t reaper_ = -1;
   bool job_ended_ = false;           // end_job() sent the reaper its last message
   int socket_ = -1;                  // our end; closed by finish()
