@@ -51,10 +51,10 @@ def note(text: str) -> None:
 
 
 # --------------------------------------------------------------------------- small helpers
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago (the kernel's pick)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free on `host` (an IPv4 or IPv6 address) a moment ago (the kernel's pick)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 

@@ -13,20 +13,15 @@
 """
 import os
 import signal
-import socket
 import subprocess
 import time
 
 import pytest
 
+from pyfixtures import free_port
+
 TIMEOUT = 60
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_node_waiting_for_node_0_says_so(ddplaunch):

@@ -36,6 +36,8 @@ import uuid
 
 import pytest
 
+from pyfixtures import free_port
+
 TIMEOUT = 60
 pytestmark = pytest.mark.timeout(120)
 
@@ -379,13 +381,6 @@ def test_a_sigstopped_rank_of_a_gloo_script_with_a_timer_is_killed_and_named(ddp
     assert "exitcode  : 137 (died of SIGKILL: killed by ddplaunch: file timer 'train_step' expired)" in r.stderr
     assert "Root cause (the earliest failure):" in r.stderr and "  rank      : 1 (local_rank: 1)" in r.stderr
     assert "Stopped by ddplaunch (not failed):\n  rank 0: ended by SIGTERM" in r.stderr, r.stderr
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_event(events, name, seconds):

@@ -12,6 +12,8 @@ import textwrap
 
 import pytest
 
+from pyfixtures import free_port
+
 TIMEOUT = 120
 
 SCRIPT = textwrap.dedent("""\
@@ -38,12 +40,6 @@ pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(not ipv6_loopback_usable(), reason="no IPv6 loopback here")]
 
 
-def free_port():
-    with socket.socket(socket.AF_INET6) as s:
-        s.bind(("::1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def script(tmp_path):
     path = tmp_path / "allreduce.py"
@@ -65,7 +61,7 @@ def test_one_node(ddplaunch, script, addr):
 
 @pytest.mark.parametrize("addr", ["[::1]", "::1"])
 def test_two_nodes(ddplaunch, script, addr):
-    port = str(free_port())
+    port = str(free_port("::1"))
     nodes = [subprocess.Popen([ddplaunch, "--nnodes=2", f"--node_rank={n}", f"--master_addr={addr}",
                                f"--master_port={port}", "--nproc_per_node=1", script], env=env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in (0, 1)]

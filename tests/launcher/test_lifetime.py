@@ -12,22 +12,17 @@ every process started is killed at the end.
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from pyfixtures import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "lifetime_worker.sh")
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cgroup_writable():

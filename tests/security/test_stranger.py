@@ -18,7 +18,6 @@ PyTorch TCPStore client as an attacker would use:
 import hashlib
 import hmac
 import os
-import socket
 import subprocess
 import textwrap
 import time
@@ -27,15 +26,11 @@ from datetime import timedelta
 import pytest
 import torch.distributed as dist
 
+from pyfixtures import free_port
+
 TIMEOUT = 60
 pytestmark = pytest.mark.timeout(120)
 RUN_ID = "victim"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
