@@ -96,6 +96,23 @@ def kill_leftovers(procs, marker):
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+    remove_job_cgroups([p.pid for p in procs])
+
+
+def remove_job_cgroups(launcher_pids):
+    """The job cgroups of launchers killed together with their reapers (the one case in which a
+    cgroup stays, docs/process-lifetime.md): removed once empty, so that a run leaves none behind."""
+    names = tuple(f"ddplaunch-{pid}-" for pid in launcher_pids)
+    with open("/proc/self/mounts") as f:
+        roots = [line.split()[1] for line in f if line.split()[2] == "cgroup2"]
+    for root in roots:
+        for parent, dirs, _ in os.walk(root):
+            for name in [d for d in dirs if d.startswith(names)]:
+                dirs.remove(name)
+                try:
+                    os.rmdir(os.path.join(parent, name))
+                except OSError:
+                    pass  # not ours to remove, or still populated: left as the doc says
 
 
 def tail(path, n=2000):
