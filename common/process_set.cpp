@@ -55,11 +55,9 @@ ProcessSet::~ProcessSet() {
 std::size_t ProcessSet::start(ChildOptions options) {
   pid_t pid = -1;
   if (noted_) options.caught_signals = &*noted_;
-  // In a batch, the exec is waited for by StartBatch::finish().
-  const bool batched = noted_.has_value();
   std::unique_ptr<PendingChild> pending;
   const auto begin = [&] {
-    if (batched) {
+    if (noted_) {  // in a batch: StartBatch::finish() waits for the exec
       pending = begin_child(options);
       pid = pending->pid();
     } else {

@@ -23,8 +23,11 @@
 #include <thread>
 
 #include "common/job_cgroup.hpp"
+#include "tests/support/test_cgroup.hpp"
 
 namespace {
+
+using ddp::testing::test_cgroup;
 
 // Runs `sh -c script` through start_child with stdout on a pipe; returns (output, wait status).
 std::pair<std::string, int> run_sh(const std::string& script, ddp::ChildOptions o = {}) {
@@ -54,14 +57,6 @@ std::set<int> numbers(const std::string& text) {
   std::istringstream in(text);
   for (int n; in >> n;) out.insert(n);
   return out;
-}
-
-// A cgroup for one test, or nullopt (with a warning) where cgroup v2 is not writable.
-std::optional<ddp::JobCgroup> test_cgroup(const std::string& tag) {
-  std::string why;
-  auto cgroup = ddp::JobCgroup::create("ddplaunch-test-" + std::to_string(::getpid()) + "-" + tag, &why);
-  if (!cgroup) WARN("skipped: no writable cgroup v2 here (" << why << ")");
-  return cgroup;
 }
 
 TEST_CASE("start_child: the child holds only stdin, stdout and stderr", "[child]") {

@@ -14,15 +14,9 @@
 #include <string>
 
 #include "common/child_process.hpp"
+#include "tests/support/test_cgroup.hpp"
 
 namespace {
-
-std::optional<ddp::JobCgroup> make(const std::string& tag) {
-  std::string why;
-  auto cg = ddp::JobCgroup::create("ddplaunch-test-" + std::to_string(::getpid()) + "-" + tag, &why);
-  if (!cg) WARN("skipped: no writable cgroup v2 here (" << why << ")");
-  return cg;
-}
 
 pid_t start_in(const ddp::JobCgroup& cg, const std::string& script) {
   ddp::ChildOptions o;
@@ -44,7 +38,7 @@ TEST_CASE("JobCgroup: the hierarchy and our place in it are found", "[cgroup]") 
 }
 
 TEST_CASE("JobCgroup: a child joins before exec, kill takes every member, remove", "[cgroup]") {
-  auto cg = make("kill");
+  auto cg = ddp::testing::test_cgroup("kill");
   if (!cg) return;
   CHECK(cg->path().find(ddp::cgroup2_mount_point()) == 0);
   CHECK_FALSE(cg->populated());
@@ -65,7 +59,7 @@ TEST_CASE("JobCgroup: a child joins before exec, kill takes every member, remove
 }
 
 TEST_CASE("JobCgroup: a child born in the cgroup holds only stdin, stdout and stderr", "[cgroup]") {
-  auto cg = make("fds");
+  auto cg = ddp::testing::test_cgroup("fds");
   if (!cg) return;
   int out[2];
   REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
@@ -99,7 +93,7 @@ TEST_CASE("JobCgroup: a child born in the cgroup holds only stdin, stdout and st
 }
 
 TEST_CASE("JobCgroup: signal reaches every member, wait_empty times out while one remains", "[cgroup]") {
-  auto cg = make("signal");
+  auto cg = ddp::testing::test_cgroup("signal");
   if (!cg) return;
   const pid_t pid = start_in(*cg, "exec sleep 300");
   CHECK_FALSE(cg->wait_empty(std::chrono::milliseconds(50)));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/job_cgroup.hpp"
+#include "tests/support/test_cgroup.hpp"
 
 namespace {
 
@@ -187,12 +188,8 @@ TEST_CASE("ProcessSet: a child started in a batch keeps none of our handlers", "
 }
 
 TEST_CASE("ProcessSet: a batch in the job's cgroup names the child that could not start", "[process_set]") {
-  std::string why;
-  auto cgroup = ddp::JobCgroup::create("ddplaunch-test-" + std::to_string(::getpid()) + "-batch", &why);
-  if (!cgroup) {
-    WARN("skipped: no writable cgroup v2 here (" << why << ")");
-    return;
-  }
+  auto cgroup = ddp::testing::test_cgroup("batch");
+  if (!cgroup) return;
   ChildSignal sig;
   ddp::ProcessSet set;
   set.place_in_cgroup(*cgroup);
