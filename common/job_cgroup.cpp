@@ -129,13 +129,12 @@ bool JobCgroup::wait_empty(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (!populated()) return true;
-    const auto left = deadline - std::chrono::steady_clock::now();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     // cgroup.events signals every change of "populated" with POLLPRI.
     pollfd p{events_fd_, POLLPRI, 0};
-    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(left);
-    const timespec wait{seconds.count(), std::chrono::nanoseconds(left - seconds).count()};
-    raw_syscall(SYS_ppoll, reinterpret_cast<long>(&p), 1, reinterpret_cast<long>(&wait), 0, 0);
+    raw_poll(&p, 1, static_cast<int>(left.count()));
   }
 }
 

@@ -3,10 +3,12 @@
 // (child_process.cpp's children started without waiting for their exec): glibc's wrappers would
 // write errno into the parent thread's variable under its feet. x86-64 makes the call itself;
 // elsewhere it goes through syscall(2) and reads errno (used there only where the parent waits).
-// Async-signal-safe; never throws; thread-safe. The signal helpers below are made of it.
+// Async-signal-safe; never throws; thread-safe. raw_poll and the signal helpers below are made of it.
 #pragma once
 
+#include <poll.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,6 +41,14 @@ inline constexpr bool kRawSyscalls =
 #else
     false;
 #endif
+
+// poll(2) through ppoll (which every architecture has): `timeout_ms` < 0 waits without end.
+// The number of ready descriptors, 0 on timeout, or a negative errno (-EINTR).
+inline long raw_poll(pollfd* fds, int count, int timeout_ms) {
+  if (timeout_ms < 0) return raw_syscall(SYS_ppoll, reinterpret_cast<long>(fds), count, 0, 0, 0);
+  const timespec wait{timeout_ms / 1000, (timeout_ms % 1000) * 1'000'000L};
+  return raw_syscall(SYS_ppoll, reinterpret_cast<long>(fds), count, reinterpret_cast<long>(&wait), 0, 0);
+}
 
 // The kernel's struct for rt_sigaction (x86-64 and the generic layout), for the dispositions
 // that need no restorer: SIG_DFL and SIG_IGN set, a handler read back.

@@ -59,9 +59,8 @@ std::optional<std::vector<pid_t>> listed_children(pid_t parent) {
   // A thread's children: those it made and the orphans it was handed as the (sub)reaper.
   while (const dirent* d = ::readdir(dir)) {
     if (!std::isdigit(static_cast<unsigned char>(d->d_name[0]))) continue;
-    const std::vector<pid_t> some =
-        parse_pids(read_kernel_file(::dirfd(dir), (std::string(d->d_name) + "/children").c_str()));
-    out.insert(out.end(), some.begin(), some.end());
+    for_each_pid_in_file(::dirfd(dir), (std::string(d->d_name) + "/children").c_str(),
+                         [&](pid_t pid) { out.push_back(pid); });
   }
   ::closedir(dir);
   return out;

@@ -26,13 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// poll(2) through ppoll: `timeout_ms` < 0 waits without end. Returns what the kernel did.
-long poll_fds(pollfd* fds, int count, int timeout_ms) {
-  if (timeout_ms < 0) return raw_syscall(SYS_ppoll, reinterpret_cast<long>(fds), count, 0, 0, 0);
-  const timespec wait{timeout_ms / 1000, (timeout_ms % 1000) * 1'000'000L};
-  return raw_syscall(SYS_ppoll, reinterpret_cast<long>(fds), count, reinterpret_cast<long>(&wait), 0, 0);
-}
-
 // A message, or 0 at end of file, or a negative errno.
 long receive(int socket, ReaperMessage& m, int flags) {
   return raw_syscall(SYS_recvfrom, socket, reinterpret_cast<long>(&m), sizeof m, flags, 0, 0);
@@ -94,7 +87,7 @@ class ReaperLoop {
   bool read_messages() {
     for (;;) {
       pollfd p{socket_, POLLIN, 0};
-      poll_fds(&p, 1, timeout_ms(next_deadline()));
+      raw_poll(&p, 1, timeout_ms(next_deadline()));
       kill_expired();
       if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ReaperMessage m;
@@ -138,7 +131,7 @@ class ReaperLoop {
       pollfd p[2] = {{socket_, POLLIN, 0}, {cgroup_ ? cgroup_->events_fd() : -1, POLLPRI, 0}};
       int wait = std::min(cgroup_ ? 1000 : 50, timeout_ms(deadline));
       if (const int next = timeout_ms(next_deadline()); next >= 0) wait = std::min(wait, next);
-      poll_fds(p, 2, wait);
+      raw_poll(p, 2, wait);
       if (p[0].revents != 0) {
         ReaperMessage m;
         if (receive(socket_, m, MSG_DONTWAIT) == 0) return;  // the launcher is gone
