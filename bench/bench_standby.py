@@ -54,9 +54,14 @@ joined = time.time()
 with open(os.path.join(d, f"a{attempt}_{rank}.tmp"), "w") as f:
     f.write(f"{started} {joined} {os.environ['WORLD_SIZE']} {os.getppid()}\n")
 os.rename(os.path.join(d, f"a{attempt}_{rank}.tmp"), os.path.join(d, f"a{attempt}_{rank}"))
-t = torch.ones(4)
-while not os.path.exists(os.path.join(d, "finish")):
+# The ranks stop together: each all_reduce also carries whether a rank has seen the finish file, so
+# none leaves while another is inside the next collective (it would fail on the closed connection).
+t = torch.zeros(1)
+while True:
+    t.fill_(1.0 if os.path.exists(os.path.join(d, "finish")) else 0.0)
     dist.all_reduce(t)
+    if t.item() > 0:
+        break
     time.sleep(0.05)
 dist.destroy_process_group()
 """
