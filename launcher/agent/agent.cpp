@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
@@ -52,7 +53,7 @@ std::shared_ptr<Store> Agent::connect_job() {
 
 void Agent::post_for_round(int round, std::function<void()> event) {
   asio::post(io_, [this, round, event = std::move(event)] {
-    if (round == round_ && procs_ && status_.live()) event();
+    if (round == view_.round && procs_ && status_.live()) event();
   });
 }
 
@@ -69,6 +70,9 @@ bool Agent::prepare() {
     if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
     if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
     recorder_ = std::make_unique<RunRecorder>(std::move(ro));
+    events_.add(*recorder_);
+    events_.add(status_board_);
+    for (RoundListener* listener : deps_.listeners) events_.add(*listener);
     WorkerWatchOptions wo;
     wo.run_dir = eff_.log_root;
     wo.temporary_run_dir = eff_.temporary_log_root;
@@ -122,9 +126,9 @@ bool Agent::prepare() {
 
 void Agent::start_round() {
   status_.join();
-  status_board_.joining(round_, restart_count_);
+  events_.emit(RoundJoining{view_.round, view_.restarts});
   joiner_->start(
-      round_, [this](const JoinedRound& joined) { on_joined(joined); },
+      view_.round, [this](const JoinedRound& joined) { on_joined(joined); },
       [this](std::exception_ptr error) {
         if (exit_code_) return;  // interrupted meanwhile
         try {
@@ -144,18 +148,19 @@ void Agent::start_round() {
 
 void Agent::on_joined(const JoinedRound& joined) {
   if (exit_code_) return;  // interrupted meanwhile
-  round_ = joined.round;
+  view_.round = joined.round;
   hang_.reset();
   lost_.reset();
-  restart_count_ += joined.late_rounds;  // the job's restart count, as the members see it
-  group_rank_ = joined.group_rank;
-  nnodes_ = joined.ranks.num_nodes();
-  active_nodes_ = joined.ranks.num_active();
-  hosts_.clear();
-  for (const NodeInfo& n : joined.ranks.nodes()) hosts_.push_back(n.host);
-  status_board_.joined(joined, restart_count_);
-  if (round_ == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
-  if (stands_by(joined)) return;
+  round_end_.reset();
+  view_.restarts += joined.late_rounds;  // the job's restart count, as the members see it
+  view_.group_rank = joined.group_rank;
+  view_.ranks = joined.ranks;
+  view_.hosts.clear();
+  for (const NodeInfo& n : joined.ranks.nodes()) view_.hosts.push_back(n.host);
+  const bool was_standby = std::exchange(view_.standby, joined.ranks.is_standby(view_.group_rank));
+  events_.emit(RoundJoined{view_});
+  if (view_.round == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);
+  if (stands_by(was_standby)) return;
   const RoundWorkerContext context{.master_addr = joined.master_addr,
                                    .master_port = joined.master_port,
                                    .timer_file = watch_->timer_file(),
@@ -163,25 +168,24 @@ void Agent::on_joined(const JoinedRound& joined) {
                                    .python_hook_dir = python_hook_dir_,
                                    .socket_dir = python_hook_dir_.empty() ? std::string() : eff_.log_root};
   const WorkerSpecInputs in =
-      worker_spec_inputs(c_, eff_, joined.ranks, group_rank_, restart_count_, context, eff_.env);
-  if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && round_ == 0) {
+      worker_spec_inputs(c_, eff_, joined.ranks, view_.group_rank, view_.restarts, context, eff_.env);
+  if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && view_.round == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
   procs_ = deps_.processes(io_, OutputPolicy{&console_, &log_tally_});
   report_.clear();
-  recorder_->round_joined(round_, group_rank_, nnodes_, joined.ranks.world_size());
   try {
     const std::vector<WorkerSpec> specs = build_worker_specs(in);
     const std::vector<int> pids = procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); });
-    recorder_->workers_started(round_, specs, pids);
-    status_board_.started(specs, pids);
+    events_.emit(WorkersStarted{view_, specs, pids});
     std::map<int, WatchedWorker> workers;
     for (std::size_t i = 0; i < pids.size(); ++i) workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
-    watch_->started(round_, group_rank_, nnodes_, std::move(workers));
+    watch_->started(view_.round, view_.group_rank, view_.nnodes(), std::move(workers));
     register_once();  // after the workers start
   } catch (const UsageError& e) {
     log::error("{}", e.what());
-    Outcome cause = Outcome::failure(kExitUsage, workers_not_started(group_rank_, e.what()), group_rank_);
+    NodeStop stop = workers_not_started(view_.group_rank, eff_.host, e.what());
+    Outcome cause = Outcome::failure(kExitUsage, std::move(stop.summary), view_.group_rank, std::move(stop.root));
     publish(cause);
     cause.summary.clear();  // logged just above; the other nodes print it
     return stop_round(std::move(cause), false, false);
@@ -196,21 +200,22 @@ void Agent::on_joined(const JoinedRound& joined) {
 void Agent::register_once() {
   // The record is written a second later (rdzv/job_registry.hpp); it names the status socket.
   if (!registration_ && deps_.preflight && !status_server_)
-    status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(group_rank_));
+    status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(view_.group_rank));
   if (!registration_ && deps_.preflight)
-    registration_ = register_job(io_, c_, eff_, group_rank_, nnodes_, backend_->hosts_store(group_rank_));
+    registration_ =
+        register_job(io_, c_, eff_, view_.group_rank, view_.nnodes(), backend_->hosts_store(view_.group_rank));
 }
 
 void Agent::start_monitor() {
   JobMonitorOptions mo;
   mo.outcome_key = key("outcome");
   mo.heartbeat_prefix = key("hb/");
-  mo.node = group_rank_;
-  mo.nnodes = nnodes_;
-  mo.watched = active_nodes_;  // a standby's loss stops no round
+  mo.node = view_.group_rank;
+  mo.nnodes = view_.nnodes();
+  mo.watched = view_.active_nodes();  // a standby's loss stops no round
   mo.interval = c_.heartbeat_interval;
   mo.timeout = c_.heartbeat_timeout;
-  const int round = round_;
+  const int round = view_.round;
   backend_->set_liveness(mo, round);
   monitor_ = std::make_unique<JobMonitor>(
       [this] { return connect_job(); }, mo,
@@ -236,8 +241,7 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   if (publish_it) publish(cause);
   watch_->stopping(!status_.interrupted_by() && cause.code != kExitOk);
   signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
-  recorder_->teardown(round_, cause, signal_sent_);
-  status_board_.stopping(cause.code, cause.origin_node);
+  events_.emit(RoundStopping{view_, cause, signal_sent_});
   status_.stop(std::move(cause), restartable);
   procs_->signal(signal_sent_);
   procs_->signal(SIGCONT);  // a stopped worker (SIGSTOP, Ctrl-Z) acts on it now, not at SIGKILL
@@ -260,16 +264,14 @@ void Agent::on_lost(const std::string& message, bool store_lost) {
   // carry on without it if enough remain; static ones wait for it to come back, from any address
   // (a restarted Kubernetes pod), in the next round (rdzv/static_rejoin.hpp).
   const bool elastic = c_.min_nodes < c_.max_nodes;
-  const bool recover = !store_lost && (!elastic || nnodes_ - 1 >= c_.min_nodes) && restart_count_ < c_.max_restarts;
+  const bool recover =
+      !store_lost && (!elastic || view_.nnodes() - 1 >= c_.min_nodes) && view_.restarts < c_.max_restarts;
   if (!status_.stoppable()) return;
-  log::warning("{}{}", message,
-               !recover  ? ""
-               : elastic ? "; continuing with the remaining nodes in a new round"
-                         : fmt::format("; waiting up to {:g} s (--rdzv_timeout) for it to come back in a new round",
-                                       c_.rdzv_timeout.count() / 1000.0));
-  Outcome cause = Outcome::failure(kExitFailure, lost_node_stop(message), group_rank_);
+  log::warning("{}", lost_node_notice(message, recover, elastic, c_.rdzv_timeout));
+  NodeStop stop = lost_node_stop(message, view_.group_rank, eff_.host);
+  Outcome cause = Outcome::failure(kExitFailure, std::move(stop.summary), view_.group_rank, stop.root);
   // A lost store is told as the round ends (end_round), quietly: it may live on without answering.
-  lost_ = Outcome::failure(kExitFailure, message, group_rank_);
+  lost_ = Outcome::failure(kExitFailure, message, view_.group_rank, std::move(stop.root));
   if (!store_lost) publish(*lost_);
   stop_round(std::move(cause), recover, false);
 }
@@ -282,8 +284,9 @@ void Agent::check_round_end() {
   // us, act on it now rather than after the outcome watcher has read it back.
   status_.succeed();
   try {
-    const Outcome success = Outcome::success(group_rank_);
-    if (count_in(*joiner_->job(), key(""), group_rank_, active_nodes_) && publish(success) == success.encode())
+    const Outcome success = Outcome::success(view_.group_rank);
+    if (count_in(*joiner_->job(), key(""), view_.group_rank, view_.active_nodes()) &&
+        publish(success) == success.encode())
       return finish(kExitOk);
   } catch (const Error& e) {
     on_lost("the store became unreachable: " + std::string(e.what()), true);
@@ -304,11 +307,11 @@ void Agent::end_round() {
   retired_.push_back(std::move(procs_));
   if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));
   const Outcome& cause = *status_.cause();  // set by every way into Stopping
-  const std::string summary = final_summary(cause);
-  note_failed_round(cause, summary, collectives, [this, summary, code = cause.code](bool breaker_trips) {
-    if (breaker_trips) return end_job(summary, kExitNoProgress);
-    if (status_.restartable() && restart_count_ < c_.max_restarts) return restart_job();
-    end_job(summary, code);
+  round_end_ = final_summary(cause);
+  note_failed_round(cause, *round_end_, collectives, [this, code = cause.code](bool breaker_trips) {
+    if (breaker_trips) return end_job(round_end_->text, kExitNoProgress);
+    if (status_.restartable() && view_.restarts < c_.max_restarts) return restart_job();
+    end_job(round_end_->text, code);
   });
 }
 
@@ -354,20 +357,23 @@ int Agent::run() {
     log::error("log files incomplete: {} line(s) not written to {} ({})", log_tally_.lines_lost, eff_.log_root,
                log_tally_.first_error);
   }
-  if (recorder_) {
+  if (recorder_) {  // prepare() made the listeners
+    // The root cause as the last failed round's report made it; else (a round a signal ended)
+    // the cause that stopped it.
     const std::optional<Outcome>& cause = status_.cause();
-    recorder_->job_ended(*exit_code_, group_rank_, restart_count_, report_, cause,
-                         cause ? host_name(cause->origin_node) : "");
+    const std::optional<RootCause> root = round_end_ ? round_end_->root : cause ? cause->root_cause : std::nullopt;
+    const std::string root_text = round_end_ ? round_end_->root_text : cause ? cause->summary : "";
+    events_.emit(JobEnded{view_, *exit_code_, report_, root, root_text});
   }
   if (exit_code_ == kExitOk) discard_error_files();
-  const bool store_host = backend_->hosts_store(group_rank_);
-  if (joiner_->job() && nnodes_ > 1 && status_.state() != RoundState::Joining && !lost_) {
+  const bool store_host = backend_->hosts_store(view_.group_rank);
+  if (joiner_->job() && view_.nnodes() > 1 && status_.state() != RoundState::Joining && !lost_) {
     // After a success or a failure alike: the store's host ends it only once the others have read
     // the outcome and counted out, or a grace has passed (after a failure, the others may still
     // be stopping workers, which needs no store). Not after a lost node or store: the lost one
     // never counts out, and a store behind a cut link would hold the call.
     JobExitOptions exit;
-    exit.nnodes = nnodes_;
+    exit.nnodes = view_.nnodes();
     exit.is_host = store_host;
     exit.quiet = exit_code_ != kExitOk;
     exit.wait = exit_code_ == kExitOk
@@ -379,8 +385,8 @@ int Agent::run() {
   if (joiner_->job()) {
     // A node that excluded itself (69) leaves an elastic job that goes on without it.
     const bool over = exit_code_ == kExitOk || exit_code_ == kExitNoProgress ||
-                      (status_.cause() && restart_count_ >= c_.max_restarts && exit_code_ != kExitUnhealthy);
-    backend_->end_job(*joiner_->job(), JobEnd{*exit_code_, over, round_ + 1, store_host});
+                      (status_.cause() && view_.restarts >= c_.max_restarts && exit_code_ != kExitUnhealthy);
+    backend_->end_job(*joiner_->job(), JobEnd{*exit_code_, over, view_.round + 1, store_host});
   }
   console_.flush();
   return *exit_code_;

@@ -42,6 +42,8 @@
 #include "launcher/agent/progress_tracker.hpp"
 #include "launcher/agent/round_status.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/events/round_events.hpp"
+#include "launcher/events/run_recorder.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
 #include "launcher/rdzv/job_registry.hpp"
 #include "launcher/rdzv/outcome.hpp"
@@ -54,7 +56,6 @@
 #include "launcher/report/oom_check.hpp"
 #include "launcher/report/restart_history.hpp"
 #include "launcher/report/round_report.hpp"
-#include "launcher/report/run_recorder.hpp"
 #include "launcher/status/status_board.hpp"
 #include "launcher/status/status_server.hpp"
 #include "launcher/watch/worker_watch.hpp"
@@ -84,6 +85,9 @@ struct AgentDeps {
   // one was reaped, or was sent SIGKILL): main's JobLifetime then has its reaper end the job while
   // the agent tears down (status endpoint, run directory, leaving the job). Never blocks.
   std::function<void()> workers_done;
+  // More listeners of the round's events (events/round_events.hpp), after the agent's own (the
+  // event log and summary, the live status); each must outlive the agent.
+  std::vector<RoundListener*> listeners;
 };
 
 // The agent of one node: one Asio event loop (the calling thread of run()) that owns the round
@@ -101,11 +105,9 @@ class Agent {
   int run();
 
  private:
-  std::string key(const std::string& name) const { return round_prefix(round_) + name; }
+  std::string key(const std::string& name) const { return round_prefix(view_.round) + name; }
   // A connection for the monitor of a running round, bounded by the heartbeat timeout.
   std::shared_ptr<rendezvous::Store> connect_job();
-  // The host name of group rank `node` in this round (escaped), "" when unknown.
-  std::string host_name(int node) const;
   // Posts an event from a helper thread; it is dropped if the round it belongs to is over.
   void post_for_round(int round, std::function<void()> event);
 
@@ -116,8 +118,8 @@ class Agent {
   void on_joined(const JoinedRound& joined);
   // Whether this node stands by in the joined round (--active_nodes): then it has set the round
   // up without workers, to wait for the outcome; else it says so if it stood by before
-  // (agent_standby.cpp).
-  bool stands_by(const JoinedRound& joined);
+  // (`was_standby`; agent_standby.cpp).
+  bool stands_by(bool was_standby);
   void start_monitor();
   // Records the job in this machine's registry (--dump_stacks, --status find it), once: in the
   // first round this node takes part in, with workers or standing by; starts the status server
@@ -129,13 +131,16 @@ class Agent {
   bool stopped_by_us(const WorkerResult& w) const;
   // The failure context of this node's workers.
   FailureContext failure_context() const;
-  // The summary printed when the round ends: the local report when the root cause is ours, else
-  // the other node's report followed by what happened here.
-  std::string final_summary(const Outcome& cause) const;
+  // The summary printed when the round ends, and its root cause as a record: the local report
+  // when the root cause is ours, else the other node's report followed by what happened here.
+  RoundSummary final_summary(const Outcome& cause) const;
   void on_outcome(const std::string& value);
   void on_lost(const std::string& message, bool store_lost);
   // --hang_timeout's report: logged when suspected; a collective hang fails the job (kExitHang).
   void on_hang(const HangReport& report);
+  // Records this node's failure for the other nodes (node_failures.hpp), when there are others;
+  // a store that cannot take it is said once on the console.
+  void publish_failure(const NodeFailure& failure);
   // Stops the round for `cause` (the first one wins): tells the other nodes when `publish`,
   // signals the local workers, and SIGKILLs them after --shutdown_timeout (--preemption_grace
   // when the launcher received a stopping signal).
@@ -144,13 +149,13 @@ class Agent {
   std::chrono::milliseconds preemption_grace_or(std::chrono::milliseconds otherwise) const;
   void check_round_end();
   void end_round();
-  // agent_restarts.cpp: the restart loop's part of end_round. Records the failed round (its
-  // short cause from `summary`, the round's summary) and, for a round that may restart with
+  // agent_restarts.cpp: the restart loop's part of end_round. Records the failed round (its root
+  // cause from `summary`, the round's summary) and, for a round that may restart with
   // --max_no_progress_restarts, agrees with the other nodes on its progress off the loop
   // (progress_exchange_thread.hpp: until every node has measured, up to --shutdown_timeout +
   // --heartbeat_timeout + 2 s). `collectives`: how far this node's collectives got. Then calls
   // `then` on the loop with whether the breaker stops the job (not when a signal ended it first).
-  void note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives,
+  void note_failed_round(const Outcome& cause, const RoundSummary& summary, std::optional<long long> collectives,
                          std::function<void(bool breaker_trips)> then);
   void settle_progress(std::optional<long long> collectives, std::function<void(std::optional<ProgressVerdict>)> then);
   // Prints the short cause and "restarting the job (restart i of N)", then starts the next round.
@@ -175,17 +180,12 @@ class Agent {
   std::unique_ptr<RoundJoiner> joiner_;         // made by prepare(); owns the store connections
   ProgressExchangeThread exchange_{io_};        // the no-progress verdict, agreed off the loop
 
-  int round_ = 0;
-  int restart_count_ = 0;
-  int group_rank_ = 0;
-  int nnodes_ = 1;
-  bool standby_ = false;                   // this node stood by in the last round it joined
-  int active_nodes_ = 1;                   // nodes of the round that run workers: group ranks 0..active_nodes_-1
-  std::vector<std::string> hosts_;         // host name of each node of the round, by group rank
+  RoundView view_;                         // the round as this node sees it: every event carries it
   LogFileTally log_tally_;                 // lines that missed their log files (reported at the end)
   OomWitness oom_;                         // tells an out-of-memory kill from another SIGKILL
   StoreConnector connect_running_;         // the monitor's connections (see connect_job)
   RoundReport report_;                     // every local worker's end in this round
+  RoundEvents events_;                     // the listeners of the round's events: recorder_, the board, deps_'
   std::unique_ptr<RunRecorder> recorder_;  // --event_log, --summary_json (made by prepare())
   int signal_sent_ = 0;                    // what stop_round sent the workers last
   std::unique_ptr<WorkerWatch> watch_;     // timers, hangs, stacks (made by prepare())
@@ -196,7 +196,7 @@ class Agent {
   // This machine's record of the job (rdzv/job_registry.hpp): set in the first round this node
   // takes part in (register_once; nullptr with etcd). Declared after io_, so it goes first.
   std::optional<std::unique_ptr<JobRegistration>> registration_;
-  // The live status (status/): updated at this loop's events, served on the server's own thread.
+  // The live status (status/): a listener of this loop's events, served on the server's own thread.
   // The server is made by prepare() with --status_port, else by register_once() (after the
   // workers start: off the path to their exec); it goes before the watch.
   StatusBoard status_board_;
@@ -210,6 +210,7 @@ class Agent {
   std::optional<ProgressVerdict> verdict_;   // the breaker's verdict on the round that just failed
   bool progress_file_warned_ = false;        // an unusable --progress_file is said once
   RestartHistory history_;                   // every failed round of the job
+  std::optional<RoundSummary> round_end_;    // the last failed round's words and root cause (JobEnded's)
 };
 
 // Runs the job described by `config` (validated) on this node and returns the exit code:

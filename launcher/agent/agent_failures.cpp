@@ -10,6 +10,7 @@
 #include "launcher/agent/agent.hpp"
 #include "launcher/report/failure_summary.hpp"
 #include "launcher/report/node_failures.hpp"
+#include "launcher/report/root_cause_of.hpp"
 
 namespace ddp::launcher {
 
@@ -17,7 +18,7 @@ FailureContext Agent::failure_context() const {
   FailureContext context;
   context.program = c_.program;
   context.host = eff_.host;
-  context.node_rank = group_rank_;
+  context.node_rank = view_.group_rank;
   if (runs_with_python(c_)) context.python = eff_.python;
   return context;
 }
@@ -38,49 +39,46 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   std::string note = watch_->exited(w.pid);
   if (note.empty() && w.term_signal == SIGKILL && state == RankState::Failed) note = oom_.explain(w.pid).value_or("");
   report_.add(w, state, std::move(note));
-  status_board_.exited(w);
-  recorder_->worker_exited(round_, report_.ranks().back());
+  events_.emit(WorkerExited{view_, report_.ranks().back()});
   if (failed_first) {
     // A collective timed out: before anything is stopped, what the others were doing in their
     // collectives (the rank that never entered it). Only then: it holds the teardown a moment.
     if (timed_out_in_collective(report_.ranks().back())) report_.set_collectives(watch_->flight_records_at_failure());
     // What the other nodes print at once; this node prints the whole report when the round ends.
     const std::string summary = failure_summary(report_, failure_context());
-    if (nnodes_ > 1 && joiner_->job()) {
-      try {
-        publish_node_failure(*joiner_->job(), key(""),
-                             NodeFailure{group_rank_, report_.root_cause()->failed_at(), summary});
-      } catch (const Error& e) {
-        log::warning("could not record this node's failure for the others: {}", e.what());
-      }
-    }
-    return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, group_rank_), true, true);
+    const RankOutcome& root = *report_.root_cause();
+    const RootCause record = worker_root_cause(root, view_.group_rank, eff_.host);
+    publish_failure(NodeFailure{view_.group_rank, root.failed_at(), summary, record});
+    return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, view_.group_rank, record), true,
+                      true);
   }
   check_round_end();
 }
 
 void Agent::on_hang(const HangReport& report) {
-  recorder_->hang(round_, report.stacks_file, report.collective);
-  status_board_.hang(report.collective, report.text);
+  events_.emit(HangFound{view_, report.collective, report.text, report.stacks_file});
   if (!report.collective) return log::error("{}", report.text);
   if (!status_.stoppable()) return;
   // A failure of this node's, found at this time: the other nodes print it as such.
-  const std::string summary = hang_failure(report.text, report.stacks_file, group_rank_);
-  hang_ = NodeFailure{group_rank_, std::chrono::system_clock::now(), summary};
-  if (nnodes_ > 1 && joiner_->job()) {
-    try {
-      publish_node_failure(*joiner_->job(), key(""), *hang_);
-    } catch (const Error& e) {
-      log::warning("could not record this node's failure for the others: {}", e.what());
-    }
-  }
-  stop_round(Outcome::failure(kExitHang, summary, group_rank_), true, true);
+  NodeStop stop = hang_failure(report.text, report.stacks_file, view_.group_rank, eff_.host);
+  hang_ = NodeFailure{view_.group_rank, stop.root.time, stop.summary, stop.root};
+  publish_failure(*hang_);
+  stop_round(Outcome::failure(kExitHang, std::move(stop.summary), view_.group_rank, std::move(stop.root)), true, true);
 }
 
-std::string Agent::final_summary(const Outcome& cause) const {
-  RoundEnd end{cause, std::nullopt, hang_, hosts_};
-  if (nnodes_ > 1 && joiner_->job()) {
-    end.other_node = earliest_other_failure(*joiner_->job(), key(""), group_rank_, nnodes_);
+void Agent::publish_failure(const NodeFailure& failure) {
+  if (view_.nnodes() < 2 || !joiner_->job()) return;
+  try {
+    publish_node_failure(*joiner_->job(), key(""), failure);
+  } catch (const Error& e) {
+    log::warning("could not record this node's failure for the others: {}", e.what());
+  }
+}
+
+RoundSummary Agent::final_summary(const Outcome& cause) const {
+  RoundEnd end{cause, std::nullopt, hang_, view_.hosts};
+  if (view_.nnodes() > 1 && joiner_->job()) {
+    end.other_node = earliest_other_failure(*joiner_->job(), key(""), view_.group_rank, view_.nnodes());
   }
   return end_of_round_summary(report_, failure_context(), end);
 }
@@ -91,25 +89,22 @@ void Agent::on_outcome(const std::string& value) {
     outcome = Outcome::decode(value);
   } catch (const OutcomeError& e) {
     // Not ours: never an exit 0, never a restart on its word.
-    return stop_round(Outcome::failure(kExitFailure, malformed_outcome_stop(e.what()), -1), false, false);
+    NodeStop stop = malformed_outcome_stop(e.what());
+    return stop_round(Outcome::failure(kExitFailure, std::move(stop.summary), -1, std::move(stop.root)), false, false);
   }
   if (outcome.succeeded()) {
     if (status_.state() == RoundState::Succeeded) return finish(kExitOk);
     // A success while this node's workers still run was not written by the last node to succeed.
-    return stop_round(Outcome::failure(kExitFailure, forged_success_stop(), -1), false, false);
+    NodeStop stop = forged_success_stop();
+    return stop_round(Outcome::failure(kExitFailure, std::move(stop.summary), -1, std::move(stop.root)), false, false);
   }
-  outcome.summary = reported_failure(outcome, hosts_);
-  // Another node's rank timed out in a collective: this node's part of what the ranks were doing,
-  // before its workers are stopped.
-  if (says_collective_timed_out(outcome.summary) && report_.collectives().empty()) {
+  outcome.summary = reported_failure(outcome, view_.hosts);
+  // Another node's rank timed out in a collective (its record says so): this node's part of what
+  // the ranks were doing, before its workers are stopped.
+  if (outcome.root_cause && outcome.root_cause->collective_timeout && report_.collectives().empty()) {
     report_.set_collectives(watch_->flight_records_at_failure());
   }
   stop_round(std::move(outcome), true, false);
-}
-
-std::string Agent::host_name(int node) const {
-  if (node < 0 || node >= static_cast<int>(hosts_.size())) return "";
-  return printable(hosts_[static_cast<std::size_t>(node)]);
 }
 
 }  // namespace ddp::launcher

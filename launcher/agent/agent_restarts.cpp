@@ -11,15 +11,22 @@
 #include "launcher/agent/progress_exchange.hpp"
 #include "launcher/rdzv/round_keys.hpp"
 #include "launcher/report/failure_summary.hpp"
+#include "launcher/report/root_cause_of.hpp"
 #include "launcher/watch/progress_file.hpp"
 
 namespace ddp::launcher {
 
-void Agent::note_failed_round(const Outcome& cause, const std::string& summary, std::optional<long long> collectives,
+void Agent::note_failed_round(const Outcome& cause, const RoundSummary& summary, std::optional<long long> collectives,
                               std::function<void(bool)> then) {
   verdict_.reset();
   if (cause.code == kExitOk) return then(false);
-  FailedRound round{round_, cause.code, cause.origin_node, short_cause(summary), "", {}};
+  FailedRound round{view_.round,
+                    cause.code,
+                    cause.origin_node,
+                    summary.root.value_or(node_root_cause(RootCause::Kind::Reported, cause.origin_node, "", "")),
+                    view_.group_rank,
+                    "",
+                    {}};
   auto record = [this, round, then = std::move(then)](std::optional<ProgressVerdict> verdict) mutable {
     verdict_ = std::move(verdict);
     if (verdict_) {
@@ -27,7 +34,7 @@ void Agent::note_failed_round(const Outcome& cause, const std::string& summary, 
       round.progress_nodes = verdict_->nodes;
     }
     history_.add(round);
-    recorder_->round_failed(round);
+    events_.emit(RoundFailed{view_, round});
     then(verdict_ && breaker_trips(*verdict_, c_.max_no_progress_restarts));
   };
   if (c_.max_no_progress_restarts > 0 && status_.restartable()) return settle_progress(collectives, std::move(record));
@@ -46,16 +53,16 @@ void Agent::settle_progress(std::optional<long long> collectives,
   const NodeProgress mine = progress_->measure(file, collectives);
   if (!joiner_->job()) return then(std::nullopt);
   ProgressExchange x;
-  x.round_prefix = round_prefix(round_);
-  x.previous_round_prefix = round_ > 0 ? round_prefix(round_ - 1) : "";
-  x.node = group_rank_;
-  x.nnodes = nnodes_;
-  x.is_restart = restart_count_ > 0;
+  x.round_prefix = round_prefix(view_.round);
+  x.previous_round_prefix = view_.round > 0 ? round_prefix(view_.round - 1) : "";
+  x.node = view_.group_rank;
+  x.nnodes = view_.nnodes();
+  x.is_restart = view_.restarts > 0;
   x.node_lost = lost_.has_value();
   // The others measure once their workers have exited: at most the shutdown grace after they
   // heard of the failure, which their watchers hear within a heartbeat timeout.
   x.wait = c_.shutdown_timeout + c_.heartbeat_timeout + std::chrono::seconds(2);
-  const int round = round_;
+  const int round = view_.round;
   exchange_.start(
       [this] { return connect_job(); }, std::move(x), mine,
       [this, round, then = std::move(then)](std::optional<ProgressVerdict> verdict, const std::string& error) {
@@ -76,10 +83,10 @@ void Agent::settle_progress(std::optional<long long> collectives,
 void Agent::restart_job() {
   const int streak = verdict_ ? verdict_->streak : 0;
   log::warning("{}", history_.restart_notice(streak, c_.max_no_progress_restarts));
-  ++restart_count_;
-  ++round_;
-  log::info("restarting the job (restart {} of {})", restart_count_, c_.max_restarts);
-  recorder_->restart(restart_count_, c_.max_restarts);
+  ++view_.restarts;
+  ++view_.round;
+  log::info("restarting the job (restart {} of {})", view_.restarts, c_.max_restarts);
+  events_.emit(JobRestarting{view_, view_.restarts, c_.max_restarts});
   start_round();
 }
 

@@ -6,6 +6,7 @@
 #include "common/log.hpp"
 #include "common/signals.hpp"
 #include "launcher/agent/agent.hpp"
+#include "launcher/report/failure_summary.hpp"
 
 namespace ddp::launcher {
 
@@ -43,11 +44,10 @@ void Agent::on_signal(int signo) {
   log::info("received {}, forwarding it to the workers (SIGKILL after {:g} s, {})", signal_name(signo),
             preemption_grace_or(c_.shutdown_timeout).count() / 1000.0,
             signo == SIGTERM ? "--preemption_grace" : "--shutdown_timeout");
-  stop_round(Outcome::failure(
-                 exit_code_for_signal(signo),
-                 fmt::format("the launcher on node {} ({}) received {}", group_rank_, eff_.host, signal_name(signo)),
-                 group_rank_),
-             false, true);
+  NodeStop stop = interrupted_stop(view_.group_rank, eff_.host, signo);
+  stop_round(
+      Outcome::failure(exit_code_for_signal(signo), std::move(stop.summary), view_.group_rank, std::move(stop.root)),
+      false, true);
 }
 
 std::chrono::milliseconds Agent::preemption_grace_or(std::chrono::milliseconds otherwise) const {

@@ -3,29 +3,25 @@
 // workers all finished, so the round's states, outcome, restarts and exit barrier are those of
 // any node, and a failure or a lost active node takes it to the next round like the others,
 // where it may be promoted.
-#include <utility>
-
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
 
 namespace ddp::launcher {
 
-bool Agent::stands_by(const JoinedRound& joined) {
-  const bool was_standby = std::exchange(standby_, joined.ranks.is_standby(group_rank_));
-  if (!standby_) {
+bool Agent::stands_by(bool was_standby) {
+  if (!view_.standby) {
     if (was_standby) {
-      log::info("round {}: this standby node takes an active node's place: group rank {}, world size {}", round_,
-                group_rank_, joined.ranks.world_size());
+      log::info("round {}: this standby node takes an active node's place: group rank {}, world size {}",
+                view_.round, view_.group_rank, view_.ranks.world_size());
     }
     return false;
   }
   log::info(
       "round {}: standby (group rank {}): no workers; this node waits to take the place of a lost or failed "
       "active node at a restart (active nodes: {}, world size {})",
-      round_, group_rank_, active_nodes_, joined.ranks.world_size());
+      view_.round, view_.group_rank, view_.active_nodes(), view_.ranks.world_size());
   procs_ = deps_.processes(io_, OutputPolicy{&console_, &log_tally_});  // stays empty
   report_.clear();
-  recorder_->round_joined(round_, group_rank_, nnodes_, joined.ranks.world_size(), true);
   status_.run();
   register_once();  // --status finds a standby node too
   start_monitor();

@@ -9,7 +9,8 @@
 namespace ddp::launcher {
 namespace {
 
-constexpr std::string_view kMagic = "ddplaunch-outcome 1 ";
+constexpr std::string_view kMagic = "ddplaunch-outcome 2 ";
+constexpr std::string_view kMagicV1 = "ddplaunch-outcome 1 ";  // before the record: still read
 
 // The next space-separated integer of `header` at `pos`, in [lo, hi].
 bool take_int(std::string_view header, std::size_t& pos, int lo, int hi, int& out) {
@@ -63,18 +64,20 @@ std::string printable(const std::string& text) {
 }
 
 Outcome Outcome::success(int origin_node) {
-  return Outcome{Kind::Success, 0, "", origin_node};
+  return Outcome{Kind::Success, 0, "", origin_node, std::nullopt};
 }
 
-Outcome Outcome::failure(int code, std::string summary, int origin_node) {
-  return Outcome{Kind::Failure, code, std::move(summary), origin_node};
+Outcome Outcome::failure(int code, std::string summary, int origin_node, std::optional<RootCause> root) {
+  return Outcome{Kind::Failure, code, std::move(summary), origin_node, std::move(root)};
 }
 
 std::string Outcome::encode() const {
   DDP_ASSERT(valid(*this),
              fmt::format("outcome code {} (summary of {} bytes) does not fit its kind", code, summary.size()));
   DDP_ASSERT(origin_node >= -1 && origin_node <= kMaxNodes, fmt::format("origin node {}", origin_node));
-  return fmt::format("{}{} {} {}\n{}", kMagic, succeeded() ? "success" : "failure", code, origin_node, summary);
+  DDP_ASSERT(!succeeded() || !root_cause, "a success with a root cause");
+  return fmt::format("{}{} {} {}\n{}\n{}", kMagic, succeeded() ? "success" : "failure", code, origin_node,
+                     root_cause ? encode_root_cause(*root_cause) : "", summary);
 }
 
 Outcome Outcome::decode(const std::string& value) {
@@ -84,8 +87,9 @@ Outcome Outcome::decode(const std::string& value) {
   const std::size_t nl = value.find('\n');
   if (nl == std::string::npos) throw bad("no header line");
   const std::string_view header(value.data(), nl);
-  if (header.substr(0, kMagic.size()) != kMagic) throw bad("not written by ddplaunch 1");
-  std::size_t pos = kMagic.size();
+  const bool v1 = header.substr(0, kMagicV1.size()) == kMagicV1;
+  if (!v1 && header.substr(0, kMagic.size()) != kMagic) throw bad("not written by ddplaunch 1");
+  std::size_t pos = kMagic.size();  // both versions' magic have the same length
   Outcome o;
   const std::size_t kind_end = std::min(header.find(' ', pos), header.size());
   const std::string_view kind = header.substr(pos, kind_end - pos);
@@ -101,7 +105,19 @@ Outcome Outcome::decode(const std::string& value) {
   if (!take_int(header, pos, -1, kMaxNodes, o.origin_node)) throw bad("bad origin node");
   if (pos <= header.size()) throw bad("trailing fields");
   if (!valid(o.kind, o.code)) throw bad("exit code does not fit the kind");
-  o.summary = value.substr(nl + 1);
+  std::size_t body = nl + 1;
+  if (!v1) {
+    // Version 2: the record's line, empty when there is none.
+    const std::size_t record_end = value.find('\n', body);
+    if (record_end == std::string::npos) throw bad("no root-cause line");
+    if (record_end > body) {
+      o.root_cause = decode_root_cause(std::string_view(value).substr(body, record_end - body));
+      if (!o.root_cause) throw bad("unreadable root-cause record");
+      if (o.succeeded()) throw bad("a success with a root cause");
+    }
+    body = record_end + 1;
+  }
+  o.summary = value.substr(body);
   if (!valid(o)) throw bad("a success with a summary");
   return o;
 }

@@ -1,5 +1,7 @@
-// The failure summary's words; see failure_summary.hpp. Everything printed about a failure is
-// written here, so rewording it opens this file only.
+// The failure summary's words; see failure_summary.hpp. The words about one round's failure are
+// here; those about the rounds of a job (restart notices, the no-progress stop) are
+// restart_history.cpp's. Every failure wording is in report/, and none is read back: what other
+// code needs of a failure it takes from the record (rdzv/root_cause.hpp).
 #include "launcher/report/failure_summary.hpp"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 
 #include "common/rank_ranges.hpp"
 #include "common/signals.hpp"
+#include "launcher/report/root_cause_of.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -19,9 +22,14 @@ namespace {
 constexpr char kFrame = '=';  // the rules above and below a summary
 constexpr char kDivider = '-';
 
-// The summary's only rule: 60 columns, torchrun's width.
+// The summary's rules: 60 columns, torchrun's width.
 std::string rule(char c) {
   return std::string(60, c);
+}
+
+// A reason from another node may hold its bytes: shown escaped.
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
 }
 
 // Local time as torchrun prints it: 2026-11-25_06:30:00.
@@ -138,7 +146,7 @@ std::string failure_summary(const RoundReport& report, const FailureContext& nod
   return root_cause_block(*root, node, report.collectives() + sections(report, root));
 }
 
-std::string end_of_round_summary(const RoundReport& report, const FailureContext& node, const RoundEnd& end) {
+RoundSummary end_of_round_summary(const RoundReport& report, const FailureContext& node, const RoundEnd& end) {
   // The earliest failure elsewhere: another node's record, or this node's own hang when it came
   // first (a hang is a failure of this node's, but of no rank's).
   std::optional<NodeFailure> other = end.other_node;
@@ -146,22 +154,37 @@ std::string end_of_round_summary(const RoundReport& report, const FailureContext
   const RankOutcome* mine = report.root_cause();
   const bool other_earlier = other && (!mine || other->time < mine->failed_at());
   const Outcome& cause = end.cause;
+  // A record for a failure an older launcher told without one: the node, and no more.
+  const auto reported = [&end](int origin) {
+    const bool known = origin >= 0 && origin < static_cast<int>(end.hosts.size());
+    return node_root_cause(RootCause::Kind::Reported, origin, known ? end.hosts[static_cast<std::size_t>(origin)] : "",
+                           "");
+  };
+  RoundSummary out;
   if (mine && !other_earlier) {
-    std::string text = failure_summary(report, node);
+    out.root = worker_root_cause(*mine, node.node_rank, node.host);
+    out.root_text = failure_summary(report, node);
+    out.text = out.root_text;
     if (cause.origin_node >= 0 && cause.origin_node != node.node_rank) {
-      text += fmt::format("\n(node {} reported its failure first; by their own times this node's came earlier)",
-                          cause.origin_node);
+      out.text += fmt::format("\n(node {} reported its failure first; by their own times this node's came earlier)",
+                              cause.origin_node);
     }
-    return text;
+    return out;
   }
   std::string head = cause.summary;
+  out.root = cause.root_cause;
+  if (!out.root && !cause.succeeded()) out.root = reported(cause.origin_node);
   if (other_earlier && other->node != cause.origin_node) {
     head = fmt::format("ddplaunch: the earliest failure by its own time was on {} (node {} reported first):\n{}",
                        node_name(other->node, end.hosts), cause.origin_node, printable(other->summary));
+    out.root = other->root ? other->root : reported(other->node);
   }
+  out.root_text = head;
   const std::string here = report.collectives() + sections(report, nullptr);
-  if (here.empty() || head.empty()) return head;
-  return fmt::format("{}\nOn this node (node {} on {}):\n{}", head, node.node_rank, node.host, here);
+  out.text = here.empty() || head.empty() ? head
+                                          : fmt::format("{}\nOn this node (node {} on {}):\n{}", head, node.node_rank,
+                                                        node.host, here);
+  return out;
 }
 
 std::string reported_failure(const Outcome& outcome, const std::vector<std::string>& hosts) {
@@ -170,24 +193,41 @@ std::string reported_failure(const Outcome& outcome, const std::vector<std::stri
   return fmt::format("ddplaunch: stopping: a failure{}:\n{}", where, printable(outcome.summary));
 }
 
-std::string malformed_outcome_stop(const std::string& why) {
-  return "ddplaunch: stopping: " + why;
+NodeStop malformed_outcome_stop(const std::string& why) {
+  return {"ddplaunch: stopping: " + why, node_root_cause(RootCause::Kind::StoreRecord, -1, "", why)};
 }
 
-std::string forged_success_stop() {
-  return "ddplaunch: stopping: the store says the job succeeded while workers on this node still run; another "
-         "program is writing ddplaunch's keys";
+NodeStop forged_success_stop() {
+  const std::string why =
+      "the store says the job succeeded while workers on this node still run; another program is writing "
+      "ddplaunch's keys";
+  return {"ddplaunch: stopping: " + why, node_root_cause(RootCause::Kind::StoreRecord, -1, "", why)};
 }
 
-std::string lost_node_stop(const std::string& message) {
-  return "ddplaunch: " + message + "; stopped the workers on this node";
+NodeStop lost_node_stop(const std::string& message, int node, const std::string& host) {
+  return {"ddplaunch: " + message + "; stopped the workers on this node",
+          node_root_cause(RootCause::Kind::NodeLost, node, host, message)};
 }
 
-std::string workers_not_started(int node, const std::string& error) {
-  return fmt::format("node {} could not start its workers: {}", node, error);
+NodeStop workers_not_started(int node, const std::string& host, const std::string& error) {
+  std::string text = fmt::format("node {} could not start its workers: {}", node, error);
+  return {text, node_root_cause(RootCause::Kind::NotStarted, node, host, text)};
 }
 
-std::string hang_failure(const std::string& text, const std::string& stacks_file, int node) {
+NodeStop interrupted_stop(int node, const std::string& host, int signo) {
+  std::string text = fmt::format("the launcher on node {} ({}) received {}", node, host, signal_name(signo));
+  return {text, node_root_cause(RootCause::Kind::Interrupted, node, host, text)};
+}
+
+std::string lost_node_notice(const std::string& message, bool recover, bool elastic,
+                             std::chrono::milliseconds rdzv_timeout) {
+  if (!recover) return message;
+  if (elastic) return message + "; continuing with the remaining nodes in a new round";
+  return fmt::format("{}; waiting up to {:g} s (--rdzv_timeout) for it to come back in a new round", message,
+                     rdzv_timeout.count() / 1000.0);
+}
+
+NodeStop hang_failure(const std::string& text, const std::string& stacks_file, int node, const std::string& host) {
   // The stacks of many ranks can be long: what goes through the store stays far below its value
   // limit, and the file keeps the whole report.
   constexpr std::size_t kMaxSummary = 512 * 1024;
@@ -197,50 +237,32 @@ std::string hang_failure(const std::string& text, const std::string& stacks_file
     summary += fmt::format("\n... (cut at {} KiB; the whole report is in {} on node {})", kMaxSummary / 1024,
                            stacks_file.empty() ? "no file" : stacks_file, node);
   }
-  return summary;
+  return {summary, node_root_cause(RootCause::Kind::Hang, node, host, first_line(text))};
 }
 
-std::string short_cause(const std::string& summary) {
-  // Reads back the root cause's block that root_cause_block() wrote: its first occurrence of
-  // each field (the other sections have none of them).
-  std::string host, node, rank, code, error, last_stderr;
-  bool in_root = false;
-  bool in_stderr = false;
-  std::istringstream lines(summary);
-  const auto field = [](const std::string& line, const char* name) -> std::optional<std::string> {
-    const std::string head = std::string("  ") + name;
-    if (line.compare(0, head.size(), head) != 0) return std::nullopt;
-    return line.substr(head.size());
-  };
-  for (std::string line; std::getline(lines, line);) {
-    if (line == "Root cause (the earliest failure):") {
-      if (in_root) break;
-      in_root = true;
-      continue;
+std::string short_cause(const RootCause& c, int this_node) {
+  if (c.kind == RootCause::Kind::Worker) {
+    std::string code = std::to_string(c.exit_code);
+    if (c.signal) code += fmt::format(" (died of {}{})", signal_name(c.signal), c.note.empty() ? "" : ": " + c.note);
+    std::string what = first_line(printable(c.error));
+    for (auto it = c.stderr_tail.rbegin(); what.empty() && it != c.stderr_tail.rend(); ++it) {
+      if (it->find_first_not_of(" \t") != std::string::npos) what = *it;
     }
-    if (!in_root) continue;
-    if (line.empty() || line[0] == kFrame || line[0] == kDivider) break;
-    if (in_stderr && line.compare(0, 4, "    ") == 0) {
-      if (line.find_first_not_of(" \t") != std::string::npos) last_stderr = line.substr(4);
-      continue;
-    }
-    in_stderr = line == "  last stderr lines:";
-    if (auto v = field(line, "host      : ")) host = *v;
-    if (auto v = field(line, "node rank : ")) node = *v;
-    if (auto v = field(line, "rank      : ")) rank = *v;
-    if (auto v = field(line, "exitcode  : ")) code = v->substr(0, v->rfind(" (pid: "));
-    if (auto v = field(line, "error     : "); v && error.empty()) error = *v;
+    return fmt::format("rank {} (local_rank: {}) on node {} ({}): exitcode {}{}", c.rank, c.local_rank, c.node, c.host,
+                       code, what.empty() ? "" : ": " + what);
   }
-  if (!rank.empty()) {
-    const std::string what = error.empty() ? last_stderr : error;
-    return fmt::format("rank {} on node {} ({}): exitcode {}{}", rank, node, host, code,
-                       what.empty() ? "" : ": " + what);
+  const std::string reason = first_line(printable(c.reason));
+  if (c.node >= 0 && c.node != this_node) {
+    const std::string who =
+        c.host.empty() ? fmt::format("node {}", c.node) : fmt::format("node {} ({})", c.node, printable(c.host));
+    return fmt::format("a failure reported by {}{}", who, reason.empty() ? "" : ": " + reason);
   }
-  std::string first = summary_first_line(summary);
-  for (const char* prefix : {"ddplaunch: ", "stopping: "}) {
-    if (first.rfind(prefix, 0) == 0) first.erase(0, std::string(prefix).size());
-  }
-  return first.empty() ? "no failure was described" : first;
+  if (c.kind == RootCause::Kind::NodeLost) return reason + "; stopped the workers on this node";
+  return reason.empty() ? "no failure was described" : reason;
+}
+
+std::string summary_frame() {
+  return rule(kFrame);
 }
 
 std::string summary_first_line(const std::string& summary) {

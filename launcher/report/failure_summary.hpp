@@ -14,12 +14,14 @@
 // nodes are escaped (printable()).
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "launcher/config/python_interpreter.hpp"
 #include "launcher/rdzv/outcome.hpp"
+#include "launcher/rdzv/root_cause.hpp"
 #include "launcher/report/node_failures.hpp"
 #include "launcher/report/round_report.hpp"
 
@@ -34,6 +36,7 @@ struct FailureContext {
 };
 
 // How the round ended, seen from this node: what end_of_round_summary() words.
+// (The `cause` and `other_node`/`hang` records carry their root causes as fields.)
 struct RoundEnd {
   Outcome cause;                          // what stopped the round (its summary: the text that did)
   std::optional<NodeFailure> other_node;  // the earliest failure another node recorded (node_failures.hpp)
@@ -45,38 +48,66 @@ struct RoundEnd {
 // no rank failed. What the other nodes print, and what this node prints when the cause is ours.
 std::string failure_summary(const RoundReport& report, const FailureContext& node);
 
+// The end of a round, as words and as a record.
+struct RoundSummary {
+  std::string text;                // what is printed (below)
+  std::optional<RootCause> root;   // the root cause those words name, as fields (nullopt: none)
+  std::string root_text;           // the part of `text` about the root cause (the JSON's "summary")
+};
+
 // What a node prints when the round ends: failure_summary() when the root cause is one of ours,
 // else the cause's summary (or the earlier failure another node recorded, or this node's hang),
 // followed by this node's other sections under "On this node (node <n> on <host>):"; "" when
-// there is nothing to say.
-std::string end_of_round_summary(const RoundReport& report, const FailureContext& node, const RoundEnd& end);
+// there is nothing to say. The record is the one of the failure the text names first: this node's
+// root rank (worker_root_cause), or the record the other node or the outcome carried (a
+// "reported" record naming the node when an older launcher sent none).
+RoundSummary end_of_round_summary(const RoundReport& report, const FailureContext& node, const RoundEnd& end);
 
 // The summary of a failure that node `outcome.origin_node` published, as this node keeps it:
 // "ddplaunch: stopping: a failure reported by node 1 (gpu2):\n<its summary>". `hosts` as in
 // RoundEnd.
 std::string reported_failure(const Outcome& outcome, const std::vector<std::string>& hosts);
 
-// The summary of a collective hang found on this node (group rank `node`): "ddplaunch: " and the
-// hang report `text`, cut to 512 KiB (it goes through the store; `stacks_file`, where the whole
-// report is, is named at the cut).
-std::string hang_failure(const std::string& text, const std::string& stacks_file, int node);
+// A failure of no rank's that stops the round on this node: its summary (what is printed and
+// told to the other nodes) and its record (root_cause_of.hpp), made together.
+struct NodeStop {
+  std::string summary;
+  RootCause root;
+};
 
-// The summaries of a round this node stops for a reason other than a worker's failure:
+// A collective hang found on node `node` (group rank) of `host`: the summary is "ddplaunch: " and
+// the hang report `text`, cut to 512 KiB (it goes through the store; `stacks_file`, where the
+// whole report is, is named at the cut); the record's reason is the report's first line.
+NodeStop hang_failure(const std::string& text, const std::string& stacks_file, int node, const std::string& host);
+
+// The stops of a round for a reason other than a worker's failure:
 // - the outcome in the store is not one ddplaunch wrote (`why` says what is wrong with it);
 // - the store says the job succeeded while this node's workers still run;
-// - a node (or the store) was lost: `message` as the liveness watcher says it;
-// - this node could not start its workers (`error`, the usage error's text).
-std::string malformed_outcome_stop(const std::string& why);
-std::string forged_success_stop();
-std::string lost_node_stop(const std::string& message);
-std::string workers_not_started(int node, const std::string& error);
+// - a node (or the store) was lost: `message` as the liveness watcher says it, on node `node`;
+// - this node could not start its workers (`error`, the usage error's text);
+// - the launcher on node `node` of `host` received the stopping signal `signo`.
+NodeStop malformed_outcome_stop(const std::string& why);
+NodeStop forged_success_stop();
+NodeStop lost_node_stop(const std::string& message, int node, const std::string& host);
+NodeStop workers_not_started(int node, const std::string& host, const std::string& error);
+NodeStop interrupted_stop(int node, const std::string& host, int signo);
 
-// The short form of a summary made here (end_of_round_summary(), reported_failure(), ...), one
-// line, what is printed before a restart and in the final summary's list of rounds: "rank 1
-// (local_rank 1) on node 0 (gpu1): exitcode 1: ValueError: boom" from the root cause's block
-// (its error, else its last stderr line); for a summary with no rank's block (a lost node, a
-// hang), its first line without the "ddplaunch: " and "stopping: " prefixes. Pure.
-std::string short_cause(const std::string& summary);
+// What a node logs when it loses another node (or the store): `message`, and what happens next:
+// nothing more when the job cannot recover, else carrying on without it (elastic) or waiting up
+// to `rdzv_timeout` for it to come back. Pure.
+std::string lost_node_notice(const std::string& message, bool recover, bool elastic,
+                             std::chrono::milliseconds rdzv_timeout);
+
+// The short form of a round's root cause, one line, what is printed before a restart and in the
+// final summary's list of rounds: "rank 1 (local_rank: 1) on node 0 (gpu1): exitcode 1:
+// ValueError: boom" (its error's first line, else its last stderr line); for a failure of no
+// rank's, its reason ("a failure reported by node 2 (gpu3): <reason>" when it happened on a node
+// other than `this_node`). Made from the record's fields, never from printed text. Pure.
+std::string short_cause(const RootCause& cause, int this_node);
+
+// The rule above and below every framed block of the failure summary and the restart history:
+// 60 columns of '=', torchrun's width. Pure.
+std::string summary_frame();
 
 // The first line of a summary that is not its frame: the reason the event log gives. "" for none.
 std::string summary_first_line(const std::string& summary);

@@ -9,7 +9,8 @@
 
 namespace ddp::launcher {
 namespace {
-constexpr std::string_view kHeader = "ddplaunch-failure 1 ";
+constexpr std::string_view kHeader = "ddplaunch-failure 2 ";
+constexpr std::string_view kHeaderV1 = "ddplaunch-failure 1 ";  // before the record: still read
 
 std::string key_of(const std::string& round_prefix, int node) {
   return round_prefix + "failed/" + std::to_string(node);
@@ -18,11 +19,12 @@ std::string key_of(const std::string& round_prefix, int node) {
 
 std::string encode_node_failure(const NodeFailure& f) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(f.time.time_since_epoch()).count();
-  return fmt::format("{}{}\n{}", kHeader, ms, f.summary);
+  return fmt::format("{}{}\n{}\n{}", kHeader, ms, f.root ? encode_root_cause(*f.root) : "", f.summary);
 }
 
 std::optional<NodeFailure> decode_node_failure(int node, const std::string& value) {
-  if (value.compare(0, kHeader.size(), kHeader) != 0) return std::nullopt;
+  const bool v1 = value.compare(0, kHeaderV1.size(), kHeaderV1) == 0;
+  if (!v1 && value.compare(0, kHeader.size(), kHeader) != 0) return std::nullopt;
   const std::size_t end = value.find('\n', kHeader.size());
   if (end == std::string::npos) return std::nullopt;
   long long ms = 0;
@@ -32,7 +34,17 @@ std::optional<NodeFailure> decode_node_failure(int node, const std::string& valu
   NodeFailure f;
   f.node = node;
   f.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
-  f.summary = value.substr(end + 1);
+  std::size_t body = end + 1;
+  if (!v1) {
+    const std::size_t record_end = value.find('\n', body);
+    if (record_end == std::string::npos) return std::nullopt;
+    if (record_end > body) {
+      f.root = decode_root_cause(std::string_view(value).substr(body, record_end - body));
+      if (!f.root) return std::nullopt;
+    }
+    body = record_end + 1;
+  }
+  f.summary = value.substr(body);
   return f;
 }
 

@@ -1,10 +1,12 @@
 // The root cause across nodes: the earliest failure by its own time, not the first one published.
 // Each node whose rank failed first on it writes "<round prefix>failed/<group rank>" =
-//   "ddplaunch-failure 1 <ms since the epoch>\n<that node's summary>"
+//   "ddplaunch-failure 2 <ms since the epoch>\n<its root cause: one line, rdzv/root_cause.hpp>\n<that node's summary>"
 // (signed like every launcher record when the job has a secret); when its round ends, a node
 // reads the other nodes' records (check, then get: no waiting) and prints the earliest as the
 // root cause. Nodes' clocks are compared as they are: keep them in sync (NTP), as for any
-// distributed log. A record that is not in this format (a stranger's) is ignored.
+// distributed log. A record that is not in this format (a stranger's) is ignored; version 1 (no
+// root-cause line, an older ddplaunch) is read without the record, and an older ddplaunch ignores
+// a version-2 record (that node's word is then missing from its comparison).
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "ddplaunch/rendezvous/store.hpp"
+#include "launcher/rdzv/root_cause.hpp"
 
 namespace ddp::launcher {
 
@@ -19,6 +22,7 @@ struct NodeFailure {
   int node = -1;
   std::chrono::system_clock::time_point time;
   std::string summary;  // as the node wrote it (not yet escaped)
+  std::optional<RootCause> root;  // the failure as fields (nullopt from a version-1 record)
 };
 
 // Pure.

@@ -9,15 +9,21 @@
 #include <string>
 #include <vector>
 
+#include "launcher/rdzv/root_cause.hpp"
+
 namespace ddp::launcher {
 
 struct FailedRound {
   int round = 0;
   int code = 1;                             // the exit code the round's root cause gave
   int origin_node = -1;                     // the node that reported it (-1: none)
-  std::string cause;                        // short form (short_cause() in failure_summary.hpp)
+  RootCause root;                           // the round's root cause (failure_summary.hpp's RoundSummary)
+  int this_node = 0;                        // the group rank of the node that keeps this history
   std::string progress;                     // the breaker's verdict on it ("" when the breaker is off)
   std::vector<std::string> progress_nodes;  // each node's measure ("node 0: iteration 100 ...")
+
+  // Its short form, from the record's fields (short_cause() in failure_summary.hpp).
+  std::string cause() const;
 };
 
 class RestartHistory {

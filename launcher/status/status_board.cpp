@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <type_traits>
+#include <variant>
 
 namespace ddp::launcher {
 
@@ -31,16 +33,36 @@ void StatusBoard::joining(int round, int restarts) {
   s_.stop_origin = -1;
 }
 
-void StatusBoard::joined(const JoinedRound& joined, int restarts) {
+void StatusBoard::on_event(const RoundEvent& event) {
+  std::visit(
+      [this](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, RoundJoining>) {
+          joining(e.round, e.restarts);
+        } else if constexpr (std::is_same_v<E, RoundJoined>) {
+          joined(e.view.round, e.view.ranks, e.view.group_rank, e.view.restarts);
+        } else if constexpr (std::is_same_v<E, WorkersStarted>) {
+          started(e.specs, e.pids);
+        } else if constexpr (std::is_same_v<E, WorkerExited>) {
+          exited(e.outcome.worker);
+        } else if constexpr (std::is_same_v<E, RoundStopping>) {
+          stopping(e.cause.code, e.cause.origin_node);
+        } else if constexpr (std::is_same_v<E, HangFound>) {
+          hang(e.collective, e.text);
+        }
+      },
+      event);
+}
+
+void StatusBoard::joined(int round, const RankMap& ranks, int group_rank, int restarts) {
   std::lock_guard lock(mutex_);
-  s_.round = joined.round;
+  s_.round = round;
   s_.restarts = restarts;
-  s_.group_rank = joined.group_rank;
-  s_.world_size = joined.ranks.world_size();
+  s_.group_rank = group_rank;
+  s_.world_size = ranks.world_size();
   s_.nodes.clear();
-  for (const NodeInfo& n : joined.ranks.nodes()) {
-    s_.nodes.push_back(
-        NodeStatus{n.node_rank, n.host, joined.ranks.base_rank(n.node_rank), n.standby ? 0 : n.nproc, n.standby});
+  for (const NodeInfo& n : ranks.nodes()) {
+    s_.nodes.push_back(NodeStatus{n.node_rank, n.host, ranks.base_rank(n.node_rank), n.standby ? 0 : n.nproc, n.standby});
   }
 }
 

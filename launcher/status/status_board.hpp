@@ -1,6 +1,7 @@
 // The live status of one launcher, as its status endpoint serves it (status_server.hpp) and
-// `ddplaunch --status` prints it: a snapshot the agent updates at its events (a round joining or
-// joined, workers started or exited, the round stopping, a hang) and the server thread reads.
+// `ddplaunch --status` prints it: a snapshot kept up to date by the round's events (a listener,
+// events/round_events.hpp: a round joining or joined, workers started or exited, the round
+// stopping, a hang) and read by the server thread.
 // The fields, and what each means, are in docs/json-output.md ("Live status").
 //
 // What is never in it: the job secret, the token file, the store's credentials, any worker's
@@ -20,7 +21,8 @@
 #include <vector>
 
 #include "common/collective_progress.hpp"
-#include "launcher/rdzv/job_round.hpp"
+#include "launcher/events/round_events.hpp"
+#include "launcher/rdzv/rank_map.hpp"
 #include "launcher/watch/flight_recorder_watch.hpp"
 #include "launcher/workers/process_context.hpp"
 #include "launcher/workers/worker_spec.hpp"
@@ -85,17 +87,21 @@ struct StatusSnapshot {
   std::int64_t now_ns = 0;                     // when the snapshot was taken
 };
 
-class StatusBoard {
+class StatusBoard : public RoundListener {
  public:
   StatusBoard();
+
+  // The round's events, each to the method below that keeps what it says (the others are
+  // ignored). Called on the agent's loop.
+  void on_event(const RoundEvent& event) override;
 
   // Who this launcher is (known once the node is set up), and where progress is read.
   void identify(StatusIdentity id, ProgressSources sources);
   // Round `round` is being joined (the first, a restart, or a new elastic round); `restarts`: the
   // job's restart count so far.
   void joining(int round, int restarts);
-  // The round is formed: the nodes and this node's group rank; the job's restart count.
-  void joined(const JoinedRound& joined, int restarts);
+  // Round `round` is formed: the nodes (`ranks`), this node's group rank; the job's restart count.
+  void joined(int round, const RankMap& ranks, int group_rank, int restarts);
   // This node's workers started (pids in the specs' order; slot i is specs[i]'s).
   void started(const std::vector<WorkerSpec>& specs, const std::vector<int>& pids);
   // A worker exited.

@@ -17,10 +17,12 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 # Area -> the areas it may include (besides itself). "" is the launcher's root (main, --dry-run,
 # --dump_stacks, the backend choice).
 LAUNCHER_AREAS = {
-    "": {"cli", "agent", "status", "watch", "report", "health", "workers", "etcd", "rdzv", "topology", "config"},
+    "": {"cli", "agent", "status", "events", "watch", "report", "health", "workers", "etcd", "rdzv", "topology",
+         "config"},
     "cli": {"etcd", "rdzv", "config"},
-    "agent": {"status", "watch", "report", "health", "workers", "rdzv", "topology", "config"},
-    "status": {"watch", "workers", "rdzv", "config"},
+    "agent": {"status", "events", "watch", "report", "health", "workers", "rdzv", "topology", "config"},
+    "status": {"events", "watch", "report", "workers", "rdzv", "config"},
+    "events": {"report", "workers", "rdzv", "config"},
     "watch": {"workers", "rdzv", "config"},
     "report": {"workers", "rdzv", "config"},
     "health": {"workers", "rdzv", "config"},

@@ -4,12 +4,15 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <string>
+#include <vector>
 
 namespace {
 
 using ddp::launcher::Outcome;
 using ddp::launcher::OutcomeError;
+using ddp::launcher::RootCause;
 
 TEST_CASE("outcome: success and failure round-trip", "[outcome]") {
   const Outcome s = Outcome::decode(Outcome::success(2).encode());
@@ -47,9 +50,45 @@ TEST_CASE("outcome: any summary bytes survive, including header-like lines", "[o
   }
 }
 
-TEST_CASE("outcome: the encoded form starts with a versioned header line", "[outcome]") {
-  CHECK(Outcome::success(0).encode() == "ddplaunch-outcome 1 success 0 0\n");
-  CHECK(Outcome::failure(3, "boom", 1).encode() == "ddplaunch-outcome 1 failure 3 1\nboom");
+TEST_CASE("outcome: the encoded form starts with a versioned header line, then the record's line", "[outcome]") {
+  CHECK(Outcome::success(0).encode() == "ddplaunch-outcome 2 success 0 0\n\n");
+  CHECK(Outcome::failure(3, "boom", 1).encode() == "ddplaunch-outcome 2 failure 3 1\n\nboom");
+}
+
+TEST_CASE("outcome: the root cause travels as fields beside the summary", "[outcome]") {
+  RootCause root;
+  root.kind = RootCause::Kind::Worker;
+  root.node = 1;
+  root.host = "gpu2";
+  root.rank = 3;
+  root.local_rank = 1;
+  root.exit_code = 1;
+  root.error = "ValueError: boom\nsecond line";
+  root.error_type = "ValueError";
+  root.stderr_tail = {"a", "b\x1b"};
+  root.collective_timeout = true;
+  root.time = std::chrono::system_clock::time_point(std::chrono::nanoseconds(1764400000123456789LL));
+  const Outcome o = Outcome::decode(Outcome::failure(1, "the\nsummary\n", 1, root).encode());
+  REQUIRE(o.root_cause);
+  CHECK(o.summary == "the\nsummary\n");
+  CHECK(o.root_cause->kind == RootCause::Kind::Worker);
+  CHECK(o.root_cause->rank == 3);
+  CHECK(o.root_cause->local_rank == 1);
+  CHECK(o.root_cause->host == "gpu2");
+  CHECK(o.root_cause->error == "ValueError: boom\nsecond line");
+  CHECK(o.root_cause->stderr_tail == std::vector<std::string>{"a", "b\x1b"});
+  CHECK(o.root_cause->collective_timeout);
+  CHECK(o.root_cause->time == root.time);
+  CHECK_FALSE(Outcome::decode(Outcome::failure(1, "x", 1).encode()).root_cause);
+}
+
+TEST_CASE("outcome: version 1 (before the record) is still read, as a failure without one", "[outcome]") {
+  const Outcome o = Outcome::decode("ddplaunch-outcome 1 failure 3 1\nboom\nmore");
+  CHECK(o.code == 3);
+  CHECK(o.origin_node == 1);
+  CHECK(o.summary == "boom\nmore");
+  CHECK_FALSE(o.root_cause);
+  CHECK(Outcome::decode("ddplaunch-outcome 1 success 0 0\n").succeeded());
 }
 
 TEST_CASE("outcome: malformed values throw, never become a success", "[outcome]") {
@@ -58,7 +97,12 @@ TEST_CASE("outcome: malformed values throw, never become a success", "[outcome]"
       "success",                                   // the old, unauthenticated form
       "failure 3\nsummary",                        // the old failure form
       "ddplaunch-outcome 1 success 0 0",           // no newline after the header
-      "ddplaunch-outcome 2 success 0 0\n",         // another version
+      "ddplaunch-outcome 3 success 0 0\n\n",       // another version
+      "ddplaunch-outcome 2 failure 3 1\n",         // version 2 without the record's line
+      "ddplaunch-outcome 2 failure 3 1\n{\"kind\": \"worker\", \"rank\": \"x\"}\nboom",  // a mistyped record
+      "ddplaunch-outcome 2 failure 3 1\n{\"kind\": \"unheard-of\"}\nboom",       // an unknown kind
+      "ddplaunch-outcome 2 failure 3 1\nnot json\nboom",                        // not a record
+      "ddplaunch-outcome 2 success 0 0\n{\"kind\": \"worker\"}\n",             // a success with a cause
       "ddplaunch-outcome 1 victory 0 0\n",         // unknown kind
       "ddplaunch-outcome 1 success 3 0\n",         // success must have code 0
       "ddplaunch-outcome 1 failure 0 0\n",         // failure must not have code 0

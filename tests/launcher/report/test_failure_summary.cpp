@@ -231,7 +231,14 @@ TEST_CASE("round report: no failure, no summary, another node's cause comes firs
   killed.term_signal = SIGTERM;
   report.add(killed, RankState::Stopped);
   const auto remote = ddp::launcher::Outcome::failure(1, "node 1's report", 1);
-  const std::string s = end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{remote, {}, {}, {"h", "h1"}});
+  const auto end = end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{remote, {}, {}, {"h", "h1"}});
+  const std::string& s = end.text;
+  // An older launcher's outcome has no record: the root cause names its node, and no more.
+  REQUIRE(end.root);
+  CHECK(end.root->kind == ddp::launcher::RootCause::Kind::Reported);
+  CHECK(end.root->node == 1);
+  CHECK(end.root->host == "h1");
+  CHECK(end.root_text == "node 1's report");
   CHECK(s ==
         "node 1's report\nOn this node (node 0 on h):\nStopped by ddplaunch (not failed):\n"
         "  rank 5: ended by SIGTERM\n");
@@ -264,7 +271,8 @@ TEST_CASE("round report: another node's earlier failure is the root cause, whoev
   const NodeFailure earlier{2, std::chrono::system_clock::time_point(std::chrono::seconds(1700000002)),
                             "ValueError: the real cause"};
   const std::vector<std::string> hosts{"h", "h1", "gpu2"};
-  const std::string s = end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{published, earlier, {}, hosts});
+  const std::string s =
+      end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{published, earlier, {}, hosts}).text;
   INFO(s);
   CHECK(s.rfind("ddplaunch: the earliest failure by its own time was on node 2 (gpu2) (node 0 reported first):\n"
                 "ValueError: the real cause\nOn this node (node 0 on h):\nOther failures (by what they say):\n"
@@ -272,8 +280,15 @@ TEST_CASE("round report: another node's earlier failure is the root cause, whoev
                 0) == 0);
   // A later one elsewhere changes nothing: this node's own failure is the root cause.
   const NodeFailure later{2, std::chrono::system_clock::time_point(std::chrono::seconds(1700000009)), "later"};
-  const std::string t = end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{published, later, {}, hosts});
+  const auto mine = end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{published, later, {}, hosts});
+  const std::string& t = mine.text;
   CHECK(t.find("Root cause (the earliest failure):") != std::string::npos);
+  // The record is this node's root rank, whatever the words say.
+  REQUIRE(mine.root);
+  CHECK(mine.root->kind == ddp::launcher::RootCause::Kind::Worker);
+  CHECK(mine.root->rank == 4);
+  CHECK(mine.root->node == 0);
+  CHECK(mine.root->error_type == "RuntimeError");
   CHECK(t.find("later") == std::string::npos);
   for (const auto& f : files) ::unlink(f.c_str());
 }
@@ -325,15 +340,16 @@ TEST_CASE("round report: this node's hang, when it came first, leads the summary
   const NodeFailure hang{0, std::chrono::system_clock::time_point(std::chrono::seconds(1700000001)),
                          "ddplaunch: hang: \x1b[31m"};
   const NodeFailure other{2, std::chrono::system_clock::time_point(std::chrono::seconds(1700000003)), "later"};
-  const std::string s =
+  const auto end =
       end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{remote, other, hang, {"h", "h1", "h2"}});
+  const std::string& s = end.text;
   CHECK(s ==
         "ddplaunch: the earliest failure by its own time was on node 0 (h) (node 1 reported first):\n"
         "ddplaunch: hang: \\x1b[31m\nOn this node (node 0 on h):\nOther failures (by what they say):\n"
         "  rank 4: exitcode 1: RuntimeError: Connection reset by peer\n");
   SECTION("this node's own failure came first, though another node reported first") {
     const std::string t =
-        end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{remote, {}, {}, {"h", "h1", "h2"}});
+        end_of_round_summary(report, context("t.py", "h", 0), RoundEnd{remote, {}, {}, {"h", "h1", "h2"}}).text;
     CHECK(t.find("Root cause (the earliest failure):") != std::string::npos);
     CHECK(has(t, std::string(60, '=') +
                      "\n(node 1 reported its failure first; by their own times this node's came earlier)"));
@@ -351,8 +367,13 @@ TEST_CASE("another node's failure, a hang and the event log's reason are worded 
   CHECK(reported_failure(Outcome::failure(1, "boom", 3), {"h0"}) ==
         "ddplaunch: stopping: a failure reported by node 3:\nboom");
   CHECK(reported_failure(Outcome::failure(1, "boom", -1), {"h0"}) == "ddplaunch: stopping: a failure:\nboom");
-  CHECK(hang_failure("hang: rank 1", "/run/h.txt", 2) == "ddplaunch: hang: rank 1");
-  const std::string cut = hang_failure(std::string(600 * 1024, 'x'), "", 2);
+  const auto hang = hang_failure("hang: rank 1\nstacks", "/run/h.txt", 2, "gpu2");
+  CHECK(hang.summary == "ddplaunch: hang: rank 1\nstacks");
+  CHECK(hang.root.kind == ddp::launcher::RootCause::Kind::Hang);
+  CHECK(hang.root.reason == "hang: rank 1");
+  CHECK(hang.root.node == 2);
+  CHECK(hang.root.host == "gpu2");
+  const std::string cut = hang_failure(std::string(600 * 1024, 'x'), "", 2, "gpu2").summary;
   CHECK(cut.substr(0, 512 * 1024) == "ddplaunch: " + std::string(512 * 1024 - 11, 'x'));
   CHECK(cut.substr(512 * 1024) == "\n... (cut at 512 KiB; the whole report is in no file on node 2)");
   CHECK(summary_first_line(std::string(60, '=') + "\nt.py FAILED\n---") == "t.py FAILED");

@@ -15,7 +15,7 @@ namespace {
 using namespace ddp::launcher;
 using nlohmann::json;
 
-JoinedRound two_nodes(int group_rank) {
+RankMap two_nodes() {
   NodeInfo a;
   a.node_rank = 0;
   a.nproc = 2;
@@ -24,7 +24,17 @@ JoinedRound two_nodes(int group_rank) {
   b.node_rank = 1;
   b.nproc = 2;
   b.host = "beta";
-  return JoinedRound{RankMap({a, b}), group_rank, 3, 0, "", 0};
+  return RankMap({a, b});
+}
+
+// Round `round` joined as group rank `group_rank`, told the way the agent tells it: an event.
+void join(StatusBoard& board, const RankMap& ranks, int group_rank, int restarts, int round = 3) {
+  RoundView view;
+  view.round = round;
+  view.group_rank = group_rank;
+  view.restarts = restarts;
+  view.ranks = ranks;
+  board.on_event(RoundJoined{view});
 }
 
 std::vector<WorkerSpec> specs(int first_rank) {
@@ -67,7 +77,7 @@ TEST_CASE("a round: joined, started, one rank exits, the round stops, the rest a
   StatusBoard board;
   board.joining(3, 1);
   CHECK(doc(board)["node"]["state"] == "joining");
-  board.joined(two_nodes(1), 1);
+  join(board, two_nodes(), 1, 1);
   board.started(specs(2), {101, 102});
   json j = doc(board);
   CHECK(j["round"] == 3);
@@ -116,7 +126,7 @@ TEST_CASE("a round: joined, started, one rank exits, the round stops, the rest a
 
 TEST_CASE("every local rank exited 0: the node has succeeded and waits for the job") {
   StatusBoard board;
-  board.joined(two_nodes(0), 0);
+  join(board, two_nodes(), 0, 0);
   board.started(specs(0), {7, 8});
   for (int pid : {7, 8}) {
     WorkerResult w;
@@ -134,7 +144,7 @@ TEST_CASE("a standby node of the round (--active_nodes) says so, with no workers
   b.nproc = 2;
   b.standby = true;
   StatusBoard board;
-  board.joined(JoinedRound{RankMap({a, b}), 1, 0, 0, "", 0}, 0);
+  join(board, RankMap({a, b}), 1, 0, 0);
   const json j = doc(board);
   CHECK(j["node"]["role"] == "standby");
   CHECK(j["nodes"][1]["role"] == "standby");
@@ -156,7 +166,7 @@ TEST_CASE("collective progress comes from the table, for this round's worker in 
   ddp::ProgressTable table = ddp::ProgressTable::create(2);
   StatusBoard board;
   board.identify(StatusIdentity{}, {&table, nullptr});
-  board.joined(two_nodes(0), 0);
+  join(board, two_nodes(), 0, 0);
   board.started(specs(0), {static_cast<int>(::getpid()), 4242});
   ::setenv(ddp::kProgressVariable, ddp::progress_variable_value(table.fd(), 0).c_str(), 1);
   auto writer = ddp::ProgressWriter::from_env(ddp::process_env());
@@ -180,7 +190,7 @@ TEST_CASE("the job secret is never in the status") {
   c.etcd_password = "etcd-password-value";
   StatusBoard board;
   board.identify(status_identity(c, "h"), {});
-  board.joined(two_nodes(0), 0);
+  join(board, two_nodes(), 0, 0);
   const std::string text = status_json(board.snapshot());
   CHECK(text.find("s3cr3t") == std::string::npos);
   CHECK(text.find("etcd-password") == std::string::npos);

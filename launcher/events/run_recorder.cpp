@@ -1,0 +1,216 @@
+// See run_recorder.hpp.
+#include "launcher/events/run_recorder.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <type_traits>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.hpp"
+#include "common/signals.hpp"
+#include "launcher/report/failure_summary.hpp"
+#include "launcher/report/output_file.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+using nlohmann::json;
+
+double epoch_seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+json event_line(const char* name) {
+  return json{{"time", epoch_seconds(std::chrono::system_clock::now())}, {"event", name}};
+}
+
+json optional_text(const std::string& text) {
+  return text.empty() ? json(nullptr) : json(text);
+}
+
+json rank_json(const RankOutcome& o) {
+  const WorkerResult& w = o.worker;
+  json j{{"rank", w.rank},
+         {"local_rank", w.local_rank},
+         {"pid", w.pid},
+         {"state", state_name(o.state)},
+         {"exit_code", w.exit_code},
+         {"signal", w.term_signal ? json(signal_name(w.term_signal)) : json(nullptr)},
+         {"time", epoch_seconds(o.state == RankState::Failed ? o.failed_at() : o.exited)},
+         {"note", optional_text(o.death_note)},
+         {"error_file", optional_text(o.record ? w.error_file : "")}};
+  j["error"] = o.record ? optional_text(o.record->message) : json(nullptr);
+  j["traceback"] = o.record ? optional_text(o.record->traceback) : json(nullptr);
+  if (o.state != RankState::Succeeded && !(o.record && !o.record->message.empty())) j["stderr_tail"] = w.stderr_tail;
+  return j;
+}
+
+json failed_round_json(const FailedRound& r) {
+  json root = root_cause_json(r.root, "");
+  root.erase("summary");  // the round's words: the short cause above
+  return json{{"round", r.round},
+              {"exit_code", r.code},
+              {"origin_node", r.origin_node < 0 ? json(nullptr) : json(r.origin_node)},
+              {"cause", r.cause()},
+              {"progress", optional_text(r.progress)},
+              {"progress_nodes", r.progress_nodes},
+              {"root_cause", root}};
+}
+
+json node_or_null(int node) {
+  return node < 0 ? json(nullptr) : json(node);
+}
+
+}  // namespace
+
+json root_cause_json(const RootCause& c, const std::string& summary) {
+  const bool worker = c.kind == RootCause::Kind::Worker;
+  const auto field = [worker](json value) { return worker ? std::move(value) : json(nullptr); };
+  json j{{"kind", kind_name(c.kind)},
+         {"node_rank", node_or_null(c.node)},
+         {"host", optional_text(c.host)},
+         {"time", epoch_seconds(c.time)},
+         {"reason", worker ? json(nullptr) : optional_text(c.reason)},
+         {"summary", summary},
+         {"rank", field(c.rank)},
+         {"local_rank", field(c.local_rank)},
+         {"pid", field(c.pid)},
+         {"state", field("failed")},
+         {"exit_code", field(c.exit_code)},
+         {"signal", c.signal ? json(signal_name(c.signal)) : json(nullptr)},
+         {"note", optional_text(c.note)},
+         {"error_file", optional_text(c.error_file)},
+         {"error_type", optional_text(c.error_type)},
+         {"error", optional_text(c.error)},
+         {"traceback", optional_text(c.traceback)}};
+  // As for a rank below: its last stderr lines when its error file does not explain it.
+  if (worker && c.error.empty()) j["stderr_tail"] = c.stderr_tail;
+  return j;
+}
+
+RunRecorder::RunRecorder(RunRecorderOptions options) : o_(std::move(options)) {
+  for (const std::string& path : o_.summary_json) check_output_file("--summary_json", path);
+  if (o_.event_log.empty()) return;
+  check_output_file("--event_log", o_.event_log);
+  fd_ = ::open(o_.event_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw UsageError("--event_log " + o_.event_log + ": cannot open: " + std::strerror(errno) +
+                     "; give a writable file (its directory must exist)");
+  }
+}
+
+RunRecorder::~RunRecorder() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void RunRecorder::append(const json& line) {
+  if (fd_ < 0) return;
+  const std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  // O_APPEND: each line lands whole at the end, also with other writers of the same file.
+  const ssize_t n = ::write(fd_, text.data(), text.size());
+  if (n == static_cast<ssize_t>(text.size())) return;
+  if (!warned_) {
+    log::warning("--event_log {}: {}; later events may be missing from it", o_.event_log,
+                 n < 0 ? std::strerror(errno) : "short write");
+  }
+  warned_ = true;
+}
+
+void RunRecorder::on_event(const RoundEvent& event) {
+  std::visit(
+      [this](const auto& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, RoundJoined>) {
+          standby_ = e.view.standby;
+          json j = event_line("round_joined");
+          j.update({{"run_id", o_.run_id},
+                    {"round", e.view.round},
+                    {"node_rank", e.view.group_rank},
+                    {"host", o_.host},
+                    {"nnodes", e.view.nnodes()},
+                    {"world_size", e.view.ranks.world_size()},
+                    {"standby", e.view.standby}});
+          append(j);
+        } else if constexpr (std::is_same_v<E, WorkersStarted>) {
+          json workers = json::array();
+          for (std::size_t i = 0; i < e.specs.size() && i < e.pids.size(); ++i)
+            workers.push_back({{"rank", e.specs[i].rank}, {"local_rank", e.specs[i].local_rank}, {"pid", e.pids[i]}});
+          json j = event_line("workers_started");
+          j.update({{"round", e.view.round}, {"workers", workers}});
+          append(j);
+        } else if constexpr (std::is_same_v<E, WorkerExited>) {
+          json j = event_line("worker_exited");
+          j["round"] = e.view.round;
+          j.update(rank_json(e.outcome));
+          j.erase("traceback");  // in the summary; one line per event stays short
+          j.erase("stderr_tail");
+          append(j);
+        } else if constexpr (std::is_same_v<E, RoundStopping>) {
+          json j = event_line("teardown");
+          j.update({{"round", e.view.round},
+                    {"code", e.cause.code},
+                    {"origin_node", node_or_null(e.cause.origin_node)},
+                    {"reason", summary_first_line(e.cause.summary)},
+                    {"signal", signal_name(e.signal_sent)}});
+          append(j);
+        } else if constexpr (std::is_same_v<E, HangFound>) {
+          json j = event_line(e.collective ? "hang" : "hang_suspected");
+          j.update({{"round", e.view.round}, {"stacks_file", optional_text(e.stacks_file)}});
+          append(j);
+        } else if constexpr (std::is_same_v<E, RoundFailed>) {
+          failed_rounds_.push_back(e.failed);
+          json j = event_line("round_failed");
+          j.update(failed_round_json(e.failed));
+          append(j);
+        } else if constexpr (std::is_same_v<E, JobRestarting>) {
+          json j = event_line("restart");
+          j.update({{"restart", e.restart}, {"max_restarts", e.max_restarts}});
+          append(j);
+        } else if constexpr (std::is_same_v<E, JobEnded>) {
+          json j = event_line("job_ended");
+          j.update({{"exit_code", e.exit_code}, {"restarts", e.view.restarts}});
+          append(j);
+          write_summary(e);
+        }
+      },
+      event);
+}
+
+void RunRecorder::write_summary(const JobEnded& end) {
+  if (o_.summary_json.empty()) return;
+  std::vector<const RankOutcome*> by_rank;
+  for (const RankOutcome& o : end.last_round.ranks()) by_rank.push_back(&o);
+  std::sort(by_rank.begin(), by_rank.end(), [](auto* a, auto* b) { return a->worker.rank < b->worker.rank; });
+  json ranks = json::array();
+  for (const RankOutcome* o : by_rank) ranks.push_back(rank_json(*o));
+  const json root = end.root && end.exit_code != 0 ? root_cause_json(*end.root, end.root_text) : json(nullptr);
+  json rounds = json::array();
+  for (const FailedRound& r : failed_rounds_) rounds.push_back(failed_round_json(r));
+  const json summary{{"version", 1},
+                     {"run_id", o_.run_id},
+                     {"node_rank", end.view.group_rank},
+                     {"host", o_.host},
+                     {"exit_code", end.exit_code},
+                     {"restarts", end.view.restarts},
+                     {"root_cause", root},
+                     {"ranks", ranks},
+                     {"rounds", rounds},
+                     {"standby", standby_}};  // the last round's: a standby node has no ranks
+  const std::string text = summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  for (const std::string& path : o_.summary_json) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) log::warning("--summary_json {}: cannot write it: {}", path, std::strerror(errno));
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,119 @@
+// See root_cause.hpp.
+#include "launcher/rdzv/root_cause.hpp"
+
+#include <array>
+#include <cctype>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/config/launch_config.hpp"  // kMaxNodes
+
+namespace ddp::launcher {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::pair<RootCause::Kind, const char*>, 7> kKinds{{
+    {RootCause::Kind::Worker, "worker"},
+    {RootCause::Kind::Hang, "hang"},
+    {RootCause::Kind::NodeLost, "node_lost"},
+    {RootCause::Kind::Interrupted, "interrupted"},
+    {RootCause::Kind::NotStarted, "not_started"},
+    {RootCause::Kind::StoreRecord, "store_record"},
+    {RootCause::Kind::Reported, "reported"},
+}};
+
+std::optional<RootCause::Kind> kind_named(const std::string& name) {
+  for (const auto& [kind, text] : kKinds) {
+    if (name == text) return kind;
+  }
+  return std::nullopt;
+}
+
+// Reads member `name` of `j` into `out` when present; false when it is there with another type.
+template <typename T>
+bool take(const json& j, const char* name, T& out) {
+  const auto it = j.find(name);
+  if (it == j.end()) return true;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return false;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) return false;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (!it->is_array()) return false;
+    for (const json& line : *it) {
+      if (!line.is_string()) return false;
+    }
+  } else {
+    if (!it->is_number_integer()) return false;
+  }
+  out = it->get<T>();
+  return true;
+}
+
+}  // namespace
+
+const char* kind_name(RootCause::Kind kind) {
+  for (const auto& [k, text] : kKinds) {
+    if (k == kind) return text;
+  }
+  return "worker";  // unreachable: every kind is in the table
+}
+
+std::string encode_root_cause(const RootCause& c) {
+  const long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(c.time.time_since_epoch()).count();
+  json j{{"kind", kind_name(c.kind)}, {"node", c.node}, {"host", c.host}, {"time_ns", ns}, {"reason", c.reason}};
+  if (c.kind == RootCause::Kind::Worker) {
+    j.update({{"rank", c.rank},
+              {"local_rank", c.local_rank},
+              {"pid", c.pid},
+              {"exit_code", c.exit_code},
+              {"signal", c.signal},
+              {"note", c.note},
+              {"error_type", c.error_type},
+              {"error", c.error},
+              {"traceback", c.traceback},
+              {"error_file", c.error_file},
+              {"error_problem", c.error_problem},
+              {"stderr_tail", c.stderr_tail},
+              {"collective_timeout", c.collective_timeout}});
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<RootCause> decode_root_cause(std::string_view line) {
+  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  RootCause c;
+  std::string kind;
+  long long ns = 0;
+  const bool typed = take(j, "kind", kind) && take(j, "node", c.node) && take(j, "host", c.host) &&
+                     take(j, "time_ns", ns) && take(j, "reason", c.reason) && take(j, "rank", c.rank) &&
+                     take(j, "local_rank", c.local_rank) && take(j, "pid", c.pid) &&
+                     take(j, "exit_code", c.exit_code) && take(j, "signal", c.signal) && take(j, "note", c.note) &&
+                     take(j, "error_type", c.error_type) && take(j, "error", c.error) &&
+                     take(j, "traceback", c.traceback) && take(j, "error_file", c.error_file) &&
+                     take(j, "error_problem", c.error_problem) && take(j, "stderr_tail", c.stderr_tail) &&
+                     take(j, "collective_timeout", c.collective_timeout);
+  if (!typed) return std::nullopt;
+  const std::optional<RootCause::Kind> k = kind_named(kind);
+  if (!k || c.node < -1 || c.node > kMaxNodes || ns < 0) return std::nullopt;
+  if (c.exit_code < 0 || c.exit_code > 255 || c.signal < 0 || c.signal > 64) return std::nullopt;
+  c.kind = *k;
+  c.time = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(ns)));
+  return c;
+}
+
+std::string error_type_of(const std::string& message) {
+  const std::size_t colon = message.find(": ");
+  if (colon == 0 || colon == std::string::npos) return "";
+  for (std::size_t i = 0; i < colon; ++i) {
+    const auto ch = static_cast<unsigned char>(message[i]);
+    if (!std::isalnum(ch) && ch != '_' && ch != '.') return "";
+  }
+  return message.substr(0, colon);
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,44 @@
+// See root_cause_of.hpp.
+#include "launcher/report/root_cause_of.hpp"
+
+#include <chrono>
+#include <utility>
+
+namespace ddp::launcher {
+
+RootCause worker_root_cause(const RankOutcome& o, int node, const std::string& host) {
+  const WorkerResult& w = o.worker;
+  RootCause c;
+  c.kind = RootCause::Kind::Worker;
+  c.node = node;
+  c.host = host;
+  c.time = o.failed_at();
+  c.rank = w.rank;
+  c.local_rank = w.local_rank;
+  c.pid = w.pid;
+  c.exit_code = w.exit_code;
+  c.signal = w.term_signal;
+  c.note = o.death_note;
+  if (o.record) {
+    c.error = o.record->message;
+    c.error_type = error_type_of(o.record->message);
+    c.traceback = o.record->traceback;
+    c.error_file = w.error_file;
+    c.error_problem = o.record->problem;
+  }
+  c.stderr_tail = w.stderr_tail;
+  c.collective_timeout = timed_out_in_collective(o);
+  return c;
+}
+
+RootCause node_root_cause(RootCause::Kind kind, int node, const std::string& host, std::string reason) {
+  RootCause c;
+  c.kind = kind;
+  c.node = node;
+  c.host = host;
+  c.time = std::chrono::system_clock::now();
+  c.reason = std::move(reason);
+  return c;
+}
+
+}  // namespace ddp::launcher
