@@ -10,6 +10,9 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <type_traits>
+#include <variant>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -467,4 +470,95 @@ TEST_CASE("with --active_nodes a standby starts no workers and ends with the job
       CHECK(specs.at(0).env.at("GROUP_WORLD_SIZE") == "2");
     }
   }
+}
+
+namespace {
+
+// A view the agent has never heard of: a listener added through AgentDeps, as a page or an
+// exporter would be, that keeps every event's name and the job's root cause.
+class EventTape final : public RoundListener {
+ public:
+  void on_event(const RoundEvent& event) override {
+    std::visit(
+        [this](const auto& e) {
+          using E = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<E, RoundJoining>) names.push_back("joining");
+          if constexpr (std::is_same_v<E, RoundJoined>) names.push_back("joined");
+          if constexpr (std::is_same_v<E, WorkersStarted>) names.push_back("started");
+          if constexpr (std::is_same_v<E, WorkerExited>) names.push_back("exited");
+          if constexpr (std::is_same_v<E, HangFound>) names.push_back("hang");
+          if constexpr (std::is_same_v<E, RoundStopping>) names.push_back("stopping");
+          if constexpr (std::is_same_v<E, RoundFailed>) {
+            names.push_back("failed");
+            short_causes.push_back(e.failed.cause());
+          }
+          if constexpr (std::is_same_v<E, JobRestarting>) names.push_back("restart");
+          if constexpr (std::is_same_v<E, JobEnded>) {
+            names.push_back("ended");
+            exit_code = e.exit_code;
+            root = e.root;
+            group_rank = e.view.group_rank;
+          }
+        },
+        event);
+  }
+  std::vector<std::string> names;
+  std::vector<std::string> short_causes;
+  std::optional<RootCause> root;
+  int exit_code = -1;
+  int group_rank = -1;
+};
+
+}  // namespace
+
+TEST_CASE("a listener added through AgentDeps hears every event of a restarted job, in order") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  auto c = config(1, 0, 2);
+  c.max_restarts = 1;
+  EventTape tape;
+  AgentDeps d = fakes(
+      store,
+      [](const WorkerSpec& w) {
+        if (restart_count(w) > 0) return Script{10ms, 0};
+        return w.rank == 1 ? Script{10ms, 4} : Script{0ms, 0, true};  // rank 0 runs until stopped
+      },
+      rec);
+  d.listeners.push_back(&tape);
+  CHECK(run_agent(c, std::move(d)) == 0);
+  // Round 0: rank 1 fails, rank 0 is stopped; round 1: both succeed.
+  CHECK(tape.names == std::vector<std::string>{"joining", "joined", "started", "exited", "stopping", "exited",
+                                               "failed", "restart", "joining", "joined", "started", "exited",
+                                               "exited", "ended"});
+  REQUIRE(tape.short_causes.size() == 1);
+  CHECK_THAT(tape.short_causes[0], Catch::StartsWith("rank 1 (local_rank: 1) on node 0 (") &&
+                                       Catch::EndsWith("): exitcode 4: fake stderr of rank 1"));
+  CHECK(tape.exit_code == 0);
+  CHECK_FALSE(tape.root);  // the job succeeded
+}
+
+TEST_CASE("both nodes end with the same root cause as fields, whichever node it happened on") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  EventTape tape0, tape1;
+  AgentDeps d0 = fakes(store, [](const WorkerSpec&) { return Script{0ms, 0, true}; }, rec0);
+  AgentDeps d1 = fakes(
+      store, [](const WorkerSpec& w) { return w.local_rank == 1 ? Script{30ms, 7} : Script{0ms, 0, true}; }, rec1);
+  d0.listeners.push_back(&tape0);
+  d1.listeners.push_back(&tape1);
+  const auto [code0, code1] = run_two_nodes(config(2, 0, 2), std::move(d0), config(2, 1, 2), std::move(d1));
+  CHECK(code0 == 7);
+  CHECK(code1 == 7);
+  REQUIRE(tape0.root);
+  REQUIRE(tape1.root);
+  for (const RootCause* r : {&*tape0.root, &*tape1.root}) {
+    CHECK(r->kind == RootCause::Kind::Worker);
+    CHECK(r->rank == 3);
+    CHECK(r->local_rank == 1);
+    CHECK(r->node == 1);
+    CHECK(r->exit_code == 7);
+    CHECK(r->stderr_tail == std::vector<std::string>{"fake stderr of rank 3"});
+  }
+  CHECK(tape0.root->time == tape1.root->time);  // node 0's copy is node 1's record, not its own reading
+  CHECK(tape0.root->host == tape1.root->host);
 }

@@ -1,0 +1,142 @@
+// The event log and the JSON summary (run_recorder.hpp), fed by the round's events as the agent
+// emits them: the summary's root cause is made from the record's fields, so node 0's copy of a
+// failure on node 1 has the same members and values as node 1's own, and no wording of the
+// printed summary reaches a field but "summary" itself.
+#include "launcher/events/run_recorder.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/rdzv/outcome.hpp"
+#include "launcher/report/failure_summary.hpp"
+#include "launcher/report/root_cause_of.hpp"
+
+namespace {
+
+using namespace ddp::launcher;
+using nlohmann::json;
+
+std::string temp_dir() {
+  char templ[] = "/tmp/ddp_recorder_XXXXXX";
+  REQUIRE(::mkdtemp(templ) != nullptr);
+  return templ;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+// Rank 3 (local rank 1) on node 1 of host gpu2 failed with an error file saying ValueError.
+RoundReport failed_round(const std::string& dir) {
+  const std::string error_file = dir + "/error.json";
+  std::ofstream(error_file) << R"({"message": {"message": "ValueError: boom", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  x", "timestamp": "1700000000"}}})";
+  WorkerResult w;
+  w.rank = 3;
+  w.local_rank = 1;
+  w.pid = 4242;
+  w.exit_code = 1;
+  w.stderr_tail = {"ValueError: boom"};
+  w.error_file = error_file;
+  RoundReport report;
+  report.add(w, RankState::Failed);
+  return report;
+}
+
+// The summary a node writes when the job ends with `root` as its root cause.
+json summary_of(const std::string& path, int group_rank, const RoundReport& last, const std::optional<RootCause>& root,
+                const std::string& text) {
+  RunRecorder recorder(RunRecorderOptions{"", {path}, "job", "host-of-the-writer"});
+  RoundView view;
+  view.group_rank = group_rank;
+  recorder.on_event(RoundJoined{view});
+  recorder.on_event(JobEnded{view, 1, last, root, text});
+  return read_json(path);
+}
+
+}  // namespace
+
+TEST_CASE("the root cause of a failure on another node has the same members and values as the node's own") {
+  const std::string dir = temp_dir();
+  const RoundReport report = failed_round(dir);
+  FailureContext node1;
+  node1.program = "train.py";
+  node1.host = "gpu2";
+  node1.node_rank = 1;
+  const std::string words = failure_summary(report, node1);
+  const RootCause mine = worker_root_cause(*report.root_cause(), 1, "gpu2");
+  // Node 0 gets it through the store: the outcome's wire form.
+  const Outcome got = Outcome::decode(Outcome::failure(1, words, 1, mine).encode());
+  REQUIRE(got.root_cause);
+
+  const json own = summary_of(dir + "/node1.json", 1, report, mine, words)["root_cause"];
+  const json other = summary_of(dir + "/node0.json", 0, RoundReport{}, got.root_cause, words)["root_cause"];
+  CHECK(own == other);
+  CHECK(own["kind"] == "worker");
+  CHECK(own["rank"] == 3);
+  CHECK(own["local_rank"] == 1);
+  CHECK(own["node_rank"] == 1);
+  CHECK(own["host"] == "gpu2");
+  CHECK(own["pid"] == 4242);
+  CHECK(own["exit_code"] == 1);
+  CHECK(own["signal"].is_null());
+  CHECK(own["state"] == "failed");
+  CHECK(own["error"] == "ValueError: boom");
+  CHECK(own["error_type"] == "ValueError");
+  CHECK(own["traceback"] == "Traceback (most recent call last):\n  x");
+  CHECK(own["time"].get<double>() == 1700000000.0);
+  CHECK(own["summary"] == words);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("no field of the root cause but its summary comes from the printed words") {
+  const std::string dir = temp_dir();
+  const RoundReport report = failed_round(dir);
+  const RootCause root = worker_root_cause(*report.root_cause(), 1, "gpu2");
+  // The same record under two wholly different texts (as if every label had been reworded).
+  json a = summary_of(dir + "/a.json", 1, report, root, "Root cause (the earliest failure):\n  rank      : 99")["root_cause"];
+  json b = summary_of(dir + "/b.json", 1, report, root, "Ursache: Rang neunundneunzig")["root_cause"];
+  CHECK(a["summary"] != b["summary"]);
+  a.erase("summary");
+  b.erase("summary");
+  CHECK(a == b);
+  CHECK(a["rank"] == 3);
+  // And the short cause, what restarts print and the "rounds" list keeps, reads the fields only.
+  CHECK(short_cause(root, 0) == "rank 3 (local_rank: 1) on node 1 (gpu2): exitcode 1: ValueError: boom");
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("a failure of no rank's has the same members, the rank's ones null") {
+  const std::string dir = temp_dir();
+  const NodeStop lost = lost_node_stop("node 2 (h2) lost: no heartbeat for 10 s", 0, "h0");
+  const json hang = summary_of(dir + "/h.json", 0, RoundReport{}, lost.root, lost.summary)["root_cause"];
+  const RoundReport report = failed_round(dir);
+  const json worker = summary_of(dir + "/w.json", 1, report, worker_root_cause(*report.root_cause(), 1, "gpu2"),
+                                 "words")["root_cause"];
+  for (const auto& [key, value] : hang.items()) CHECK(worker.contains(key));
+  CHECK(hang["kind"] == "node_lost");
+  CHECK(hang["reason"] == "node 2 (h2) lost: no heartbeat for 10 s");
+  CHECK(hang["node_rank"] == 0);
+  CHECK(hang["rank"].is_null());
+  CHECK(hang["summary"] == lost.summary);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("a success has no root cause, whatever record is handed over") {
+  const std::string dir = temp_dir();
+  RunRecorder recorder(RunRecorderOptions{"", {dir + "/s.json"}, "job", "h"});
+  RoundView view;
+  const RoundReport none;
+  const std::optional<RootCause> stale = node_root_cause(RootCause::Kind::Hang, 0, "h", "old");
+  recorder.on_event(JobEnded{view, 0, none, stale, "old"});
+  CHECK(read_json(dir + "/s.json")["root_cause"].is_null());
+  std::system(("rm -rf " + dir).c_str());
+}
