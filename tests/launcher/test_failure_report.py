@@ -498,3 +498,30 @@ def test_a_timer_file_path_that_holds_a_regular_file_is_refused_and_kept(ddplaun
     assert r.returncode == 2, r.stderr
     assert f"TORCHELASTIC_TIMER_FILE {precious} exists and is not a named pipe" in r.stderr, r.stderr
     assert precious.read_text() == "data"
+
+
+def test_both_nodes_summaries_name_the_same_root_cause_with_the_same_fields(ddplaunch, tmp_path):
+    # Rank 1 (node 1) fails; node 0's summary gets node 1's record through the store, not its words.
+    port = free_port()
+    worker = tmp_path / "w.sh"
+    worker.write_text('if [ "$RANK" = 1 ]; then echo "ValueError: far away" >&2; exit 3; fi; exec sleep 60\n')
+    summaries = [tmp_path / f"s{g}.json" for g in (0, 1)]
+    nodes = [subprocess.Popen([ddplaunch, "--nnodes=2", f"--node_rank={g}", "--nproc_per_node=1",
+                               f"--master_port={port}", f"--summary_json={summaries[g]}", "--no_python", "sh",
+                               str(worker)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for g in (0, 1)]
+    try:
+        (code0, err0), (code1, err1) = [(n.wait(timeout=TIMEOUT), n.stderr.read()) for n in nodes]
+    finally:
+        for n in nodes:
+            n.kill()
+            n.wait()
+    assert code0 == 3 and code1 == 3, (err0, err1)
+    roots = [json.loads(s.read_text())["root_cause"] for s in summaries]
+    assert set(roots[0]) == set(roots[1]), roots
+    for key in ("kind", "rank", "local_rank", "node_rank", "host", "exit_code", "signal", "pid", "state", "time",
+                "stderr_tail", "error"):
+        assert roots[0][key] == roots[1][key], (key, roots)
+    assert roots[0]["kind"] == "worker" and roots[0]["rank"] == 1 and roots[0]["node_rank"] == 1, roots
+    assert roots[0]["exit_code"] == 3 and roots[0]["stderr_tail"][-1] == "ValueError: far away", roots
+    assert "a failure reported by node 1" in roots[0]["summary"], roots
