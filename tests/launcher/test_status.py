@@ -162,8 +162,10 @@ def test_python_ranks_show_flight_recorder_progress(lx, xdg):
                      "while True:\n    dist.all_reduce(torch.ones(4))\n    time.sleep(0.05)\n", mode=0o644)
     env = {"XDG_RUNTIME_DIR": str(xdg), "PYTHON_EXEC": sys.executable, "OMP_NUM_THREADS": "1"}
     p = lx.start(["--nproc_per_node", "2", prog], env=env)
-    s = wait_status(lx, xdg, lambda s: len(s["ranks"]) == 2 and all(r["last_progress"] for r in s["ranks"]),
-                    timeout=30)
+    # A poll may come before a rank's first all_reduce completed (a loaded machine): wait for one
+    # that saw a completed collective on both ranks, not just for the first poll.
+    s = wait_status(lx, xdg, lambda s: len(s["ranks"]) == 2 and all(
+        r["last_progress"] and r["last_progress"]["collectives_completed"] > 0 for r in s["ranks"]), timeout=30)
     for r in s["ranks"]:
         lp = r["last_progress"]
         assert lp["source"] == "flight_recorder" and lp["collectives_completed"] > 0, lp
