@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "common/worker_env.hpp"
 #include "launcher/health/gpu_check.hpp"
@@ -95,8 +96,8 @@ std::vector<std::string> describe_health_checks(const LaunchConfig& c, const std
   const CheckResult now = check_gpus(gpus, lookup(current_environment(), worker_env::kCudaVisibleDevices));
   lines.push_back("GPUs: the visible devices answer without uncorrectable ECC errors (NVML); now: " + now.summary);
   if (!c.health_check.empty()) {
-    lines.push_back(
-        fmt::format("command: /bin/sh -c '{}' exits 0 within {} s", c.health_check, kHealthCommandTimeout.count()));
+    lines.push_back(fmt::format("command: /bin/sh -c '{}' exits 0 within {}", c.health_check,
+                                format_whole_seconds(kHealthCommandTimeout)));
   }
   return lines;
 }
