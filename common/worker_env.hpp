@@ -1,7 +1,8 @@
 // The torchrun worker-environment contract, written once: the names of the variables a launcher
 // hands each worker (torchrun's own, so PyTorch's env:// init and our runtime both read them) and
 // the one builder that sets them. Used by the launcher's worker specs and by spawn(); the
-// runtime's dist_env reads the same constants back.
+// runtime's dist_env reads the same constants back. The names ddplaunch's worker specs set beside
+// the contract are here too, so code names every worker variable through a constant of this file.
 #pragma once
 
 #include <string>
@@ -29,6 +30,29 @@ inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 // Defaults a launcher sets only where the user has not chosen.
 inline constexpr const char* kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+
+// Set by ddplaunch's worker specs (launcher/workers/worker_spec.cpp), outside apply(): they depend
+// on the launcher's flags and on what its watch serves. The collective-progress table's variable,
+// DDPLAUNCH_PROGRESS, is named with its format in collective_progress.hpp.
+
+// The signals the launcher forwards, told as torchrun tells its workers (it exports
+// --signals_to_handle to its agent's environment, which workers inherit); also the flag's default.
+inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
+// The file timers' named pipe (torch.distributed.elastic.timer.FileTimerClient).
+inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
+// A Python worker's worker-server socket; its hook (python/ddplaunch/worker_hook) reads and removes it.
+inline constexpr const char* kWorkerSocket = "DDPLAUNCH_WORKER_SOCKET";
+// The hook's directory goes first on a Python worker's PYTHONPATH.
+inline constexpr const char* kPythonPath = "PYTHONPATH";
+// One device per worker under --virtual_local_rank; also read from the launcher's environment
+// (which GPUs it may use) and by the runtime's messages.
+inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+// The Flight Recorder's buffer and dump files, under torch's current names and the older NCCL ones
+// (torch reads either; a user's setting under either stays as it is).
+inline constexpr const char* kFrBufferSize = "TORCH_FR_BUFFER_SIZE";
+inline constexpr const char* kNcclTraceBufferSize = "TORCH_NCCL_TRACE_BUFFER_SIZE";
+inline constexpr const char* kFrDumpTempFile = "TORCH_FR_DUMP_TEMP_FILE";
+inline constexpr const char* kNcclDebugInfoTempFile = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE";
 
 // What one worker is told. The role defaults follow torchrun with a single role.
 struct WorkerEnv {

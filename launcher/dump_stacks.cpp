@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/exit_codes.hpp"
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
 #include "ddplaunch/common/error.hpp"
@@ -21,9 +22,11 @@ namespace {
 
 // "job 'x' at 127.0.0.1:41233 (pid 4242, started 3 s ago: train.py --lr 0.1, in /home/me/exp)"
 std::string describe(const JobRecord& job, long long now_ms) {
-  return fmt::format("job '{}' at {} (pid {}, started {} s ago: {}, in {})", job.run_id,
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::milliseconds(std::max(0LL, now_ms - job.started_ms)));
+  return fmt::format("job '{}' at {} (pid {}, started {} ago: {}, in {})", job.run_id,
                      rendezvous::format_endpoint(job.master_addr, static_cast<std::uint16_t>(job.port)), job.pid,
-                     std::max(0LL, (now_ms - job.started_ms) / 1000), job.command, job.cwd);
+                     format_whole_seconds(age), job.command, job.cwd);
 }
 
 // The job --dump_stacks asks when no flag names one: the newest in this machine's registry

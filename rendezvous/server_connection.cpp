@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "common/format_duration.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
@@ -65,7 +66,7 @@ void ServerConnection::update_deadline() {
 
 std::string ServerConnection::deadline_reason() const {
   if (!handshaken_) return "no complete request within the handshake deadline";
-  const std::string limit = fmt::format("{:g} s", server_.options_.request_timeout.count() / 1000.0);
+  const std::string limit = format_seconds(server_.options_.request_timeout);
   if (!parser_.idle()) return "a request was started but not completed within the request deadline (" + limit + ")";
   return "replies were not read within the request deadline (" + limit + ", " + format_bytes(unsent()) + " unsent)";
 }

@@ -186,18 +186,16 @@ void StoreState::check_access(const Client& c, const Request& r) const {
 
 void StoreState::handle(ClientId id, Request&& r, std::size_t key_hash, std::vector<Outgoing>& out) {
   Client& c = client(id);
-  if (!c.validated) {
-    if (r.type != QueryType::Validate) {
-      throw ProtocolError("first request is " + std::string(query_name(r.type)) +
-                          ", expected the VALIDATE handshake (is this a TCPStore client of "
-                          "PyTorch 2.x?)");
-    }
+  if (!c.validated && r.type != QueryType::Validate) {
+    throw ProtocolError("first request is " + std::string(query_name(r.type)) +
+                        ", expected the VALIDATE handshake (is this a TCPStore client of "
+                        "PyTorch 2.x?)");
   }
   if (authenticate(id, c, r, out)) return;
   check_access(c, r);
   // The first key, hashed once by the caller (key_hash); only read where the request has one.
   const KeyRef key = r.keys.empty() ? KeyRef(std::string_view(), 0) : KeyRef(r.keys[0], key_hash);
-  std::string reply;
+  // Every type is named (no default), so -Wswitch points here at a new one until it has a group.
   switch (r.type) {
     case QueryType::Validate:
       if (static_cast<std::uint32_t>(r.integer) != kValidationMagic) {
@@ -205,9 +203,34 @@ void StoreState::handle(ClientId id, Request&& r, std::size_t key_hash, std::vec
       }
       c.validated = true;
       return;
+    case QueryType::Set:
+    case QueryType::CompareSet:
+    case QueryType::Add:
+    case QueryType::Append:
+    case QueryType::MultiSet:
+    case QueryType::DeleteKey:
+      return handle_write(id, r, key, out);
     case QueryType::Ping:
-      put_u32(reply, static_cast<std::uint32_t>(r.integer));
-      break;
+    case QueryType::Get:
+    case QueryType::Check:
+    case QueryType::GetNumKeys:
+    case QueryType::MultiGet:
+    case QueryType::ListKeys:
+      return handle_read(id, c, r, key, out);
+    case QueryType::Wait:
+    case QueryType::Barrier:
+    case QueryType::CancelWait:
+      return handle_wait(id, c, r, key, out);
+    case QueryType::QueuePush:
+    case QueryType::QueuePop:
+    case QueryType::QueueLen:
+      return handle_queue(id, r, key, out);
+  }
+}
+
+void StoreState::handle_write(ClientId id, Request& r, KeyRef key, std::vector<Outgoing>& out) {
+  std::string reply;
+  switch (r.type) {
     case QueryType::Set:
       kv_.set(key, std::move(r.values[0]));
       wake(key, false, out);
@@ -220,51 +243,15 @@ void StoreState::handle(ClientId id, Request&& r, std::size_t key_hash, std::vec
       if (changed) wake(key, false, out);
       return;
     }
-    case QueryType::Get: {
-      // A missing key gets an empty value, as in PyTorch's libuv server; real clients WAIT first.
-      const std::string* v = kv_.find(key);
-      put_str(reply, v ? std::string_view(*v) : std::string_view());
-      break;
-    }
-    case QueryType::Add: {
+    case QueryType::Add:
       put_i64(reply, kv_.add(key, r.integer));
       out.push_back({id, std::move(reply)});
       wake(key, false, out);
       return;
-    }
-    case QueryType::Check: {
-      const bool ready = std::all_of(r.keys.begin(), r.keys.end(), [&](const auto& k) { return present(k); });
-      reply = byte_reply(static_cast<std::uint8_t>(ready ? CheckResponse::Ready : CheckResponse::NotReady));
-      break;
-    }
-    case QueryType::Wait:
-    case QueryType::Barrier:
-      if (c.missing > 0 || c.in_barrier) {
-        throw ProtocolError(std::string(query_name(r.type)) +
-                            " while an earlier WAIT or BARRIER of this connection is pending");
-      }
-      if (r.type == QueryType::Wait) {
-        start_wait(id, c, r.keys, key, out);
-      } else {
-        start_barrier(id, c, key, r.integer, out);
-      }
-      return;
-    case QueryType::GetNumKeys:
-      put_i64(reply, static_cast<std::int64_t>(kv_.size()));
-      break;
-    case QueryType::DeleteKey:
-      put_i64(reply, kv_.erase(key) ? 1 : 0);
-      break;
     case QueryType::Append:
       kv_.append(key, r.values[0]);
       wake(key, false, out);
       return;
-    case QueryType::MultiGet:
-      for (const auto& k : r.keys) {
-        const std::string* v = kv_.find(k);
-        put_str(reply, v ? std::string_view(*v) : std::string_view());
-      }
-      break;
     case QueryType::MultiSet:
       for (std::size_t i = 0; i < r.keys.size(); ++i) {
         const KeyRef k = i == 0 ? key : KeyRef(r.keys[i]);
@@ -272,29 +259,42 @@ void StoreState::handle(ClientId id, Request&& r, std::size_t key_hash, std::vec
         wake(k, false, out);
       }
       return;
-    case QueryType::CancelWait:
-      unpark(id, c);
-      reply = byte_reply(static_cast<std::uint8_t>(WaitResponse::WaitCanceled));
-      break;
-    case QueryType::QueuePush:
-      push_queue(key, std::move(r.values[0]));
-      wake(key, true, out);
+    case QueryType::DeleteKey:
+      put_i64(reply, kv_.erase(key) ? 1 : 0);
+      out.push_back({id, std::move(reply)});
       return;
-    case QueryType::QueuePop: {
-      auto it = queues_.find(key);
-      const std::size_t len = it == queues_.end() ? 0 : it->second.size();
-      put_i64(reply, static_cast<std::int64_t>(len));
-      if (len > 0) {
-        put_str(reply, it->second.front());
-        pop_queue(it);
+    default:
+      DDP_ASSERT(false, std::string(query_name(r.type)) + " is not a write");
+  }
+}
+
+void StoreState::handle_read(ClientId id, const Client& c, const Request& r, KeyRef key,
+                             std::vector<Outgoing>& out) const {
+  std::string reply;
+  switch (r.type) {
+    case QueryType::Ping:
+      put_u32(reply, static_cast<std::uint32_t>(r.integer));
+      break;
+    case QueryType::Get: {
+      // A missing key gets an empty value, as in PyTorch's libuv server; real clients WAIT first.
+      const std::string* v = kv_.find(key);
+      put_str(reply, v ? std::string_view(*v) : std::string_view());
+      break;
+    }
+    case QueryType::Check: {
+      const bool ready = std::all_of(r.keys.begin(), r.keys.end(), [&](const auto& k) { return present(k); });
+      reply = byte_reply(static_cast<std::uint8_t>(ready ? CheckResponse::Ready : CheckResponse::NotReady));
+      break;
+    }
+    case QueryType::GetNumKeys:
+      put_i64(reply, static_cast<std::int64_t>(kv_.size()));
+      break;
+    case QueryType::MultiGet:
+      for (const auto& k : r.keys) {
+        const std::string* v = kv_.find(k);
+        put_str(reply, v ? std::string_view(*v) : std::string_view());
       }
       break;
-    }
-    case QueryType::QueueLen: {
-      auto it = queues_.find(key);
-      put_i64(reply, static_cast<std::int64_t>(it == queues_.end() ? 0 : it->second.size()));
-      break;
-    }
     case QueryType::ListKeys: {
       auto keys = kv_.keys();
       if (auth_.enabled() && !c.proven) {
@@ -305,6 +305,42 @@ void StoreState::handle(ClientId id, Request&& r, std::size_t key_hash, std::vec
       for (const auto& k : keys) put_str(reply, k);
       break;
     }
+    default:
+      DDP_ASSERT(false, std::string(query_name(r.type)) + " is not a read");
+  }
+  out.push_back({id, std::move(reply)});
+}
+
+void StoreState::handle_wait(ClientId id, Client& c, const Request& r, KeyRef key, std::vector<Outgoing>& out) {
+  if (r.type == QueryType::CancelWait) {
+    unpark(id, c);
+    out.push_back({id, byte_reply(static_cast<std::uint8_t>(WaitResponse::WaitCanceled))});
+    return;
+  }
+  if (c.missing > 0 || c.in_barrier) {
+    throw ProtocolError(std::string(query_name(r.type)) +
+                        " while an earlier WAIT or BARRIER of this connection is pending");
+  }
+  if (r.type == QueryType::Wait) {
+    start_wait(id, c, r.keys, key, out);
+  } else {
+    start_barrier(id, c, key, r.integer, out);
+  }
+}
+
+void StoreState::handle_queue(ClientId id, Request& r, KeyRef key, std::vector<Outgoing>& out) {
+  if (r.type == QueryType::QueuePush) {
+    push_queue(key, std::move(r.values[0]));
+    wake(key, true, out);
+    return;
+  }
+  std::string reply;
+  auto it = queues_.find(key);
+  const std::size_t len = it == queues_.end() ? 0 : it->second.size();
+  put_i64(reply, static_cast<std::int64_t>(len));
+  if (r.type == QueryType::QueuePop && len > 0) {
+    put_str(reply, it->second.front());
+    pop_queue(it);
   }
   out.push_back({id, std::move(reply)});
 }

@@ -122,6 +122,16 @@ class StoreState {
   };
 
   Client& client(ClientId id);
+  // handle()'s command groups, after the handshake and the access check; `key` is the first key
+  // (KeyRef(keys[0], key_hash)). Each replies to `id` (and wakes waiters) in `out`.
+  //   handle_write: SET, COMPARE_SET, ADD, APPEND, MULTI_SET, DELETE_KEY
+  //   handle_read:  PING, GET, CHECK, GETNUMKEYS, MULTI_GET, LIST_KEYS
+  //   handle_wait:  WAIT, BARRIER, CANCEL_WAIT
+  //   handle_queue: QUEUE_PUSH, QUEUE_POP, QUEUE_LEN
+  void handle_write(ClientId id, Request& r, KeyRef key, std::vector<Outgoing>& out);
+  void handle_read(ClientId id, const Client& c, const Request& r, KeyRef key, std::vector<Outgoing>& out) const;
+  void handle_wait(ClientId id, Client& c, const Request& r, KeyRef key, std::vector<Outgoing>& out);
+  void handle_queue(ClientId id, Request& r, KeyRef key, std::vector<Outgoing>& out);
   bool present(KeyRef key) const;
   // `first` is keys[0] with its hash (the request's key_hash).
   void start_wait(ClientId id, Client& c, const std::vector<std::string>& keys, KeyRef first,

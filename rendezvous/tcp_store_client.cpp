@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "common/format_duration.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
@@ -82,9 +83,9 @@ void TcpStoreClient::connect_with_retries() {
     if (now >= deadline) break;
     if (options_.on_waiting && now >= next_status) {
       next_status = now + options_.waiting_interval;
-      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start);
       options_.on_waiting("still waiting for the store at " + format_endpoint(options_.host, options_.port) +
-                          " (node 0's launcher) after " + std::to_string(waited) + " s; last error: " + last_error);
+                          " (node 0's launcher) after " + format_whole_seconds(waited) + "; last error: " + last_error);
     }
     // No event tells when a server starts listening, so retrying after a sleep is the only way:
     // exponential backoff with jitter, capped at 1 s and at the deadline.

@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/dial_watch.hpp"
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
@@ -410,8 +411,8 @@ void TcpStoreServer::count_closed(const std::string& peer, std::string_view reas
 
 void TcpStoreServer::report_closed() {
   if (closed_count_ == 0) return;
-  log(fmt::format("closed {} connection(s) in the last {:g} s, e.g. {}", std::exchange(closed_count_, 0),
-                  options_.report_interval.count() / 1000.0, closed_example_));
+  log(fmt::format("closed {} connection(s) in the last {}, e.g. {}", std::exchange(closed_count_, 0),
+                  format_seconds(options_.report_interval), closed_example_));
 }
 
 void TcpStoreServer::log_waiters(std::size_t before, std::string_view event, ClientId id) const {

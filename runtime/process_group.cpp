@@ -7,6 +7,7 @@
 
 #include <torch/cuda.h>
 
+#include "common/worker_env.hpp"
 #include "ddplaunch/cpu_communicator.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
@@ -114,14 +115,15 @@ std::shared_ptr<rendezvous::Store> second_connection(const std::shared_ptr<rende
 // CommunicatorError when there is none.
 torch::Device gpu_device(Backend backend, const DistEnv& env) {
   const auto count = static_cast<int>(torch::cuda::device_count());
-  if (count == 0)
-    throw CommunicatorError(
-        std::string("backend ") + to_string(backend) +
-        " was requested but no CUDA device is visible (CUDA_VISIBLE_DEVICES=" +
-        std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "<unset>") +
-        "); choose the cpu backend (InitOptions().backend(Backend::Cpu), `train --backend cpu`, or "
-        "DDPLAUNCH_BACKEND=cpu when "
-        "the program leaves the choice to the runtime)");
+  if (count == 0) {
+    const char* visible = std::getenv(worker_env::kCudaVisibleDevices);
+    throw CommunicatorError(std::string("backend ") + to_string(backend) +
+                            " was requested but no CUDA device is visible (CUDA_VISIBLE_DEVICES=" +
+                            std::string(visible ? visible : "<unset>") +
+                            "); choose the cpu backend (InitOptions().backend(Backend::Cpu), `train --backend cpu`, or "
+                            "DDPLAUNCH_BACKEND=cpu when "
+                            "the program leaves the choice to the runtime)");
+  }
   if (env.local_rank >= count)
     throw CommunicatorError("LOCAL_RANK " + std::to_string(env.local_rank) + " has no GPU: only " +
                             std::to_string(count) +
@@ -199,7 +201,7 @@ ProcessGroup::ProcessGroup(InitOptions options) {
   count_out_ = env_.source == EnvSource::Mpi && !options.store();
   std::shared_ptr<rendezvous::Store> base = options.store() ? options.store() : connect_store(env_, options.timeout());
   // A restarted job reuses the launcher's store: each round gets fresh keys.
-  const std::string prefix = options.prefix() + "/" + env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  const std::string prefix = options.prefix() + "/" + env(worker_env::kRestartCount).value_or("0");
   store_ = std::make_shared<rendezvous::PrefixStore>(prefix, base);
   communicator_ = backend == Backend::Cpu ? make_cpu(store_, env_, options, cpu_shm)
                                           : make_gpu(backend, base, store_, prefix, env_, options, device_);

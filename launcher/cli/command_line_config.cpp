@@ -12,6 +12,7 @@
 #include "common/hostlist.hpp"
 #include "common/mpi_env.hpp"
 #include "common/signals.hpp"
+#include "common/worker_env.hpp"
 #include "launcher/cli/c10d_ranks.hpp"
 #include "launcher/cli/mpi.hpp"
 #include "launcher/cli/slurm.hpp"
@@ -87,7 +88,7 @@ std::vector<int> parse_signals(const std::optional<std::string>& flag, const Env
   if (flag && flag->empty()) {
     throw UsageError("--signals_to_handle is empty; list signals such as SIGTERM,SIGINT,SIGUSR1");
   }
-  const std::string names = flag ? *flag : env("TORCHELASTIC_SIGNALS_TO_HANDLE").value_or(kDefaultSignalsToHandle);
+  const std::string names = flag ? *flag : env(worker_env::kSignalsToHandle).value_or(kDefaultSignalsToHandle);
   std::vector<int> signals;
   for (const std::string& name : split_list(names)) signals.push_back(parse_signal(name));
   return signals;

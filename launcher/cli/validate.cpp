@@ -5,16 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
 
 namespace ddp::launcher {
 namespace {
-
-// A duration in seconds, for "{:g}" in messages: 100 s prints "100", 2500 ms "2.5".
-double seconds(std::chrono::milliseconds d) {
-  return static_cast<double>(d.count()) / 1000.0;
-}
 
 // "2" for a fixed size, "1:4" for an elastic range: --nnodes as it was given.
 std::string nnodes_text(const LaunchConfig& c) {
@@ -98,8 +94,8 @@ void check_restarts_and_durations(const LaunchConfig& c) {
                     c.max_restarts, kMaxRestarts));
   }
   if (c.shutdown_timeout.count() < 0) {
-    throw UsageError(
-        fmt::format("--shutdown_timeout={:g} s is negative; use 0 or more (default 30)", seconds(c.shutdown_timeout)));
+    throw UsageError(fmt::format("--shutdown_timeout={} is negative; use 0 or more (default 30)",
+                                 format_seconds(c.shutdown_timeout)));
   }
   if (c.max_no_progress_restarts < 0 || c.max_no_progress_restarts > kMaxRestarts) {
     throw UsageError(
@@ -108,29 +104,31 @@ void check_restarts_and_durations(const LaunchConfig& c) {
                     c.max_no_progress_restarts, kMaxRestarts));
   }
   if (c.preemption_grace.count() < 0) {
-    throw UsageError(
-        fmt::format("--preemption_grace={:g} s is negative; use 0 or more (default 30)", seconds(c.preemption_grace)));
+    throw UsageError(fmt::format("--preemption_grace={} is negative; use 0 or more (default 30)",
+                                 format_seconds(c.preemption_grace)));
   }
   if (c.hang_timeout.count() < 0) {
-    throw UsageError(fmt::format("--hang_timeout={:g} s is negative; use 0 (off) or a number of seconds such as 300",
-                                 seconds(c.hang_timeout)));
+    throw UsageError(fmt::format("--hang_timeout={} is negative; use 0 (off) or a number of seconds such as 300",
+                                 format_seconds(c.hang_timeout)));
   }
   if (c.monitor_interval.count() <= 0) {
     throw UsageError(
-        fmt::format("--monitor_interval={:g} s must be more than 0 s (default 0.1)", seconds(c.monitor_interval)));
+        fmt::format("--monitor_interval={} must be more than 0 s (default 0.1)", format_seconds(c.monitor_interval)));
   }
   if (c.rdzv_timeout.count() <= 0) {
-    throw UsageError(fmt::format("--rdzv_timeout={:g} s must be more than 0 s (default 900)", seconds(c.rdzv_timeout)));
+    throw UsageError(
+        fmt::format("--rdzv_timeout={} must be more than 0 s (default 900)", format_seconds(c.rdzv_timeout)));
   }
   if (c.heartbeat_timeout.count() < kMinHeartbeatMs) {
-    throw UsageError(fmt::format("--heartbeat_timeout={:g} s is too short; use at least {:g} s (default 10)",
-                                 seconds(c.heartbeat_timeout), kMinHeartbeatMs / 1000.0));
+    throw UsageError(fmt::format("--heartbeat_timeout={} is too short; use at least {} (default 10)",
+                                 format_seconds(c.heartbeat_timeout),
+                                 format_seconds(std::chrono::milliseconds(kMinHeartbeatMs))));
   }
   if (c.heartbeat_interval.count() <= 0 || c.heartbeat_interval >= c.heartbeat_timeout) {
     throw UsageError(
-        fmt::format("heartbeat interval {:g} s must be more than 0 and less than --heartbeat_timeout={:g} s; the "
+        fmt::format("heartbeat interval {} must be more than 0 and less than --heartbeat_timeout={}; the "
                     "command line makes it heartbeat_timeout / 5",
-                    seconds(c.heartbeat_interval), seconds(c.heartbeat_timeout)));
+                    format_seconds(c.heartbeat_interval), format_seconds(c.heartbeat_timeout)));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "common/worker_env.hpp"
 #include "launcher/config/cpu_budget.hpp"
 
 namespace ddp::launcher {
@@ -27,7 +28,7 @@ bool is_stream_bits(std::string_view s) {
 }
 
 int count_gpus(const EnvLookup& env) {
-  if (auto cvd = env("CUDA_VISIBLE_DEVICES")) {
+  if (auto cvd = env(worker_env::kCudaVisibleDevices)) {
     if (cvd->empty() || *cvd == "-1") return 0;
     return static_cast<int>(std::count(cvd->begin(), cvd->end(), ',')) + 1;
   }

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
+#include "common/worker_env.hpp"
 #include "launcher/health/gpu_check.hpp"
 #include "launcher/health/nvml_devices.hpp"
 #include "launcher/workers/worker_spec.hpp"
@@ -49,7 +51,7 @@ std::vector<CheckResult> NodeHealth::run(int round) {
   } catch (const Error& e) {
     results.push_back(CheckResult{"program", CheckResult::Verdict::Failed, e.what(), {}});
   }
-  results.push_back(check_gpus(*options_.gpus(), lookup(options_.env, "CUDA_VISIBLE_DEVICES")));
+  results.push_back(check_gpus(*options_.gpus(), lookup(options_.env, worker_env::kCudaVisibleDevices)));
   if (!config_.health_check.empty()) {
     Environment env = options_.env;
     env["DDPLAUNCH_HEALTH_ROUND"] = std::to_string(round);
@@ -91,11 +93,11 @@ std::vector<std::string> describe_health_checks(const LaunchConfig& c, const std
                   c.health_min_free_mb),
       "program: " + c.program + " (and the Python interpreter for a script or module) can run"};
   NvmlDevices gpus;
-  const CheckResult now = check_gpus(gpus, lookup(current_environment(), "CUDA_VISIBLE_DEVICES"));
+  const CheckResult now = check_gpus(gpus, lookup(current_environment(), worker_env::kCudaVisibleDevices));
   lines.push_back("GPUs: the visible devices answer without uncorrectable ECC errors (NVML); now: " + now.summary);
   if (!c.health_check.empty()) {
-    lines.push_back(
-        fmt::format("command: /bin/sh -c '{}' exits 0 within {} s", c.health_check, kHealthCommandTimeout.count()));
+    lines.push_back(fmt::format("command: /bin/sh -c '{}' exits 0 within {}", c.health_check,
+                                format_whole_seconds(kHealthCommandTimeout)));
   }
   return lines;
 }

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/child_process.hpp"
+#include "common/format_duration.hpp"
 #include "common/process_set.hpp"
 #include "common/signals.hpp"
 
@@ -126,12 +127,12 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
   lines.finish();
   ::close(out);
   if (pidfd >= 0) ::close(pidfd);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (timed_out) return failed(name, fmt::format("timed out after {:g} s", timeout.count() / 1000.0), lines);
+  const auto took = std::chrono::steady_clock::now() - start;
+  if (timed_out) return failed(name, "timed out after " + format_seconds(timeout), lines);
   if (ends.empty()) return failed(name, "its end was not seen", lines);
   if (ends[0].term_signal != 0) return failed(name, "killed by " + signal_name(ends[0].term_signal), lines);
   if (ends[0].exit_code != 0) return failed(name, fmt::format("exited with {}", ends[0].exit_code), lines);
-  return CheckResult{name, CheckResult::Verdict::Healthy, fmt::format("exit 0 in {:.2f} s", seconds), lines.last()};
+  return CheckResult{name, CheckResult::Verdict::Healthy, "exit 0 in " + format_seconds_fixed(took, 2), lines.last()};
 }
 
 }  // namespace ddp::launcher

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/worker_env.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "launcher/config/numa_mode.hpp"
 #include "launcher/topology/hwloc_machine.hpp"
@@ -32,7 +33,7 @@ std::vector<int> own_cpus() {
 std::vector<int> launcher_gpus(const Machine& machine, const Environment& env) {
   const int count = static_cast<int>(machine.gpus.size());
   std::vector<int> out;
-  const auto it = env.find("CUDA_VISIBLE_DEVICES");
+  const auto it = env.find(worker_env::kCudaVisibleDevices);
   if (it == env.end()) {
     for (int i = 0; i < count; ++i) out.push_back(i);
     return out;

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "common/child_process.hpp"
+#include "common/format_duration.hpp"
 #include "common/kernel_files.hpp"
 #include "common/log.hpp"
 #include "launcher/workers/reaper.hpp"
@@ -215,7 +216,7 @@ void JobLifetime::finish() {
   end_job();
   // Said once the launcher waits, with its own signal handling gone (a Ctrl-C now ends it, and
   // its end of file makes the reaper kill at once), not when the reaper was told.
-  log::debug("stopping what the workers left behind (SIGTERM, SIGKILL after {:g} s)", grace_.count() / 1000.0);
+  log::debug("stopping what the workers left behind (SIGTERM, SIGKILL after {})", format_seconds(grace_));
   // Reap whatever exits until the reaper itself does: the orphans it kills are our children, and
   // their zombies would keep their process groups alive. The socket stays open meanwhile: if we
   // die now (a second Ctrl-C), its end of file tells the reaper to kill at once.

@@ -36,16 +36,13 @@ struct OutputRouting {
   std::vector<std::string> stderr_filters;
 };
 
-// Workers are told the signals the launcher forwards to them, as torchrun tells its workers (it
-// exports --signals_to_handle to its agent's environment, which workers inherit).
-inline constexpr const char* kSignalsToHandleEnv = "TORCHELASTIC_SIGNALS_TO_HANDLE";
-
 struct WorkerSpec {
   int local_rank = 0;
   int rank = 0;
   std::vector<std::string> argv;  // argv[0] is the executable (looked up on PATH when bare)
   Environment env;
   std::string log_dir;              // <log_dir>/<run_id>/attempt_<n>/<local_rank>, "" when no log dir
+  std::string error_file;           // its TORCHELASTIC_ERROR_FILE; "" when none (no log root)
   long long open_files_limit = -1;  // the worker's soft RLIMIT_NOFILE; -1: the launcher's
   std::vector<int> keep_fds;        // the launcher's descriptors it inherits (the progress table)
   OutputRouting output;
@@ -87,9 +84,8 @@ struct RoundWorkerContext {
   std::string socket_dir;
 };
 
-// The worker server's socket of a Python worker, told to it as DDPLAUNCH_WORKER_SOCKET (its hook
-// reads and removes it): "<dir>/worker<local rank>.sock". Pure.
-inline constexpr const char* kWorkerSocketEnv = "DDPLAUNCH_WORKER_SOCKET";
+// The worker server's socket of a Python worker, told to it as DDPLAUNCH_WORKER_SOCKET
+// (worker_env::kWorkerSocket; its hook reads and removes it): "<dir>/worker<local rank>.sock". Pure.
 std::string worker_socket_path(const std::string& dir, int local_rank);
 
 // The Flight Recorder's settings a worker gets unless its environment has them under either of

@@ -237,6 +237,7 @@ TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log root", "[worker_spec]") {
   SECTION("no log root") {
     for (const auto& w : build(c, {})) {
       CHECK(w.env.at("TORCHELASTIC_ERROR_FILE").empty());
+      CHECK(w.error_file.empty());
       CHECK(w.log_dir.empty());
     }
   }
@@ -245,6 +246,7 @@ TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log root", "[worker_spec]") {
     CHECK(specs[0].log_dir == "/tmp/logs/attempt_1/0");
     CHECK(specs[0].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/attempt_1/0/error.json");
     CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/logs/attempt_1/1/error.json");
+    CHECK(specs[1].error_file == "/tmp/logs/attempt_1/1/error.json");  // what the reports read back
   }
   SECTION("the resolved log root is the only one: config.log_dir is not consulted again") {
     c.log_dir = "/tmp/logs";
@@ -257,6 +259,7 @@ TEST_CASE("TORCHELASTIC_ERROR_FILE follows the log root", "[worker_spec]") {
     const auto specs = build_worker_specs(in);
     CHECK(specs[0].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/r_x/error_3_0.json");
     CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/tmp/r_x/error_3_1.json");
+    CHECK(specs[1].error_file == "/tmp/r_x/error_3_1.json");
     CHECK(specs[1].log_dir.empty());  // nothing to create per worker
   }
 }
