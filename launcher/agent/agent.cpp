@@ -18,8 +18,10 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/exit_codes.hpp"
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "common/worker_env.hpp"
 #include "launcher/agent/node_setup.hpp"
 #include "launcher/health/node_health.hpp"
 #include "launcher/rdzv/job_round.hpp"
@@ -169,7 +171,7 @@ void Agent::on_joined(const JoinedRound& joined) {
                                    .socket_dir = python_hook_dir_.empty() ? std::string() : eff_.log_root};
   const WorkerSpecInputs in =
       worker_spec_inputs(c_, eff_, joined.ranks, view_.group_rank, view_.restarts, context, eff_.env);
-  if (!in.base_env.count("OMP_NUM_THREADS") && c_.nproc_per_node > 1 && view_.round == 0) {
+  if (!in.base_env.count(worker_env::kOmpNumThreads) && c_.nproc_per_node > 1 && view_.round == 0) {
     log::info("setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); set it to tune");
   }
   procs_ = deps_.processes(io_, OutputPolicy{&console_, &log_tally_});
@@ -251,7 +253,7 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   kill_timer_.expires_after(grace);
   kill_timer_.async_wait([this, grace](const boost::system::error_code& ec) {
     if (ec || !procs_ || procs_->running() == 0) return;
-    log::info("{} worker(s) still running {:g} s after {}; sending SIGKILL", procs_->running(), grace.count() / 1000.0,
+    log::info("{} worker(s) still running {} after {}; sending SIGKILL", procs_->running(), format_seconds(grace),
               signal_name(signal_sent_));
     signal_sent_ = SIGKILL;
     procs_->signal(SIGKILL);

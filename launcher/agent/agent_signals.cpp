@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "common/exit_codes.hpp"
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
 #include "launcher/agent/agent.hpp"
@@ -41,8 +42,8 @@ void Agent::on_signal(int signo) {
     return procs_->signal(SIGKILL);
   }
   status_.interrupt(signo);
-  log::info("received {}, forwarding it to the workers (SIGKILL after {:g} s, {})", signal_name(signo),
-            preemption_grace_or(c_.shutdown_timeout).count() / 1000.0,
+  log::info("received {}, forwarding it to the workers (SIGKILL after {}, {})", signal_name(signo),
+            format_seconds(preemption_grace_or(c_.shutdown_timeout)),
             signo == SIGTERM ? "--preemption_grace" : "--shutdown_timeout");
   NodeStop stop = interrupted_stop(view_.group_rank, eff_.host, signo);
   stop_round(

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "common/rank_ranges.hpp"
 #include "common/signals.hpp"
 #include "launcher/report/root_cause_of.hpp"
@@ -223,8 +224,8 @@ std::string lost_node_notice(const std::string& message, bool recover, bool elas
                              std::chrono::milliseconds rdzv_timeout) {
   if (!recover) return message;
   if (elastic) return message + "; continuing with the remaining nodes in a new round";
-  return fmt::format("{}; waiting up to {:g} s (--rdzv_timeout) for it to come back in a new round", message,
-                     rdzv_timeout.count() / 1000.0);
+  return fmt::format("{}; waiting up to {} (--rdzv_timeout) for it to come back in a new round", message,
+                     format_seconds(rdzv_timeout));
 }
 
 NodeStop hang_failure(const std::string& text, const std::string& stacks_file, int node, const std::string& host) {
