@@ -111,6 +111,8 @@ TEST_CASE("barrier holds every rank until the last arrives") {
   std::atomic<int> arrived{0};
   std::atomic<bool> early{false};
   run_ranks(server, world, options(), [&](CpuCommunicator& comm) {
+    // The last rank arrives late, so that the others are inside barrier() when it comes. No event
+    // marks a rank as parked in it; were one not yet there, the check below would still hold.
     if (comm.rank() == world - 1) std::this_thread::sleep_for(200ms);
     arrived++;
     comm.barrier();
@@ -146,6 +148,8 @@ TEST_CASE("a peer closing mid-collective makes every other rank fail naming it")
         std::thread closer;
         if (r == victim)
           closer = std::thread([&] {
+            // Mid-collective: nothing marks a rank as inside an allreduce, so the close comes 100 ms
+            // into a loop of them (a close before the first one fails the peers the same way).
             std::this_thread::sleep_for(100ms);
             closed_at = std::chrono::steady_clock::now().time_since_epoch().count();
             comm.close();
