@@ -216,23 +216,6 @@ TEST_CASE("a peer that never joins the collective times out the others, naming a
   CHECK_THAT(messages[0], Contains("timed out") && Contains("rank 2"));
 }
 
-// Not run by default (hidden tag): a rough throughput figure for comparison with Gloo.
-TEST_CASE("allreduce throughput", "[.perf]") {
-  const int world = GENERATE(2, 4);
-  const std::int64_t n = GENERATE(std::int64_t{1} << 10, std::int64_t{1} << 18, std::int64_t{25} << 20);
-  Server server;
-  std::vector<double> seconds(world);
-  run_ranks(server, world, options(), [&](CpuCommunicator& comm) {
-    torch::Tensor t = torch::ones({n});
-    comm.allreduce(t);
-    const int iters = n > (1 << 20) ? 5 : 200;
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) comm.allreduce(t);
-    seconds[comm.rank()] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
-  });
-  WARN("world " << world << " float32 x " << n << ": " << seconds[0] * 1e3 << " ms per allreduce");
-}
-
 TEST_CASE("ranks that disagree on a collective fail with both calls named") {
   Server server;
   const auto opts = options(20s);
