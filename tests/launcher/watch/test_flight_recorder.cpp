@@ -33,18 +33,6 @@ void same_groups(const FrSnapshot& a, const FrSnapshot& b) {
   }
 }
 
-// A document of `n` entries like torch's: the fixture's first entry again and again.
-std::string big_document(int n) {
-  const std::string doc = fr_fixtures::read("hang2.r0.json");
-  const std::size_t open = doc.find("\"entries\":[") + 11;
-  const std::size_t close = doc.find("},{", open) + 1;
-  const std::string entry = doc.substr(open, close - open);
-  std::string entries;
-  for (int i = 0; i < n; ++i) entries += (i ? "," : "") + entry;
-  const std::size_t end = doc.find("],\"nccl_comm_state\"");
-  return doc.substr(0, open) + entries + doc.substr(end);
-}
-
 }  // namespace
 
 TEST_CASE("the fast parse gives the full parse's groups on every fixture", "[flight_recorder]") {
@@ -131,7 +119,7 @@ TEST_CASE("garbage is invalid, with a reason, on both paths", "[flight_recorder]
 }
 
 TEST_CASE("a full 2000-entry record: the fast parse agrees and is faster", "[flight_recorder]") {
-  const std::string doc = big_document(2000);
+  const std::string doc = fr_fixtures::big_document(2000);
   REQUIRE(doc.size() > 700000);
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
