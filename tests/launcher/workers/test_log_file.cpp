@@ -66,7 +66,7 @@ TEST_CASE("log file: a full disk fails the write, counts its lines, and the file
   CHECK(tally.lines_lost == 3);
 }
 
-TEST_CASE("log file: an open that fails counts as the first failed write; the run keeps its first error",
+TEST_CASE("log file: an open that fails counts as the first failed write, and the run keeps its first error",
           "[log_file]") {
   ddp::testing::TempDir dir("log_file");
   LogFileTally tally;
