@@ -19,7 +19,7 @@ struct FewFlags {
     app.add_option("--master_addr,--master-addr", text)->type_name("HOST");
     app.add_option("--rdzv_backend,--rdzv-backend", text);
     app.add_option("--rdzv_conf,--rdzv-conf", text);  // where empty means something (kEmptyValueMeans)
-    app.add_option("--rdzv", text);                    // an exact name, and a prefix of the two above
+    app.add_option("--rdzv", text);                   // an exact name, and a prefix of the two above
     app.add_flag("--standalone", on);
   }
 };

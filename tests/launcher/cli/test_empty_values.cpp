@@ -26,7 +26,8 @@ struct Flags : ddp::testing::FewFlags {
 
 TEST_CASE("empty values: refused by the flag's name in either spelling", "[cli]") {
   Flags f;
-  const std::string message = "--master_addr is empty; give --master_addr=HOST or leave the flag out (see ddplaunch --help)";
+  const std::string message =
+      "--master_addr is empty; give --master_addr=HOST or leave the flag out (see ddplaunch --help)";
   CHECK_THROWS_WITH(f.check({"ddplaunch", "--master_addr=", "train.py"}), message);
   CHECK_THROWS_WITH(f.check({"ddplaunch", "--master-addr", "", "train.py"}), message);
   CHECK_THROWS_AS(f.check({"ddplaunch", "--standalone", "--master_addr", "", "train.py"}), ddp::UsageError);

@@ -60,10 +60,8 @@ TEST_CASE("Slurm variables fill in nodes and rank and address and port and run i
 
 namespace {
 
-const Environment kJob{{"SLURM_JOB_ID", "4242"},
-                       {"SLURM_NNODES", "3"},
-                       {"SLURM_NODEID", "2"},
-                       {"SLURM_JOB_NODELIST", "gpu[07-09]"}};
+const Environment kJob{
+    {"SLURM_JOB_ID", "4242"}, {"SLURM_NNODES", "3"}, {"SLURM_NODEID", "2"}, {"SLURM_JOB_NODELIST", "gpu[07-09]"}};
 
 LaunchConfig applied(const Environment& env) {
   LaunchConfig c;

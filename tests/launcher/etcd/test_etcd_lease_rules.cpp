@@ -26,7 +26,7 @@ TEST_CASE("etcd lease rules: the job's lease outlives a launcher's restart and i
   CHECK(rules::job_lease_ttl(3s) == 10s);
   CHECK(rules::job_lease_ttl(29500ms) == 30s);
   CHECK(rules::job_lease_refresh(30s) == 10s);
-  CHECK(rules::job_lease_refresh(10s) == 3s);  // a third in whole seconds, so a little early
+  CHECK(rules::job_lease_refresh(10s) == 3s);                         // a third in whole seconds, so a little early
   CHECK(rules::job_lease_refresh(std::chrono::seconds(0)) == 300ms);  // never a busy loop
   // The refresh comes well inside the TTL for every heartbeat timeout.
   for (const std::chrono::milliseconds timeout : {100ms, 1000ms, 9999ms, 45000ms, 600000ms}) {

@@ -24,7 +24,9 @@ std::string read(const std::filesystem::path& p) {
   return s.str();
 }
 
-bool write(LogFile& f, const std::string& text) { return f.write(text.data(), text.size()); }
+bool write(LogFile& f, const std::string& text) {
+  return f.write(text.data(), text.size());
+}
 
 }  // namespace
 
