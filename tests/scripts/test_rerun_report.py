@@ -47,8 +47,8 @@ status=0
 ctest_runs_end
 exit $status
 """
-    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "TMPDIR": str(tmp_path)},
-                       timeout=100)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=100)
     assert not pathlib.Path((tmp_path / "runs_dir").read_text().strip()).exists(), "the runs' records stay"
     return p.returncode, p.stdout.splitlines()
 
