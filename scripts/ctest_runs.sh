@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/test.sh (and its test, tests/scripts/test_rerun_report.py): ctest runs whose
 # reruns are reported at the end.
 #   ctest_runs_begin            a temporary folder for the runs' records, removed at exit
