@@ -9,8 +9,10 @@
 #   2. build-asan/: clang with ASan+UBSan, the non-LibTorch targets and the libFuzzer target;
 #      its ctest runs every non-end-to-end test, the end-to-end suites labelled `sanitize` and a
 #      bounded fuzz run under the sanitizers.
-#   3. build/: the main build (gcc, LibTorch parts included); its ctest runs everything, and its
-#      summary line is the last line printed.
+#   3. build/: the main build (gcc, LibTorch parts included); its ctest runs everything.
+# Both tiers end alike (scripts/ctest_runs.sh): every test that needed a rerun, with the last lines
+# of its first failure, then each ctest run's summary line; the last run's ("N% tests passed, ...")
+# is the last line printed.
 # Exit status: non-zero when either suite failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,8 @@ case "${1:-}" in
 esac
 
 bash scripts/setup.sh
+source scripts/ctest_runs.sh
+ctest_runs_begin
 
 jobs=$(nproc)
 # The test builds' compile flags (a build type's defaults otherwise: -O2 -g). Neither is a release
@@ -44,8 +48,10 @@ if ((quick)); then
   cmake --build build -j "$jobs"
   echo "test: quick tier (unit tests, launcher end-to-end and first contact)"
   status=0
-  ctest --test-dir build --output-on-failure -j "$jobs" -L unit || status=1
-  ctest --test-dir build --output-on-failure -j "$jobs" -R "^launcher: (e2e|first contact)$" --repeat until-pass:2 || status=1
+  run_ctest "unit tests (build/)" build -j "$jobs" -L unit || status=1
+  run_ctest "launcher: e2e and first contact (build/)" build -j "$jobs" -R "^launcher: (e2e|first contact)$" \
+    --repeat until-pass:2 || status=1
+  ctest_runs_end
   exit $status
 fi
 
@@ -66,7 +72,8 @@ export CCACHE_DIR="${CCACHE_DIR:-$root/.ccache}" CCACHE_BASEDIR="$root" CCACHE_N
 cmake --build build -j "$jobs"
 
 # Multi-process end-to-end tests share 2 cores with everything else here; a test that fails is
-# run once more before the suite counts it as failed (ctest reports every repeat it needed).
+# run once more before the suite counts it as failed; the closing lines list every test that needed
+# it (ctest_runs_end).
 retry=(--repeat until-pass:2)
 status=0
 echo "test: sanitizer suite (build-asan/)"
@@ -76,10 +83,11 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # loopback, the store's contract and command line, the fuzz run), and of the end-to-end suites those labelled
 # `sanitize`: the launch path and the strangers' hostile input. The other end-to-end suites run
 # once, in the main suite: under ASan they repeated the same launches at twice the cost.
-ctest --test-dir build-asan --output-on-failure -j "$jobs" "${retry[@]}" -LE '^(e2e|package)$' || status=1
-ctest --test-dir build-asan --output-on-failure -j "$jobs" "${retry[@]}" -L '^sanitize$' || status=1
+run_ctest "sanitizers, not end-to-end (build-asan/)" build-asan -j "$jobs" "${retry[@]}" -LE '^(e2e|package)$' || status=1
+run_ctest "sanitizers, end-to-end (build-asan/)" build-asan -j "$jobs" "${retry[@]}" -L '^sanitize$' || status=1
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "test: main suite (build/)"
-ctest --test-dir build --output-on-failure -j "$jobs" "${retry[@]}" || status=1
+run_ctest "main suite (build/)" build -j "$jobs" "${retry[@]}" || status=1
+ctest_runs_end
 exit $status

@@ -179,12 +179,16 @@ echo $$ > "$PIDDIR/pid.$RANK.$TORCHELASTIC_RESTART_COUNT"
 
 
 def fault(lx, rank1_body, extra=(), nproc=2):
-    prog = lx.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then\n' + rank1_body + '\nfi\nsleep 30\n')
+    # Rank 1 runs its body once every rank has written its pid file: the siblings the launcher must
+    # stop are running (and assert_no_survivors knows them) when it fails.
+    siblings = (f'for r in $(seq 0 {nproc - 1}); do\n'
+                '  until [ -s "$PIDDIR/pid.$r.$TORCHELASTIC_RESTART_COUNT" ]; do sleep 0.02; done\ndone\n')
+    prog = lx.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then\n' + siblings + rank1_body + '\nfi\nsleep 30\n')
     return lx.run(["--master_port", "0", "--nproc_per_node", str(nproc), *extra, "--no_python", prog])
 
 
 def test_exit_code(lx):
-    rc, out, err = fault(lx, "echo 'boom tail line' >&2; sleep 0.3; exit 3")
+    rc, out, err = fault(lx, "echo 'boom tail line' >&2; exit 3")
     assert rc == 3, err
     assert "FAILED" in err
     assert "exitcode" in err
@@ -194,25 +198,27 @@ def test_exit_code(lx):
 
 
 def test_sigsegv(lx):
-    rc, out, err = fault(lx, "sleep 0.3; kill -SEGV $$")
+    rc, out, err = fault(lx, "kill -SEGV $$")
     assert rc == 139, err
     lx.assert_no_survivors()
 
 
 def test_sigkill(lx):
-    rc, out, err = fault(lx, "sleep 0.3; kill -KILL $$")
+    rc, out, err = fault(lx, "kill -KILL $$")
     assert rc == 137, err
     lx.assert_no_survivors()
 
 
 def test_sigterm_ignoring_worker_is_killed(lx):
-    prog = lx.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then sleep 1; exit 5; fi\n'
-                     "trap '' TERM\nwhile true; do sleep 0.1; done\n")
+    # Rank 1 fails once rank 0 ignores SIGTERM (its file "trapped"), so that only SIGKILL ends rank 0.
+    prog = lx.script("w.sh", WORKER + 'if [ "$RANK" = 1 ]; then\n'
+                     '  until [ -e "$PIDDIR/trapped" ]; do sleep 0.02; done\n  exit 5\nfi\n'
+                     "trap '' TERM\ntouch \"$PIDDIR/trapped\"\nwhile true; do sleep 0.1; done\n")
     t0 = time.time()
     rc, out, err = lx.run(["--master_port", "0", "--nproc_per_node", "2", "--shutdown_timeout", "1", "--no_python",
                            prog])
     assert rc == 5, err
-    assert time.time() - t0 < 20  # 1 s to fail + 1 s grace; without SIGKILL it never ends
+    assert time.time() - t0 < 20  # a prompt failure + 1 s grace; without SIGKILL it never ends
     lx.assert_no_survivors()
 
 

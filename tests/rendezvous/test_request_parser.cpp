@@ -171,16 +171,6 @@ TEST_CASE("a request split in two at any byte boundary parses the same", "[reque
   }
 }
 
-TEST_CASE("a request fed one byte at a time parses the same", "[request_parser]") {
-  for (const Request& request : sample_requests()) {
-    CAPTURE(query_name(request.type), request.keys, request.values, request.integer);
-    const std::string bytes = encode_request(request);
-    const auto parsed = parse_chunks(single_bytes(bytes));
-    REQUIRE(parsed.size() == 1);
-    CHECK(parsed.front() == request);
-  }
-}
-
 TEST_CASE("all sample requests concatenated parse back in order, whole and byte by byte", "[request_parser]") {
   const auto requests = sample_requests();
   std::string stream;

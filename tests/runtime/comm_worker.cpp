@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
     const int victim = argc > 5 ? std::stoi(argv[5]) : world - 1;
     if (rank == victim)
       std::thread([signal = mode.starts_with("stall") ? SIGSTOP : SIGKILL] {
+        // Mid-allreduce: nothing marks a rank as inside one, so 200 ms into the loop below.
         std::this_thread::sleep_for(200ms);
         ::raise(signal);
       }).detach();

@@ -52,6 +52,7 @@ TEST_CASE("waits end when the key arrives, and at the store's timeout as c10d's 
   auto memory = std::make_shared<ddp::rendezvous::MemoryStore>();
   auto store = c10::make_intrusive<C10dStore>(memory, C10dStore::Connect{}, 200ms);
   std::thread writer([&] {
+    // Late: after wait() below has parked (no event marks that; a set before it passes as well).
     std::this_thread::sleep_for(50ms);
     memory->set("late", "1");
   });
@@ -90,7 +91,7 @@ TEST_CASE("a lost store is c10d's DistNetworkError, clone() opens a new connecti
   CHECK(copy->getTimeout() == 2s);
   // The clone has its own connection: a wait parked on it does not hold up the original.
   std::thread waiter([&] { copy->wait({"go"}); });
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(50ms);  // the wait is parked (no event marks that; a set before it passes as well)
   store->set("go", bytes("1"));
   waiter.join();
   server->stop();

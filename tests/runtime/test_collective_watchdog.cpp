@@ -190,7 +190,7 @@ TEST_CASE("stop() ends the listener's blocked wait and the watch at once, and no
   CHECK(std::chrono::steady_clock::now() - start < 5s);
   w->enqueued(1, "allreduce", [] { return false; });  // ignored
   w->fail("rank 0: too late");                        // ignored
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(200ms);  // a negative check: no event says "nothing fired", so give it a moment
   store->set("nccl/failed", "rank 1: boom");
   w.reset();
   CHECK(r.aborts == 0);

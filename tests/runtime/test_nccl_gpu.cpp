@@ -182,6 +182,8 @@ TEST_CASE("barrier holds every rank until the last arrives", "[gpu]") {
   std::atomic<int> arrived{0};
   std::atomic<bool> early{false};
   run_ranks(backend, world, [&](Communicator& comm) {
+    // The last rank arrives late, so that the others are inside barrier() when it comes. No event
+    // marks a rank as parked in it; were one not yet there, the check below would still hold.
     if (comm.rank() == world - 1) std::this_thread::sleep_for(200ms);
     arrived++;
     comm.barrier();
@@ -359,7 +361,7 @@ TEST_CASE("close() from another thread ends a collective that waits for a rank t
       return;
     }
     std::thread closer([&] {
-      std::this_thread::sleep_for(500ms);
+      std::this_thread::sleep_for(500ms);  // barrier() below is blocked by then (no event marks it)
       comm->close();
     });
     const auto start = std::chrono::steady_clock::now();

@@ -1,6 +1,6 @@
 // parse_command_line(): torchrun's flags in both spellings, PET_* defaults, the program and its
 // arguments passed through untouched, the nproc keywords, endpoints, stream selections, durations
-// and --rdzv_conf, signals, legacy flags, --help/--version, Slurm defaults, and a table of bad
+// and --rdzv_conf, signals, legacy flags, --help/--version, and a table of bad
 // inputs that must each be a UsageError naming the offending value (the rules on the finished
 // config have their own suite, test_validate.cpp). The environment is a fake (a std::map) except
 // where a test says otherwise.
@@ -476,80 +476,6 @@ TEST_CASE("bad input is a UsageError naming the offending value", "[cli]") {
     const std::string msg = usage_error(bad.args, bad.env);
     CHECK_THAT(msg, Catch::Contains(bad.needle));
     CHECK_THAT(msg, !Catch::StartsWith("<"));
-  }
-}
-
-TEST_CASE("MPI variables fill in nodes and rank and address and port and run id", "[cli][mpi]") {
-  const FakeEnv mpi{{"OMPI_COMM_WORLD_RANK", "1"},       {"OMPI_COMM_WORLD_SIZE", "2"},
-                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
-                    {"OMPI_MCA_ess_base_jobid", "777"},  {"OMPI_MCA_orte_hnp_uri", "776.0;tcp://10.0.0.9:4000"}};
-  SECTION("defaults from mpirun") {
-    const auto c = parse({"--nproc_per_node=4", "prog"}, mpi);
-    CHECK(c.min_nodes == 2);
-    CHECK(c.max_nodes == 2);
-    CHECK(c.node_rank == 1);
-    CHECK(c.master_addr == "10.0.0.9");
-    CHECK(c.master_port == 15000 + 777);
-    CHECK(c.run_id == "mpi-777");
-  }
-  SECTION("explicit flags are kept") {
-    const auto c = parse({"--master_addr=head", "--master_port=29555", "--rdzv_id=x", "prog"}, mpi);
-    CHECK(c.master_addr == "head");
-    CHECK(c.master_port == 29555);
-    CHECK(c.run_id == "x");
-    CHECK(c.node_rank == 1);
-  }
-  SECTION("an explicit --nnodes turns the MPI defaults off") {
-    CHECK(parse({"--nnodes=1", "prog"}, mpi).node_rank == 0);
-  }
-  SECTION("Slurm wins when both are present (srun --mpi=pmix)") {
-    FakeEnv env = mpi;
-    env.insert(
-        {{"SLURM_JOB_ID", "1234"}, {"SLURM_NNODES", "3"}, {"SLURM_NODEID", "2"}, {"SLURM_JOB_NODELIST", "n[1-3]"}});
-    CHECK(parse({"prog"}, env).max_nodes == 3);
-  }
-  SECTION("a malformed variable is a usage error naming it") {
-    FakeEnv env = mpi;
-    env["OMPI_COMM_WORLD_SIZE"] = "x";
-    CHECK(usage_error({"prog"}, env).find("OMPI_COMM_WORLD_SIZE=x") != std::string::npos);
-  }
-}
-
-TEST_CASE("Slurm variables fill in nodes and rank and address and port and run id", "[cli][slurm]") {
-  const FakeEnv slurm{
-      {"SLURM_JOB_ID", "1234"}, {"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "gpu[01-02]"}};
-  SECTION("defaults from Slurm") {
-    const auto c = parse({"--nproc_per_node=2", "prog"}, slurm);
-    CHECK(c.min_nodes == 2);
-    CHECK(c.max_nodes == 2);
-    CHECK(c.node_rank == 1);
-    CHECK(c.master_addr == "gpu01");
-    CHECK(c.master_port == 15000 + 1234);
-    CHECK(c.run_id == "slurm-1234");
-  }
-  SECTION("MASTER_PORT overrides the per-job port") {
-    FakeEnv env = slurm;
-    env["MASTER_PORT"] = "4000";
-    CHECK(parse({"prog"}, env).master_port == 4000);
-  }
-  SECTION("an explicit --master_port is kept") {
-    CHECK(parse({"--master_port=4100", "prog"}, slurm).master_port == 4100);
-  }
-  SECTION("an explicit --rdzv_id is kept") {
-    CHECK(parse({"--rdzv_id=mine", "prog"}, slurm).run_id == "mine");
-  }
-  SECTION("an explicit --nnodes turns the Slurm defaults off") {
-    const auto c = parse({"--nnodes=1", "prog"}, slurm);
-    CHECK(c.max_nodes == 1);
-    CHECK(c.node_rank == 0);
-    CHECK(c.master_addr == "127.0.0.1");
-    CHECK(c.master_port == 0);  // a single node's free port, as without Slurm
-    CHECK(c.run_id != "slurm-1234");
-  }
-  SECTION("SLURM_NODEID missing") {
-    FakeEnv env = slurm;
-    env.erase("SLURM_NODEID");
-    CHECK_THAT(usage_error({"prog"}, env), Catch::Contains("SLURM_NODEID"));
   }
 }
 

@@ -1,10 +1,10 @@
 // FlagApp (launcher/cli/flag_app.hpp): CLI11's App with the duplicate-name check done in a hash set.
+#include "launcher/cli/flag_app.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
-
-#include "launcher/cli/flag_app.hpp"
 
 using ddp::launcher::FlagApp;
 

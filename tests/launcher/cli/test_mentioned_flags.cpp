@@ -1,5 +1,7 @@
 // MentionedFlags (launcher/cli/mentioned_flags.hpp): which flags a command line can refer to, and
 // parse_command_line declaring only those with the same results as declaring all.
+#include "launcher/cli/mentioned_flags.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -7,7 +9,6 @@
 
 #include "ddplaunch/common/error.hpp"
 #include "launcher/cli/cli.hpp"
-#include "launcher/cli/mentioned_flags.hpp"
 
 using ddp::Environment;
 using ddp::map_env;

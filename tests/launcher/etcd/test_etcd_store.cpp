@@ -81,7 +81,7 @@ TEST_CASE("etcd store: a wait wakes on another client's write, interrupt() ends 
   EtcdStore parked(store_options(etcd));
   parked.check({"warm"});
   auto forever = std::async(std::launch::async, [&] { parked.wait({"never"}, std::chrono::milliseconds::max()); });
-  std::this_thread::sleep_for(300ms);
+  std::this_thread::sleep_for(300ms);  // parked, as above
   const auto start = std::chrono::steady_clock::now();
   parked.interrupt();
   REQUIRE(forever.wait_for(5s) == std::future_status::ready);

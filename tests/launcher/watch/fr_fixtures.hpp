@@ -1,5 +1,5 @@
 // The Flight Recorder fixtures (fixtures/capture_fr.py, real torch 2.15 gloo runs), read for the
-// tests of flight_recorder.hpp, fr_analysis.hpp and fr_codec.hpp.
+// tests of flight_recorder.hpp, fr_analysis.hpp and fr_codec.hpp, and for bench/fr_parse.
 #pragma once
 
 #include <fstream>
@@ -16,6 +16,18 @@ inline std::string read(const std::string& name) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// A record of `n` entries like torch's: hang2.r0.json's first entry again and again.
+inline std::string big_document(int n) {
+  const std::string doc = read("hang2.r0.json");
+  const std::size_t open = doc.find("\"entries\":[") + 11;
+  const std::size_t close = doc.find("},{", open) + 1;
+  const std::string entry = doc.substr(open, close - open);
+  std::string entries;
+  for (int i = 0; i < n; ++i) entries += (i ? "," : "") + entry;
+  const std::size_t end = doc.find("],\"nccl_comm_state\"");
+  return doc.substr(0, open) + entries + doc.substr(end);
 }
 
 // Every rank of a scenario as the analysis takes it, all on node 0 of host "vm", pid 100 + rank,

@@ -4,10 +4,6 @@
 #include "launcher/watch/flight_recorder.hpp"
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 #include <catch2/catch.hpp>
 
@@ -35,18 +31,6 @@ void same_groups(const FrSnapshot& a, const FrSnapshot& b) {
     CHECK(g.last_started == h.last_started);
     CHECK(g.last_completed == h.last_completed);
   }
-}
-
-// A document of `n` entries like torch's: the fixture's first entry again and again.
-std::string big_document(int n) {
-  const std::string doc = fr_fixtures::read("hang2.r0.json");
-  const std::size_t open = doc.find("\"entries\":[") + 11;
-  const std::size_t close = doc.find("},{", open) + 1;
-  const std::string entry = doc.substr(open, close - open);
-  std::string entries;
-  for (int i = 0; i < n; ++i) entries += (i ? "," : "") + entry;
-  const std::size_t end = doc.find("],\"nccl_comm_state\"");
-  return doc.substr(0, open) + entries + doc.substr(end);
 }
 
 }  // namespace
@@ -135,7 +119,7 @@ TEST_CASE("garbage is invalid, with a reason, on both paths", "[flight_recorder]
 }
 
 TEST_CASE("a full 2000-entry record: the fast parse agrees and is faster", "[flight_recorder]") {
-  const std::string doc = big_document(2000);
+  const std::string doc = fr_fixtures::big_document(2000);
   REQUIRE(doc.size() > 700000);
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -146,31 +130,4 @@ TEST_CASE("a full 2000-entry record: the fast parse agrees and is faster", "[fli
   CHECK(full.entries.size() == 2000);
   same_groups(fast, full);
   CHECK(t2 - t1 < t1 - t0);
-}
-
-TEST_CASE("parse times of a 2000-entry record", "[.][bench]") {
-  std::string doc = big_document(2000);
-  SECTION("every group named by the newest entries") {}
-  SECTION("a record of one's own (DDP_FR_BENCH_FILE)") {
-    const char* file = std::getenv("DDP_FR_BENCH_FILE");
-    if (file == nullptr) return;
-    std::ifstream in(file);
-    doc.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  SECTION("a group with no entry: every entry scanned for its name") {
-    doc.insert(doc.find("\"pg_status\":{") + 13, "\"9\":{\"last_completed_collective\":\"-1\"},");
-  }
-  using Clock = std::chrono::steady_clock;
-  double fast_ms = 1e9, full_ms = 1e9;
-  for (int i = 0; i < 10; ++i) {
-    const auto t0 = Clock::now();
-    (void)parse_fr_trace(doc);
-    const auto t1 = Clock::now();
-    (void)parse_fr_status(doc);
-    const auto t2 = Clock::now();
-    full_ms = std::min(full_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
-    fast_ms = std::min(fast_ms, std::chrono::duration<double, std::milli>(t2 - t1).count());
-  }
-  std::printf("%zu bytes: parse_fr_trace %.2f ms, parse_fr_status %.3f ms (best of 10)\n", doc.size(), full_ms,
-              fast_ms);
 }
