@@ -18,7 +18,7 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 # --dump_stacks, the backend choice).
 LAUNCHER_AREAS = {
     "": {"cli", "agent", "status", "watch", "report", "health", "workers", "etcd", "rdzv", "topology", "config"},
-    "cli": {"etcd", "rdzv", "config"},
+    "cli": {"rdzv", "config"},
     "agent": {"status", "watch", "report", "health", "workers", "rdzv", "topology", "config"},
     "status": {"watch", "workers", "rdzv", "config"},
     "watch": {"workers", "rdzv", "config"},

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ddplaunch/common/error.hpp"
+#include "launcher/backends.hpp"
 #include "launcher/cli/cli.hpp"
 #include "launcher/cli/mentioned_flags.hpp"
 
@@ -41,7 +42,8 @@ TEST_CASE("a command line that may ask for the help or a completion script menti
 
 TEST_CASE("declaring only the mentioned flags keeps the help, abbreviations and PET_ defaults whole", "[cli]") {
   const auto parse = [](std::vector<const char*> argv, Environment env = {}) {
-    return parse_command_line(static_cast<int>(argv.size()), argv.data(), map_env(std::move(env)));
+    return parse_command_line(static_cast<int>(argv.size()), argv.data(), map_env(std::move(env)),
+                              ddp::launcher::rendezvous_backends());
   };
   // --help lists flags the rest of the line never names.
   const auto help = parse({"ddplaunch", "--help"});
