@@ -36,6 +36,8 @@ struct BackendRules {
   bool refuses_active_nodes = false;
   bool refuses_standalone = false;
   bool refuses_dump_stacks = false;
+
+  bool operator==(const BackendRules&) const = default;
 };
 
 }  // namespace ddp::launcher
