@@ -11,7 +11,7 @@
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/agent/node_setup.hpp"
 #include "launcher/health/node_health.hpp"
-#include "launcher/rdzv/job_registry.hpp"
+#include "launcher/status/job_registry.hpp"
 #include "launcher/topology/numa_plan.hpp"
 #include "launcher/watch/worker_timers.hpp"
 #include "launcher/workers/python_hook.hpp"
@@ -20,7 +20,7 @@
 namespace ddp::launcher {
 namespace {
 
-// Where the job's store will be, and how --dump_stacks finds the job (rdzv/job_registry.hpp).
+// Where the job's store will be, and how --dump_stacks finds the job (status/job_registry.hpp).
 std::string describe_store(const LaunchConfig& c) {
   const std::string registry = JobRegistry::for_user(process_env()).dir();
   if (c.node_rank != 0) {
@@ -54,7 +54,7 @@ int print_dry_run(const LaunchConfig& c) {
   }
   const RankMap ranks(nodes);
   std::cout << ranks.describe();
-  if (!c.uses_etcd()) std::cout << describe_store(c) << "\n";
+  if (c.rdzv_rules.node0_hosts_store) std::cout << describe_store(c) << "\n";
   const ProgressTable progress = ProgressTable::create(std::max(1, c.nproc_per_node));
   const bool hook = runs_with_python(c) && c.worker_server;
   const RoundWorkerContext context{.master_addr = std::string(),  // "": --master_addr and the launcher's port

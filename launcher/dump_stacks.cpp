@@ -12,8 +12,8 @@
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/backends.hpp"
-#include "launcher/rdzv/job_registry.hpp"
 #include "launcher/rdzv/job_store.hpp"
+#include "launcher/status/job_registry.hpp"
 #include "launcher/watch/collective_hang.hpp"
 #include "launcher/watch/stacks_request.hpp"
 
@@ -30,7 +30,7 @@ std::string describe(const JobRecord& job, long long now_ms) {
 }
 
 // The job --dump_stacks asks when no flag names one: the newest in this machine's registry
-// (rdzv/job_registry.hpp), said on stderr with the others and the flags that choose them.
+// (status/job_registry.hpp), said on stderr with the others and the flags that choose them.
 // nullopt, after one error line, when there is none or it needs a job secret not given.
 std::optional<LaunchConfig> find_job(const LaunchConfig& config) {
   const JobRegistry registry = JobRegistry::for_user(process_env());

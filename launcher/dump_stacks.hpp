@@ -7,7 +7,7 @@ namespace ddp::launcher {
 
 // The client: connects to --master_addr:--master_port for --rdzv_id (and the job secret, if
 // any), asks, prints each node's answer on stdout. Without any of those flags (config.find_job),
-// the job is the one started last among this user's on this machine (rdzv/job_registry.hpp);
+// the job is the one started last among this user's on this machine (status/job_registry.hpp);
 // stderr says which, and names the others with the flags that choose them. Returns 0 when every
 // node answered, 1 when no job is found or answers, the found job needs a job secret that was
 // not given, or a node did not answer within 30 s (each said in one line on stderr). Blocks.

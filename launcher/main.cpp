@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   namespace log = ddp::log;
   try {
     log::set_level_from_env();
-    const ParsedCommandLine parsed = parse_command_line(argc, argv, ddp::process_env());
+    const ParsedCommandLine parsed = parse_command_line(argc, argv, ddp::process_env(), rendezvous_backends());
     if (parsed.early_exit_text) {
       std::cout << *parsed.early_exit_text;
       return ddp::kExitOk;

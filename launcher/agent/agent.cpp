@@ -200,7 +200,7 @@ void Agent::on_joined(const JoinedRound& joined) {
 }
 
 void Agent::register_once() {
-  // The record is written a second later (rdzv/job_registry.hpp); it names the status socket.
+  // The record is written a second later (status/job_registry.hpp); it names the status socket.
   if (!registration_ && deps_.preflight && !status_server_)
     status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(view_.group_rank));
   if (!registration_ && deps_.preflight)

@@ -45,7 +45,6 @@
 #include "launcher/events/round_events.hpp"
 #include "launcher/events/run_recorder.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
-#include "launcher/rdzv/job_registry.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
 #include "launcher/rdzv/round_joiner.hpp"
@@ -56,6 +55,7 @@
 #include "launcher/report/oom_check.hpp"
 #include "launcher/report/restart_history.hpp"
 #include "launcher/report/round_report.hpp"
+#include "launcher/status/job_registry.hpp"
 #include "launcher/status/status_board.hpp"
 #include "launcher/status/status_server.hpp"
 #include "launcher/watch/worker_watch.hpp"
@@ -193,7 +193,7 @@ class Agent {
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
   std::unique_ptr<JobMonitor> monitor_;
-  // This machine's record of the job (rdzv/job_registry.hpp): set in the first round this node
+  // This machine's record of the job (status/job_registry.hpp): set in the first round this node
   // takes part in (register_once; nullptr with etcd). Declared after io_, so it goes first.
   std::optional<std::unique_ptr<JobRegistration>> registration_;
   // The live status (status/): a listener of this loop's events, served on the server's own thread.

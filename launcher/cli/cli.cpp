@@ -34,7 +34,8 @@ void take_program(std::vector<std::string> rest, LaunchConfig& c) {
 
 }  // namespace
 
-ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env) {
+ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env,
+                                     const std::vector<BackendKind>& backends) {
   ParsedCommandLine out;
   FlagApp app{"ddplaunch: start distributed data-parallel workers on this node (a drop-in for torchrun)"};
   const std::vector<std::string> given_args(argv, argv + argc);
@@ -75,7 +76,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   values.config.find_job = (values.config.dump_stacks || values.config.status) && app.given("--master_addr") == 0 &&
                            app.given("--master_port") == 0 && app.given("--rdzv_id") == 0 &&
                            app.given("--rdzv_endpoint") == 0;
-  out.config = to_launch_config(std::move(values), env);
+  out.config = to_launch_config(std::move(values), env, backends);
   validate(out.config);
   return out;
 }

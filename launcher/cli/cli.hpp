@@ -8,6 +8,7 @@
 
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/rdzv/rendezvous_backend.hpp"
 
 namespace ddp::launcher {
 
@@ -19,6 +20,8 @@ struct ParsedCommandLine {
 
 // Parses and validates. Throws UsageError (one line naming the value and the fix).
 // Slurm: without explicit --nnodes/--node_rank/--master_addr, SLURM_* variables fill them in.
-ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env);
+// --rdzv_backend chooses among `backends` (launcher/backends.hpp: rendezvous_backends()).
+ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env,
+                                     const std::vector<BackendKind>& backends);
 
 }  // namespace ddp::launcher

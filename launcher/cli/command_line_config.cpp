@@ -15,11 +15,11 @@
 #include "common/worker_env.hpp"
 #include "launcher/cli/c10d_ranks.hpp"
 #include "launcher/cli/mpi.hpp"
+#include "launcher/cli/rdzv_backend_choice.hpp"
 #include "launcher/cli/slurm.hpp"
 #include "launcher/cli/torchrun_env.hpp"
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/config/rdzv_conf.hpp"
-#include "launcher/etcd/etcd_config.hpp"
 #include "launcher/rdzv/job_secret.hpp"
 
 namespace ddp::launcher {
@@ -45,7 +45,8 @@ std::string random_run_id() {
 }
 
 // Nodes, workers per node, and where node 0's store is.
-void apply_nodes(const CommandLineValues& v, const EnvLookup& env, LaunchConfig& c) {
+void apply_nodes(const CommandLineValues& v, const EnvLookup& env, const std::vector<BackendKind>& backends,
+                 LaunchConfig& c) {
   const NodeRange nodes = parse_nnodes(v.nnodes.value_or("1"));
   c.min_nodes = nodes.min;
   c.max_nodes = nodes.max;
@@ -53,7 +54,9 @@ void apply_nodes(const CommandLineValues& v, const EnvLookup& env, LaunchConfig&
   if (v.node_rank) c.node_rank = parse_whole_number("--node_rank", *v.node_rank);
   if (v.master_addr) c.master_addr = *v.master_addr;
   if (v.master_port) c.master_port = parse_whole_number("--master_port", *v.master_port);
-  if (!c.rdzv_endpoint.empty() && c.rdzv_backend != "etcd-v3") {  // etcd's members otherwise (etcd_config.hpp)
+  // --rdzv_endpoint names node 0's store, unless the backend meets elsewhere (etcd's members).
+  const BackendKind* backend = find_backend(backends, c.rdzv_backend);
+  if (!c.rdzv_endpoint.empty() && (!backend || backend->rules.node0_hosts_store)) {
     const Endpoint endpoint = parse_endpoint(c.rdzv_endpoint);
     c.master_addr = endpoint.host;
     if (endpoint.port) c.master_port = *endpoint.port;
@@ -108,9 +111,9 @@ void apply_single_node_port(const EnvLookup& env, LaunchConfig& c) {
 
 }  // namespace
 
-LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
+LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env, const std::vector<BackendKind>& backends) {
   LaunchConfig c = std::move(v.config);
-  apply_nodes(v, env, c);
+  apply_nodes(v, env, backends, c);
   apply_durations(v, env, c);
   apply_output(v, c);
   if (const auto tmp = env("TMPDIR"); tmp && !tmp->empty()) c.temp_dir = *tmp;
@@ -120,7 +123,7 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env) {
   c.active_nodes = parse_whole_number("--active_nodes", v.active_nodes);
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);
   c.rdzv_secret = load_job_secret(c.rdzv_conf, env);
-  apply_rdzv_backend(c, env, v.master_port.has_value());
+  apply_rdzv_backend(c, env, v.master_port.has_value(), backends);
   if (!v.use_env) c.local_rank_arg = LaunchConfig::LocalRankArg::Underscore;
   if (!v.local_rank_arg.empty()) {
     c.local_rank_arg =

@@ -6,6 +6,7 @@
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/cli/cli_options.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/rdzv/rendezvous_backend.hpp"
 
 namespace ddp::launcher {
 
@@ -13,6 +14,7 @@ namespace ddp::launcher {
 // TORCHELASTIC_SIGNALS_TO_HANDLE and the SLURM_* variables. Without an explicit --nnodes,
 // --node_rank or --master_addr, SLURM_JOB_ID turns on the Slurm defaults (slurm.hpp). Throws
 // UsageError (one line naming the flag, the value and the fix) for text that does not parse.
-LaunchConfig to_launch_config(CommandLineValues values, const EnvLookup& env);
+// --rdzv_backend chooses among `backends` (rdzv_backend_choice.hpp).
+LaunchConfig to_launch_config(CommandLineValues values, const EnvLookup& env, const std::vector<BackendKind>& backends);
 
 }  // namespace ddp::launcher

@@ -39,10 +39,11 @@ void check_active_nodes(const LaunchConfig& c) {
     throw UsageError(fmt::format("--active_nodes={} is outside --nnodes={}; pick N with {} <= N <= {}", c.active_nodes,
                                  nnodes_text(c), c.min_nodes, c.max_nodes));
   }
-  if (c.uses_etcd()) {
+  if (c.rdzv_rules.refuses_active_nodes) {
     throw UsageError(
-        "--active_nodes does not work with --rdzv_backend etcd-v3 yet; use the built-in store (static or "
-        "c10d) or drop --active_nodes");
+        fmt::format("--active_nodes does not work with --rdzv_backend {} yet; use the built-in store (static or "
+                    "c10d) or drop --active_nodes",
+                    c.rdzv_backend));
   }
 }
 
@@ -57,8 +58,9 @@ void check_nodes(const LaunchConfig& c) {
                     "(or gpu, cpu, auto)",
                     c.nproc_per_node, kMaxProcPerNode));
   }
-  if (c.standalone && c.uses_etcd()) {
-    throw UsageError("--standalone runs its own store; drop --rdzv_backend etcd-v3 or --standalone");
+  if (c.standalone && c.rdzv_rules.refuses_standalone) {
+    throw UsageError(
+        fmt::format("--standalone runs its own store; drop --rdzv_backend {} or --standalone", c.rdzv_backend));
   }
   if (c.standalone && (c.max_nodes > 1 || c.node_rank != 0)) {
     throw UsageError(
@@ -77,8 +79,10 @@ void check_nodes(const LaunchConfig& c) {
 
 void check_store(const LaunchConfig& c) {
   if (c.master_addr.empty()) throw UsageError("--master_addr is empty; give node 0's address (default 127.0.0.1)");
-  // With etcd-v3, port 0 is the default for any job: group rank 0 publishes the one it got.
-  if (c.master_port < 0 || c.master_port > 65535 || (c.master_port == 0 && c.max_nodes > 1 && !c.uses_etcd())) {
+  // Where node 0 hosts no store (etcd-v3), port 0 is the default for any job: a round's group
+  // rank 0 publishes the one its workers' store got.
+  if (c.master_port < 0 || c.master_port > 65535 ||
+      (c.master_port == 0 && c.max_nodes > 1 && c.rdzv_rules.node0_hosts_store)) {
     throw UsageError(
         fmt::format("--master_port={} is not a usable port; pick one in 1..65535 (0 = any free port, single node only)",
                     c.master_port));
@@ -188,8 +192,10 @@ void validate(const LaunchConfig& c) {
   if (c.dump_stacks) {
     if (!c.program.empty())
       throw UsageError("--dump_stacks takes no program ('" + c.program + "' given); it asks the running job");
-    if (c.uses_etcd()) {
-      throw UsageError("--dump_stacks does not reach a job that meets in etcd yet; use py-spy dump --pid on its nodes");
+    if (c.rdzv_rules.refuses_dump_stacks) {
+      throw UsageError(
+          fmt::format("--dump_stacks does not reach a job that meets in {} yet; use py-spy dump --pid on its nodes",
+                      c.rdzv_rules.meeting_place));
     }
     return check_store(c);
   }

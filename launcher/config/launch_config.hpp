@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ddplaunch/common/error.hpp"
+#include "launcher/config/backend_rules.hpp"
 
 namespace ddp::launcher {
 
@@ -65,7 +66,8 @@ struct LaunchConfig {
   std::string etcd_ca_file;  // "": the system's trusted certificates
   std::string etcd_cert_file;
   std::string etcd_key_file;
-  bool uses_etcd() const { return rdzv_backend == "etcd-v3"; }
+  // The chosen backend's rules (backend_rules.hpp), set with rdzv_backend by the command line.
+  BackendRules rdzv_rules;
   // The job secret (job_secret.hpp): from DDPLAUNCH_RDZV_TOKEN or --rdzv_conf token_file; "" = none.
   // Never printed, never passed to workers.
   std::string rdzv_secret;
@@ -73,7 +75,7 @@ struct LaunchConfig {
   int max_restarts = 0;
   std::chrono::milliseconds monitor_interval{100};
   std::string role = "default";
-  std::string log_dir;       // "" = no log files
+  std::string log_dir;  // "" = no log files
   // Where a run without --log_dir makes its directory (agent/node_setup.hpp): $TMPDIR when set,
   // else /tmp, as torchrun's tempfile.mkdtemp chooses.
   std::string temp_dir = "/tmp";
@@ -119,7 +121,7 @@ struct LaunchConfig {
   bool dry_run = false;
   bool dump_stacks = false;  // --dump_stacks: ask a running job for its stacks (stacks_request.hpp)
   // --dump_stacks with none of --master_addr, --master_port, --rdzv_id, --rdzv_endpoint (nor their
-  // PET_* variables): the job comes from this machine's registry (rdzv/job_registry.hpp).
+  // PET_* variables): the job comes from this machine's registry (status/job_registry.hpp).
   bool find_job = false;
   bool status = false;    // --status: print a running launcher's live status (status/status_query.hpp)
   int status_port = -1;   // --status_port: the status endpoint on TCP too (0: a free port; -1: none)

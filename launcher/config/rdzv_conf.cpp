@@ -17,9 +17,12 @@
 namespace ddp::launcher {
 namespace {
 
-// Which backend reads a key. Unused: torchrun's keys that ddplaunch has no use for, accepted
-// (and kept) so that a torchrun command line runs unchanged.
-enum class Backend { Any, EtcdV3, Unused };
+// Which backend reads a key: kAny, the --rdzv_backend name of the one backend that does, or
+// kUnused: torchrun's keys that ddplaunch has no use for, accepted (and kept) so that a torchrun
+// command line runs unchanged.
+constexpr std::string_view kAny = "";
+constexpr std::string_view kUnused = "-";
+constexpr std::string_view kEtcdV3 = "etcd-v3";
 
 // The form of a value that must be a number of seconds; any other form is free text.
 constexpr std::string_view kSeconds = "SECONDS";
@@ -31,37 +34,37 @@ constexpr std::size_t kMinStoreMemory = std::size_t{1} << 20;
 struct RdzvConfKey {
   std::string_view name;
   std::string_view value;  // its form, for --help; kSeconds is checked as a number of seconds
-  Backend backend;
+  std::string_view backend;
   std::string_view meaning = {};                            // for --help (none for Unused)
   std::chrono::milliseconds LaunchConfig::*sets = nullptr;  // the duration the key overrides
 };
 
 // Durations are applied in table order, so join_timeout overrides timeout.
 constexpr RdzvConfKey kKeys[] = {
-    {"timeout", kSeconds, Backend::Any, "wait for all nodes (as --rdzv_timeout)", &LaunchConfig::rdzv_timeout},
-    {"join_timeout", kSeconds, Backend::Any, "the same; wins over timeout", &LaunchConfig::rdzv_timeout},
-    {"last_call_timeout", kSeconds, Backend::Any, "once MIN nodes have joined, wait this long for more (default 3)"},
-    {"heartbeat_timeout", kSeconds, Backend::Any, "as --heartbeat_timeout", &LaunchConfig::heartbeat_timeout},
+    {"timeout", kSeconds, kAny, "wait for all nodes (as --rdzv_timeout)", &LaunchConfig::rdzv_timeout},
+    {"join_timeout", kSeconds, kAny, "the same; wins over timeout", &LaunchConfig::rdzv_timeout},
+    {"last_call_timeout", kSeconds, kAny, "once MIN nodes have joined, wait this long for more (default 3)"},
+    {"heartbeat_timeout", kSeconds, kAny, "as --heartbeat_timeout", &LaunchConfig::heartbeat_timeout},
     // ddplaunch's own: the job secret's file (rdzv/job_secret.hpp) and the store's bind address.
-    {"token_file", "PATH", Backend::Any, "the job secret, the same on every node (mode 600)"},
-    {"bind", "ADDR", Backend::Any, "where node 0's store listens (* for every interface)"},
-    {"store_memory", kSize, Backend::Any, "node 0's store memory budget, e.g. 512MiB (default 1GiB, at least 1MiB)"},
+    {"token_file", "PATH", kAny, "the job secret, the same on every node (mode 600)"},
+    {"bind", "ADDR", kAny, "where node 0's store listens (* for every interface)"},
+    {"store_memory", kSize, kAny, "node 0's store memory budget, e.g. 512MiB (default 1GiB, at least 1MiB)"},
     // etcd-v3 (etcd/etcd_config.hpp): authentication, and TLS through ddplaunch-etcd-tls.
-    {"user", "NAME", Backend::EtcdV3, "the etcd user"},
-    {"password_file", "PATH", Backend::EtcdV3, "its password (mode 600; or DDPLAUNCH_ETCD_PASSWORD)"},
-    {"protocol", "http|https", Backend::EtcdV3, "https: TLS to etcd"},
-    {"cacert", "FILE", Backend::EtcdV3, "the CA of the members' certificates (PEM)"},
-    {"cert", "FILE", Backend::EtcdV3, "the client certificate (PEM), with key"},
-    {"key", "FILE", Backend::EtcdV3, "its private key (PEM)"},
-    // torchrun's, of no use to ddplaunch (Backend::Unused).
-    {"read_timeout", kSeconds, Backend::Unused},
-    {"close_timeout", kSeconds, Backend::Unused},
-    {"is_host", "TEXT", Backend::Unused},
-    {"store_type", "TEXT", Backend::Unused},
-    {"heartbeat", "TEXT", Backend::Unused},
-    {"keep_alive_interval", "TEXT", Backend::Unused},
-    {"keep_alive_max_attempt", "TEXT", Backend::Unused},
-    {"use_libuv", "TEXT", Backend::Unused},
+    {"user", "NAME", kEtcdV3, "the etcd user"},
+    {"password_file", "PATH", kEtcdV3, "its password (mode 600; or DDPLAUNCH_ETCD_PASSWORD)"},
+    {"protocol", "http|https", kEtcdV3, "https: TLS to etcd"},
+    {"cacert", "FILE", kEtcdV3, "the CA of the members' certificates (PEM)"},
+    {"cert", "FILE", kEtcdV3, "the client certificate (PEM), with key"},
+    {"key", "FILE", kEtcdV3, "its private key (PEM)"},
+    // torchrun's, of no use to ddplaunch (kUnused).
+    {"read_timeout", kSeconds, kUnused},
+    {"close_timeout", kSeconds, kUnused},
+    {"is_host", "TEXT", kUnused},
+    {"store_type", "TEXT", kUnused},
+    {"heartbeat", "TEXT", kUnused},
+    {"keep_alive_interval", "TEXT", kUnused},
+    {"keep_alive_max_attempt", "TEXT", kUnused},
+    {"use_libuv", "TEXT", kUnused},
 };
 
 const RdzvConfKey* find_key(std::string_view name) {
@@ -129,28 +132,32 @@ void apply_rdzv_conf(const std::vector<std::string>& flags, LaunchConfig& c) {
 }
 
 void check_rdzv_conf_backend(const LaunchConfig& c) {
-  if (c.uses_etcd()) return;
   for (const RdzvConfKey& k : kKeys) {
-    if (k.backend == Backend::EtcdV3 && c.rdzv_conf.count(std::string(k.name))) {
-      throw UsageError(fmt::format("--rdzv_conf {} applies to --rdzv_backend etcd-v3 only (this job uses {})", k.name,
-                                   c.rdzv_backend));
+    if (k.backend == kAny || k.backend == kUnused || k.backend == c.rdzv_backend) continue;
+    if (c.rdzv_conf.count(std::string(k.name))) {
+      throw UsageError(fmt::format("--rdzv_conf {} applies to --rdzv_backend {} only (this job uses {})", k.name,
+                                   k.backend, c.rdzv_backend));
     }
   }
 }
 
 std::string rdzv_conf_help() {
   std::string out = "KEY=VALUE,... (each key once):";
-  const auto add_group = [&](Backend backend, std::string_view title) {
-    if (!title.empty()) out += fmt::format("\n{}", title);
+  std::vector<std::string_view> groups;  // in table order, which lists kAny's keys first
+  for (const RdzvConfKey& k : kKeys) {
+    if (k.backend != kUnused && std::find(groups.begin(), groups.end(), k.backend) == groups.end()) {
+      groups.push_back(k.backend);
+    }
+  }
+  for (const std::string_view backend : groups) {
+    if (backend != kAny) out += fmt::format("\nwith --rdzv_backend {}:", backend);
     for (const RdzvConfKey& k : kKeys) {
       if (k.backend == backend) out += fmt::format("\n  {:<26} {}", fmt::format("{}={}", k.name, k.value), k.meaning);
     }
-  };
-  add_group(Backend::Any, "");
-  add_group(Backend::EtcdV3, "with --rdzv_backend etcd-v3:");
+  }
   std::vector<std::string_view> unused;
   for (const RdzvConfKey& k : kKeys) {
-    if (k.backend == Backend::Unused) unused.push_back(k.name);
+    if (k.backend == kUnused) unused.push_back(k.name);
   }
   out += fmt::format("\ntorchrun's {}: accepted, unused", fmt::join(unused, ", "));
   return out;

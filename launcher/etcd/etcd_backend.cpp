@@ -104,4 +104,24 @@ std::unique_ptr<RendezvousBackend> make_etcd_backend(const LaunchConfig& config,
   return std::make_unique<EtcdBackend>(config, effective, host_store);
 }
 
+BackendKind etcd_backend_kind() {
+  BackendKind kind;
+  kind.names = {"etcd-v3"};
+  kind.refused_names = {"etcd", "etcd-v2"};
+  kind.refused_why =
+      "speaks etcd's v2 API, which etcd 3.6 removed; use --rdzv_backend etcd-v3 (etcd's v3 API, the same "
+      "--rdzv_endpoint)";
+  kind.rules.node0_hosts_store = false;
+  kind.rules.meeting_place = "etcd";
+  kind.rules.ranks_by_arrival = true;
+  kind.rules.any_node_closes = true;
+  kind.rules.always_elastic = true;
+  kind.rules.refuses_active_nodes = true;
+  kind.rules.refuses_standalone = true;
+  kind.rules.refuses_dump_stacks = true;
+  kind.configure = configure_etcd;
+  kind.make = make_etcd_backend;
+  return kind;
+}
+
 }  // namespace ddp::launcher

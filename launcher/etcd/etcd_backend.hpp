@@ -51,4 +51,10 @@ class EtcdBackend : public RendezvousBackend {
 std::unique_ptr<RendezvousBackend> make_etcd_backend(const LaunchConfig& config, EffectiveConfig& effective,
                                                      bool host_store);
 
+// etcd-v3 as a backend: its names (torchrun's etcd and etcd-v2, etcd's v2 API, are refused with
+// the fix), its round rules (no node hosts the launchers' store: ranks by arrival, any node of
+// the job may close a round, every round elastic; --active_nodes, --standalone and --dump_stacks
+// refused), and configure_etcd (etcd_config.hpp). Pure.
+BackendKind etcd_backend_kind();
+
 }  // namespace ddp::launcher

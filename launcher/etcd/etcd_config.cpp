@@ -6,7 +6,6 @@
 #include "common/host_port.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/config/flag_parsers.hpp"
-#include "launcher/config/rdzv_conf.hpp"
 #include "launcher/rdzv/job_secret.hpp"
 
 namespace ddp::launcher {
@@ -79,22 +78,9 @@ void apply_etcd_auth(LaunchConfig& c, const EnvLookup& env) {
 
 }  // namespace
 
-void apply_rdzv_backend(LaunchConfig& c, const EnvLookup& env, bool master_port_given) {
-  const std::string& b = c.rdzv_backend;
-  if (b == "etcd" || b == "etcd-v2") {
-    throw UsageError(fmt::format(
-        "--rdzv_backend={} speaks etcd's v2 API, which etcd 3.6 removed; use --rdzv_backend etcd-v3 (etcd's v3 "
-        "API, the same --rdzv_endpoint)",
-        b));
-  }
-  if (b != "static" && b != "c10d" && b != "etcd-v3") {
-    throw UsageError(fmt::format("--rdzv_backend={} is unknown; use static, c10d or etcd-v3", b));
-  }
-  check_rdzv_conf_backend(c);
-  if (!c.uses_etcd()) return;
+void configure_etcd(LaunchConfig& c, const EnvLookup& env) {
   c.etcd_endpoints = etcd_endpoints(c.rdzv_endpoint);
   apply_etcd_auth(c, env);
-  if (!master_port_given) c.master_port = 0;  // the workers' store: a free port on group rank 0
 }
 
 EtcdClientOptions etcd_client_options(const LaunchConfig& c, const std::vector<std::string>& endpoints,

@@ -1,8 +1,7 @@
-// --rdzv_backend and, for etcd-v3, what the launcher takes from the command line and the
-// environment: the etcd members (--rdzv_endpoint HOST:2379[,HOST:2379...], port 2379 when left
-// out), the user and password (--rdzv_conf user=NAME,password_file=PATH, or the password in
-// DDPLAUNCH_ETCD_PASSWORD; never on the command line), and the job's key prefix in etcd.
-// Pure apart from reading the password file; thread-safe.
+// What etcd-v3 takes from the command line and the environment: the etcd members (--rdzv_endpoint
+// HOST:2379[,HOST:2379...], port 2379 when left out), the user and password (--rdzv_conf user=NAME,password_file=PATH,
+// or the password in DDPLAUNCH_ETCD_PASSWORD; never on the command line), and the job's key prefix in etcd. Pure apart
+// from reading the password file; thread-safe.
 #pragma once
 
 #include <chrono>
@@ -15,12 +14,10 @@
 
 namespace ddp::launcher {
 
-// Checks --rdzv_backend and fills in the etcd fields of `c` (after --rdzv_conf is applied). With
-// etcd-v3 the workers' store listens on --master_port when given, else on a free port.
-// Throws UsageError naming the value and the fix: torchrun's etcd and etcd-v2 (etcd's v2 API,
-// gone in etcd 3.6) point to etcd-v3; an unknown backend; etcd-v3 without endpoints; a user
-// without a password or the reverse; cert without key; etcd keys with another backend.
-void apply_rdzv_backend(LaunchConfig& c, const EnvLookup& env, bool master_port_given);
+// Fills in the etcd fields of `c` for --rdzv_backend etcd-v3 (BackendKind::configure, after
+// --rdzv_conf is applied). Throws UsageError naming the value and the fix: no endpoints; a user
+// without a password or the reverse; cert without key; protocol neither http nor https.
+void configure_etcd(LaunchConfig& c, const EnvLookup& env);
 
 // The client options for this job's etcd at `endpoints` (the members, or with TLS the proxy's
 // loopback ports: EffectiveConfig::etcd_endpoints), each call bounded by `timeout`.

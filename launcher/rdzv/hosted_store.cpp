@@ -51,7 +51,9 @@ bool loopback_only(const std::string& host) {
 }  // namespace
 
 void warn_without_secret(const LaunchConfig& c, const std::string& store_host, int port) {
-  if (c.max_nodes < 2 || !c.rdzv_secret.empty() || c.uses_etcd() || loopback_only(store_host)) return;
+  if (c.max_nodes < 2 || !c.rdzv_secret.empty() || !c.rdzv_rules.node0_hosts_store || loopback_only(store_host)) {
+    return;
+  }
   log::warning(
       "no job secret: any host that can reach the store at {} can join this job as a node before the round forms "
       "and poison the workers' results; give every node the same secret (DDPLAUNCH_RDZV_TOKEN or --rdzv_conf "
@@ -64,11 +66,12 @@ void warn_without_secret(const LaunchConfig& c, const std::string& store_host, i
 // the address --master_addr resolves to here, except a host name that resolves only to loopback
 // here (Debian maps its own name to 127.0.1.1), which the other nodes resolve to another
 // address: every interface then, as torchrun; and a name that does not resolve here (yet).
-// With etcd-v3, every interface unless bind says otherwise: the workers dial the address the
-// host published, which is the one it reaches etcd from.
+// A round's workers' store (a backend where node 0 hosts none, BackendRules): every interface
+// unless bind says otherwise, since the workers dial the address the host published (with
+// etcd-v3, the one it reaches etcd from).
 std::string store_bind_host(const LaunchConfig& c) {
   if (const auto it = c.rdzv_conf.find("bind"); it != c.rdzv_conf.end()) return it->second == "*" ? "" : it->second;
-  if (c.uses_etcd()) return "";
+  if (!c.rdzv_rules.node0_hosts_store) return "";
   if (c.max_nodes == 1) return c.master_addr;
   boost::system::error_code ec;
   const std::string bare = rendezvous::unbracket_host(c.master_addr);
@@ -105,7 +108,7 @@ std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c
   try {
     server = std::make_unique<rendezvous::TcpStoreServer>(so);
   } catch (const rendezvous::BindError& e) {
-    if (c.max_nodes == 1 || c.rdzv_conf.count("bind") || c.uses_etcd()) throw UsageError(e.what());
+    if (c.max_nodes == 1 || c.rdzv_conf.count("bind") || !c.rdzv_rules.node0_hosts_store) throw UsageError(e.what());
     throw UsageError(std::string(e.what()) +
                      "; node 0 runs on the host --master_addr names, or choose the address with --rdzv_conf "
                      "bind=ADDR (bind=* for every interface)");
@@ -113,7 +116,7 @@ std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c
   // One node's store has no one to serve before its workers: its own launcher reaches it in
   // process, and the store's thread starts once a wait needs it or a worker dials it
   // (StoreBackend::meet_workers_store). Others' launchers may dial it at once.
-  if (c.max_nodes > 1 || c.uses_etcd()) server->start();
+  if (c.max_nodes > 1 || !c.rdzv_rules.node0_hosts_store) server->start();
   warn_without_secret(c, so.host, server->port());
   return server;
 }

@@ -1,6 +1,7 @@
 // The store a node hosts for its job: node 0's TcpStoreServer (the launchers' rendezvous and the
-// workers' TCPStore), or with etcd-v3 the workers' store on a round's group rank 0. Where it
-// listens follows torchrun's rules, written out at store_bind_host().
+// workers' TCPStore), or, with a backend where node 0 hosts none (BackendRules::node0_hosts_store,
+// etcd-v3), the workers' store on a round's group rank 0. Where it listens follows torchrun's
+// rules, written out at store_bind_host().
 #pragma once
 
 #include <memory>
@@ -11,9 +12,9 @@
 
 namespace ddp::launcher {
 
-// A store server for this job's workers (and, without etcd, the launchers), listening at
-// --master_port (0: a free one) on the address store_bind_host chooses, and serving, except a
-// one-node job's (without etcd): its thread is started by the first wait that needs it or the
+// A store server for this job's workers (and, on node 0 of the built-in store, the launchers),
+// listening at --master_port (0: a free one) on the address store_bind_host chooses, and serving,
+// except a one-node job's on node 0: its thread is started by the first wait that needs it or the
 // first connection (TcpStoreServer::start_when_dialled). Throws UsageError when the port is taken.
 std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& config);
 

@@ -50,23 +50,25 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   o.round = round;
   o.run_id = c.run_id;
   o.timeout = c.rdzv_timeout;
-  o.endpoint = c.uses_etcd() ? "etcd " + c.rdzv_endpoint
-                             : rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(eff.port));
+  const BackendRules& rules = c.rdzv_rules;
+  o.endpoint = rules.node0_hosts_store
+                   ? rendezvous::format_endpoint(c.master_addr, static_cast<std::uint16_t>(eff.port))
+                   : std::string(rules.meeting_place) + " " + c.rdzv_endpoint;
   o.status = status;
   o.with_secret = !c.rdzv_secret.empty();
   o.cancelled = cancelled;
   o.clear_workers_keys = std::move(clear_workers_keys);
-  if (c.min_nodes == c.max_nodes && !c.uses_etcd() && !c.rank_by_arrival)
+  if (c.min_nodes == c.max_nodes && !rules.always_elastic && !c.rank_by_arrival)
     return join_static_round(root, job, self, o, c.heartbeat_timeout);
-  // With etcd there is no store host: ranks follow the order of arrival (--node_rank is not
-  // needed), and every node that comes to a round with the job (its start or a restart) may close
-  // it; the compare-set makes that happen once. A node that arrived late waits for them: closing
-  // the next round alone would start a second job beside the running one.
+  // A backend without a store host (etcd) ranks by arrival, and lets every node that comes to a
+  // round with the job (its start or a restart) close it; the compare-set makes that happen once.
+  // A node that arrived late waits for them: closing the next round alone would start a second
+  // job beside the running one.
   ElasticOptions e;
   e.base = o;
   e.min_nodes = c.min_nodes;
-  e.is_host = c.node_rank == 0 || c.uses_etcd();
-  e.by_arrival = c.uses_etcd();
+  e.is_host = c.node_rank == 0 || rules.any_node_closes;
+  e.by_arrival = rules.ranks_by_arrival;
   e.active_nodes = c.active_nodes;
   e.last_call = last_call_timeout(c);
   for (int late = 0;; ++late) {
@@ -76,7 +78,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
     } catch (const LateArrival& arrival) {
       status(arrival.what());
       ++e.base.round;
-      if (c.uses_etcd()) e.is_host = false;
+      if (rules.any_node_closes) e.is_host = false;
     }
   }
 }

@@ -3,16 +3,23 @@
 // (etcd/etcd_backend.hpp). The agent, the rounds and --dump_stacks use only this interface, so
 // rounds, outcomes, elastic membership, restarts and the exit barrier are one code path for both,
 // and every rule of a backend (leases, their TTLs, who hosts the workers' store) lives in its own
-// folder.
+// folder. A backend is a BackendKind (below): its names, its round rules as data
+// (config/backend_rules.hpp), what it takes from the command line, and the factory of its
+// RendezvousBackend; launcher/backends.cpp lists them.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
+#include "ddplaunch/common/env_lookup.hpp"
 #include "ddplaunch/rendezvous/store.hpp"
+#include "launcher/config/backend_rules.hpp"
 #include "launcher/config/effective_config.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
@@ -81,5 +88,23 @@ class RendezvousBackend {
 // Throws UsageError (a port in use, a proxy that cannot start).
 using BackendFactory = std::function<std::unique_ptr<RendezvousBackend>(const LaunchConfig& config,
                                                                         EffectiveConfig& effective, bool host_store)>;
+
+// One rendezvous backend as the launcher knows it before it runs: enough for the command line to
+// check --rdzv_backend and the flags that go with it (cli/rdzv_backend_choice.hpp) and for
+// launcher/backends.cpp to make it.
+struct BackendKind {
+  // The --rdzv_backend values that choose it, in the order messages list them.
+  std::vector<std::string_view> names;
+  // Values that once chose a backend like it and are refused: "--rdzv_backend=<name> <why>".
+  std::vector<std::string_view> refused_names;
+  std::string_view refused_why;
+  // What its rounds are like (config/backend_rules.hpp); copied into LaunchConfig::rdzv_rules.
+  BackendRules rules;
+  // Fills in what the backend takes from the command line and the environment (after
+  // --rdzv_conf is applied, and its keys checked against the backend); empty: nothing. Throws
+  // UsageError naming the value and the fix.
+  std::function<void(LaunchConfig& config, const EnvLookup& env)> configure;
+  BackendFactory make;
+};
 
 }  // namespace ddp::launcher

@@ -22,7 +22,7 @@ RoundJoiner::~RoundJoiner() {
 }
 
 void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
-  if (config_.max_nodes == 1 && !config_.uses_etcd()) {
+  if (config_.max_nodes == 1 && config_.rdzv_rules.node0_hosts_store) {
     // One node meets only itself, in its own store, in process: nothing blocks, so no thread.
     // The result still reaches the loop as a posted event, as from the thread.
     auto result = join(round);
@@ -56,7 +56,7 @@ std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int 
     joined = join_job_round(
         *root_, *job_, config_, effective_, round, &cancelled_, [](const std::string& s) { log::info("{}", s); },
         [this] { backend_.clear_workers_keys(); });
-    if (config_.min_nodes < config_.max_nodes || config_.uses_etcd()) {
+    if (config_.min_nodes < config_.max_nodes || config_.rdzv_rules.always_elastic) {
       for (const std::string& line : excluded_nodes(*job_, round_prefix(joined->round))) log::warning("{}", line);
     }
     if (joined->group_rank == 0) log::info("{}", joined->ranks.describe());
@@ -64,7 +64,7 @@ std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int 
   } catch (const rendezvous::ConnectionError& e) {
     // Node 0 never sees a node whose job secret differs: it times out and ends, and this node
     // loses (or never reaches) the store, whichever comes first.
-    error = config_.rdzv_secret.empty() || config_.uses_etcd()  // etcd: no node 0 to time out
+    error = config_.rdzv_secret.empty() || !config_.rdzv_rules.node0_hosts_store  // no node 0 to time out
                 ? std::current_exception()
                 : std::make_exception_ptr(rendezvous::ConnectionError(
                       std::string(e.what()) + "; if node 0 timed out waiting for this node, check that " +
@@ -87,8 +87,8 @@ void RoundJoiner::leave_sick(int round, const SelfExclusion& sick) {
   place.round_prefix = round_prefix(round);
   place.node_rank = config_.node_rank;
   place.host = effective_.host;
-  place.elastic = config_.min_nodes < config_.max_nodes || config_.uses_etcd();
-  place.holds_store = !config_.uses_etcd() && backend_.hosts_store(config_.node_rank);
+  place.elastic = config_.min_nodes < config_.max_nodes || config_.rdzv_rules.always_elastic;
+  place.holds_store = config_.rdzv_rules.node0_hosts_store && backend_.hosts_store(config_.node_rank);
   place.min_nodes = config_.min_nodes;
   place.max_nodes = config_.max_nodes;
   place.wait_first = config_.rdzv_timeout;

@@ -107,4 +107,11 @@ std::unique_ptr<RendezvousBackend> make_store_backend(const LaunchConfig& config
   return std::make_unique<StoreBackend>(config, effective, host_store);
 }
 
+BackendKind store_backend_kind() {
+  BackendKind kind;
+  kind.names = {"static", "c10d"};
+  kind.make = make_store_backend;
+  return kind;
+}
+
 }  // namespace ddp::launcher

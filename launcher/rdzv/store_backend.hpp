@@ -55,4 +55,9 @@ class StoreBackend : public RendezvousBackend {
 std::unique_ptr<RendezvousBackend> make_store_backend(const LaunchConfig& config, EffectiveConfig& effective,
                                                       bool host_store);
 
+// The built-in store as a backend: --rdzv_backend static or c10d (the same store: torchrun's c10d
+// is node 0's TCPStore too), with BackendRules' defaults: node 0 hosts the store, a static round
+// ranks by --node_rank and node 0 closes an elastic one. Pure.
+BackendKind store_backend_kind();
+
 }  // namespace ddp::launcher

@@ -1,6 +1,6 @@
 // Where a launcher's status endpoint listens, and starting it (status_server.hpp) for the agent:
 //   - always the unix socket <run dir>/status.sock (the run's directory is 0700); its path goes
-//     into this machine's job registry (rdzv/job_registry.hpp), where `ddplaunch --status` finds it;
+//     into this machine's job registry (status/job_registry.hpp), where `ddplaunch --status` finds it;
 //   - with --status_port=PORT, TCP as well: on the launcher that hosts the store, the address
 //     the store binds (rdzv/hosted_store.hpp: --rdzv_conf bind, else --master_addr for one node,
 //     ...); on the others, --local_addr if given, else every interface.

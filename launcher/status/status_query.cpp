@@ -11,7 +11,7 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
-#include "launcher/rdzv/job_registry.hpp"
+#include "launcher/status/job_registry.hpp"
 #include "launcher/watch/worker_server.hpp"
 
 namespace ddp::launcher {

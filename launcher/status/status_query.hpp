@@ -1,7 +1,7 @@
 // `ddplaunch --status`: the client of a launcher's status endpoint (status_server.hpp), run
 // instead of a job. Which launcher:
 //   ddplaunch --status               the job started last among this user's on this machine
-//                                    (rdzv/job_registry.hpp; its store's host when several of its
+//                                    (status/job_registry.hpp; its store's host when several of its
 //                                    launchers run here); stderr names the others and how to ask them
 //   ddplaunch --status --rdzv_id ID  the same among the jobs with that run id
 //   ddplaunch --status PID           the launcher with that pid

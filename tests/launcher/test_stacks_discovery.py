@@ -1,5 +1,5 @@
 """`ddplaunch --dump_stacks` without flags finds a running job through this user's job registry
-(launcher/rdzv/job_registry.hpp), through the real ddplaunch binary:
+(launcher/status/job_registry.hpp), through the real ddplaunch binary:
 
   * a default single-node job (a free port) says at start where its store is, and --dump_stacks
     with no flags answers with both ranks' stacks; the record goes when the launcher exits;

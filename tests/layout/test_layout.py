@@ -19,7 +19,7 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 LAUNCHER_AREAS = {
     "": {"cli", "agent", "status", "events", "watch", "report", "health", "workers", "etcd", "rdzv", "topology",
          "config"},
-    "cli": {"etcd", "rdzv", "config"},
+    "cli": {"rdzv", "config"},
     "agent": {"status", "events", "watch", "report", "health", "workers", "rdzv", "topology", "config"},
     "status": {"events", "watch", "report", "workers", "rdzv", "config"},
     "events": {"report", "workers", "rdzv", "config"},

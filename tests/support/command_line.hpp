@@ -1,10 +1,12 @@
 // For tests of the launcher's command line: parse_command_line() on a list of arguments and a
-// fake environment (fake_env.hpp), called as main() calls it.
+// fake environment (fake_env.hpp), called as main() calls it (with every backend). Link
+// ddp_launcher.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "launcher/backends.hpp"
 #include "launcher/cli/cli.hpp"
 #include "tests/support/fake_env.hpp"
 #include "tests/support/usage_error_of.hpp"
@@ -19,7 +21,8 @@ inline launcher::ParsedCommandLine parse_full(const Args& args, const FakeEnv& e
   std::vector<const char*> argv{"ddplaunch"};
   for (const auto& a : args) argv.push_back(a.c_str());
   argv.push_back(nullptr);
-  return launcher::parse_command_line(static_cast<int>(argv.size()) - 1, argv.data(), lookup(env));
+  return launcher::parse_command_line(static_cast<int>(argv.size()) - 1, argv.data(), lookup(env),
+                                      launcher::rendezvous_backends());
 }
 
 inline launcher::LaunchConfig parse(const Args& args, const FakeEnv& env = {}) {

@@ -538,7 +538,7 @@ TEST_CASE("the job secret comes from DDPLAUNCH_RDZV_TOKEN or a token file, never
 TEST_CASE("etcd-v3 takes its members from --rdzv_endpoint and its password never from the command line", "[cli]") {
   const auto c =
       parse({"--nnodes", "2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "10.0.0.5,10.0.0.6:23790,[::1]", "prog"});
-  CHECK(c.uses_etcd());
+  CHECK_FALSE(c.rdzv_rules.node0_hosts_store);  // etcd-v3's rules (test_etcd_backend.cpp)
   CHECK(c.etcd_endpoints == std::vector<std::string>{"10.0.0.5:2379", "10.0.0.6:23790", "[::1]:2379"});
   CHECK(c.master_port == 0);            // the workers' store takes a free port on group rank 0
   CHECK(c.master_addr == "127.0.0.1");  // untouched: the endpoint names etcd, not the store

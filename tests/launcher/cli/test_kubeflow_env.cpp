@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/backends.hpp"
 #include "launcher/cli/cli.hpp"
 #include "launcher/config/launch_config.hpp"
 
@@ -34,7 +35,7 @@ LaunchConfig launch_in_pod(const FakeEnv& env) {
     if (it == env.end()) return std::nullopt;
     return it->second;
   };
-  return ddp::launcher::parse_command_line(2, argv, lookup).config;
+  return ddp::launcher::parse_command_line(2, argv, lookup, ddp::launcher::rendezvous_backends()).config;
 }
 
 // What a static job's pod must become: these nodes, rank, workers and store, node ranks as given.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ddplaunch/common/error.hpp"
+#include "launcher/backends.hpp"
 #include "launcher/cli/cli.hpp"
 
 using ddp::Environment;
@@ -42,7 +43,8 @@ TEST_CASE("a command line that may ask for the help or a completion script menti
 
 TEST_CASE("declaring only the mentioned flags keeps the help, abbreviations and PET_ defaults whole", "[cli]") {
   const auto parse = [](std::vector<const char*> argv, Environment env = {}) {
-    return parse_command_line(static_cast<int>(argv.size()), argv.data(), map_env(std::move(env)));
+    return parse_command_line(static_cast<int>(argv.size()), argv.data(), map_env(std::move(env)),
+                              ddp::launcher::rendezvous_backends());
   };
   // --help lists flags the rest of the line never names.
   const auto help = parse({"ddplaunch", "--help"});

@@ -148,7 +148,8 @@ TEST_CASE("LOGLEVEL sets the launcher's level below --log_level and DDPLAUNCH_LO
 
 TEST_CASE("a completion script lists every flag, for the shells torchrun offers", "[torchrun_knobs]") {
   std::vector<const char*> argv{"ddplaunch", "--print-completion", "bash"};
-  const auto parsed = ddp::launcher::parse_command_line(3, argv.data(), lookup({}));
+  const auto parsed =
+      ddp::launcher::parse_command_line(3, argv.data(), lookup({}), ddp::launcher::rendezvous_backends());
   REQUIRE(parsed.early_exit_text);
   CHECK(parsed.early_exit_text->find(" --nproc_per_node --nproc-per-node ") != std::string::npos);
   CHECK(parsed.early_exit_text->find("complete -o default -F _ddplaunch ddplaunch") != std::string::npos);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/config/launch_config.hpp"
+#include "launcher/etcd/etcd_backend.hpp"
 #include "tests/support/usage_error_of.hpp"
 
 namespace {
@@ -165,7 +166,10 @@ TEST_CASE("standby nodes: --active_nodes takes N in MIN..MAX of an elastic range
       c.max_nodes = max;
       c.active_nodes = active;
       c.rdzv_backend = backend;
-      if (backend == "etcd-v3") c.rdzv_endpoint = "etcd:2379";
+      if (backend == "etcd-v3") {
+        c.rdzv_endpoint = "etcd:2379";
+        c.rdzv_rules = ddp::launcher::etcd_backend_kind().rules;
+      }
     });
   };
   CHECK(usage_error(with(2, 3, 2)) == "<no exception>");

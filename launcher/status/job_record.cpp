@@ -1,5 +1,5 @@
 // See job_record.hpp.
-#include "launcher/rdzv/job_record.hpp"
+#include "launcher/status/job_record.hpp"
 
 #include <algorithm>
 #include <cctype>

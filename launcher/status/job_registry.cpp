@@ -1,5 +1,5 @@
 // See job_registry.hpp.
-#include "launcher/rdzv/job_registry.hpp"
+#include "launcher/status/job_registry.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -186,7 +186,7 @@ void JobRegistration::write() {
 std::unique_ptr<JobRegistration> register_job(boost::asio::io_context& io, const LaunchConfig& c,
                                               const EffectiveConfig& eff, int group_rank, int nnodes,
                                               bool hosts_store) {
-  if (c.uses_etcd()) return nullptr;
+  if (!c.rdzv_rules.node0_hosts_store) return nullptr;  // no store of the job on node 0 to record
   JobRecord r;
   r.pid = static_cast<int>(::getpid());
   r.started_ms =

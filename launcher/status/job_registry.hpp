@@ -26,7 +26,7 @@
 #include "ddplaunch/common/error.hpp"
 #include "launcher/config/effective_config.hpp"
 #include "launcher/config/launch_config.hpp"
-#include "launcher/rdzv/job_record.hpp"
+#include "launcher/status/job_record.hpp"
 
 namespace ddp::launcher {
 
@@ -89,8 +89,8 @@ class JobRegistration {
 inline constexpr std::chrono::seconds kRegisterAfter{1};
 
 // This launcher's record (round 0's `group_rank`, `nnodes`; the store's real port from
-// `effective`) as a registration on `io`; nullptr with etcd, whose jobs --dump_stacks does not
-// reach. Does not block.
+// `effective`) as a registration on `io`; nullptr with a backend where node 0 hosts no store
+// (BackendRules::node0_hosts_store: etcd), whose jobs --dump_stacks does not reach. Does not block.
 std::unique_ptr<JobRegistration> register_job(boost::asio::io_context& io, const LaunchConfig& config,
                                               const EffectiveConfig& effective, int group_rank, int nnodes,
                                               bool hosts_store);
