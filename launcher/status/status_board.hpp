@@ -21,7 +21,7 @@
 
 #include "common/collective_progress.hpp"
 #include "launcher/rdzv/job_round.hpp"
-#include "launcher/watch/flight_recorder_watch.hpp"
+#include "launcher/watch/fr/watch.hpp"
 #include "launcher/workers/process_context.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
