@@ -1,4 +1,4 @@
-// The Flight Recorder parses' cost (launcher/watch/flight_recorder.hpp): parse_fr_trace, the full
+// The Flight Recorder parses' cost (launcher/watch/fr/recorder.hpp): parse_fr_trace, the full
 // parse the hang report reads, against parse_fr_status, the fast one the hang watch runs on every
 // poll. Once a test case hidden in tests/launcher/watch/test_flight_recorder.cpp; the unit test
 // there keeps what must hold (the fast parse agrees with the full one and takes less time).
@@ -19,8 +19,8 @@
 #include <iterator>
 #include <string>
 
-#include "launcher/watch/flight_recorder.hpp"
-#include "tests/launcher/watch/fr_fixtures.hpp"
+#include "launcher/watch/fr/recorder.hpp"
+#include "tests/launcher/watch/fr/fixtures.hpp"
 
 namespace {
 

@@ -14,6 +14,7 @@
 
 #include "common/host_port.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "runtime/failure_latch.hpp"
 #include "runtime/ring_transfer.hpp"
 #include "runtime/shm_allreduce.hpp"
 #include "runtime/socket_fd.hpp"
@@ -125,7 +126,11 @@ struct CpuCommunicator::Links {
 
 CpuCommunicator::CpuCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
                                  CpuCommunicatorOptions options)
-    : store_(std::move(store)), rank_(rank), world_size_(world_size), options_(std::move(options)) {
+    : store_(std::move(store)),
+      rank_(rank),
+      world_size_(world_size),
+      options_(std::move(options)),
+      failure_(std::make_unique<FailureLatch>(store_, options_.prefix() + "/failed", rank_)) {
   if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_)
     throw CommunicatorError("bad rank " + std::to_string(rank_) + " for world size " + std::to_string(world_size_));
   links_ = std::make_unique<Links>();
@@ -184,8 +189,7 @@ void CpuCommunicator::check_tensor(const torch::Tensor& t, const char* what) con
 }
 
 std::string CpuCommunicator::begin(const char* what, int kind, const torch::Tensor& t, int arg) {
-  if (closed_) throw CommunicatorError(std::string(what) + " on a closed communicator");
-  if (!broken_.empty()) throw CommunicatorError(std::string(what) + " on a failed communicator: " + broken_);
+  failure_->check(what, closed_);
   const CollectiveHeader mine{kMagic, kind, static_cast<std::int32_t>(t.scalar_type()), arg, t.numel(), seq_++};
   if (world_size_ == 1) return what;
   const int prev = links_->ring.prev_rank;
@@ -205,24 +209,9 @@ std::string CpuCommunicator::begin(const char* what, int kind, const torch::Tens
 }
 
 void CpuCommunicator::fail(const std::string& what, const Error& e) {
-  if (closed_) {
-    // Our own close() broke the links: not a peer's failure, so nothing goes to the store.
-    broken_ = "the communicator was closed";
-    throw CommunicatorError(what + " failed: the communicator was closed during the collective");
-  }
-  const std::string mine = "rank " + std::to_string(rank_) + ": " + e.what();
-  std::string first = mine;
-  try {
-    first = store_->compare_set(options_.prefix() + "/failed", "", mine);
-  } catch (const Error&) {
-    // The store may be gone too; our own error is still the best message we have.
-  }
-  close();
-  broken_ = first == mine ? mine : mine + " (first failure, on " + first + ")";
-  const std::string msg = what + " failed on " + broken_;
-  if (const auto* peer = dynamic_cast<const PeerError*>(&e)) throw PeerError(peer->rank(), msg);
-  if (dynamic_cast<const rendezvous::TimeoutError*>(&e)) throw rendezvous::TimeoutError(msg);
-  throw CommunicatorError(msg);
+  // Our own close() broke the links.
+  if (closed_) failure_->fail_closed(what);
+  failure_->fail(what, e, "", [this] { close(); });
 }
 
 void CpuCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {

@@ -24,6 +24,7 @@
 #include "common/exit_codes.hpp"
 #include "runtime/arrival_records.hpp"
 #include "runtime/collective_watchdog.hpp"
+#include "runtime/failure_latch.hpp"
 #include "runtime/nccl_id.hpp"
 #include "runtime/gpu_rank.hpp"
 #include "runtime/stream_overlap.hpp"
@@ -321,7 +322,11 @@ void NcclCommunicator::start_watchdog() {
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
                                    NcclCommunicatorOptions options)
-    : store_(std::move(store)), rank_(rank), world_size_(world_size), options_(std::move(options)) {
+    : store_(std::move(store)),
+      rank_(rank),
+      world_size_(world_size),
+      options_(std::move(options)),
+      failure_(std::make_unique<FailureLatch>(store_, options_.prefix() + "/failed", rank_)) {
   device_ = gpu_rank_device(rank_, world_size_, options_.device(), "NcclCommunicatorOptions");
   const auto deadline = rendezvous::deadline_after(options_.timeout());
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
@@ -406,7 +411,7 @@ void NcclCommunicator::release_locked() noexcept {
   } catch (const std::exception&) {
     guard.reset();
   }
-  if (broken_.empty() && idle) {
+  if (!failure_->broken() && idle) {
     // A healthy, idle communicator: finalize flushes NCCL's own state, with the usual bound;
     // destroy then frees without blocking. If the flush fails or times out we abort instead of
     // hanging in a destructor.
@@ -438,8 +443,7 @@ void NcclCommunicator::check_tensor(const torch::Tensor& t, const char* what) co
 }
 
 std::string NcclCommunicator::begin(const char* what) {
-  if (closed_) throw CommunicatorError(std::string(what) + " on a closed communicator");
-  if (!broken_.empty()) throw CommunicatorError(std::string(what) + " on a failed communicator: " + broken_);
+  failure_->check(what, closed_);
   // A failure the watchdog found (with an on_failure that let the process go on).
   if (const std::string found = watchdog_ ? watchdog_->failure() : ""; !found.empty())
     throw CommunicatorError(std::string(what) + " on a failed communicator: " + found);
@@ -454,31 +458,13 @@ std::string NcclCommunicator::timeout_message(const std::string& what) const {
 }
 
 void NcclCommunicator::fail(const std::string& what, const Error& e) {
-  if (closed_) {
-    // Our own close() interrupted the wait: not a peer's failure, so nothing goes to the store.
-    broken_ = "the communicator was closed";
-    throw CommunicatorError(what + " failed: the communicator was closed during the collective");
-  }
+  // Our own close() interrupted the wait.
+  if (closed_) failure_->fail_closed(what);
   // The watchdog may have found the failure first (and told the peers): it is the cause. From
   // here this thread reports, and the listener must not take our own record for a peer's.
   std::string first = watchdog_ ? watchdog_->failure() : "";
   if (watchdog_) watchdog_->stop();
-  const std::string mine = "rank " + std::to_string(rank_) + ": " + e.what();
-  if (first.empty()) {
-    first = mine;
-    try {
-      first = store_->compare_set(options_.prefix() + "/failed", "", mine);
-    } catch (const Error&) {
-      // The store may be gone too; our own error is still the best message we have.
-    }
-  }
-  broken_ = first == mine ? mine : mine + " (first failure, on " + first + ")";
-  // Aborting ends our side of every collective, so peers blocked with us fail instead of hanging.
-  release_locked();
-  const std::string msg = what + " failed on " + broken_;
-  if (const auto* peer = dynamic_cast<const PeerError*>(&e)) throw PeerError(peer->rank(), msg);
-  if (dynamic_cast<const rendezvous::TimeoutError*>(&e)) throw rendezvous::TimeoutError(msg);
-  throw CommunicatorError(msg);
+  failure_->fail(what, e, std::move(first), [this] { release_locked(); });
 }
 
 void NcclCommunicator::allreduce(const torch::Tensor& tensor, ReduceOp op) {

@@ -129,6 +129,9 @@ struct LaunchConfig {
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(1)};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(10)};
+  // --rdzv_conf last_call_timeout: an elastic round's host waits this long for MAX nodes once MIN
+  // nodes have joined (rdzv/job_round.hpp).
+  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(3)};
   std::string line_prefix_template = "[${rank}]:";  // "" = no prefix
   std::string program;
   std::vector<std::string> program_args;

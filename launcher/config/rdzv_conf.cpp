@@ -43,7 +43,8 @@ struct RdzvConfKey {
 constexpr RdzvConfKey kKeys[] = {
     {"timeout", kSeconds, kAny, "wait for all nodes (as --rdzv_timeout)", &LaunchConfig::rdzv_timeout},
     {"join_timeout", kSeconds, kAny, "the same; wins over timeout", &LaunchConfig::rdzv_timeout},
-    {"last_call_timeout", kSeconds, kAny, "once MIN nodes have joined, wait this long for more (default 3)"},
+    {"last_call_timeout", kSeconds, kAny, "once MIN nodes have joined, wait this long for more (default 3)",
+     &LaunchConfig::last_call_timeout},
     {"heartbeat_timeout", kSeconds, kAny, "as --heartbeat_timeout", &LaunchConfig::heartbeat_timeout},
     // ddplaunch's own: the job secret's file (rdzv/job_secret.hpp) and the store's bind address.
     {"token_file", "PATH", kAny, "the job secret, the same on every node (mode 600)"},

@@ -14,9 +14,9 @@ namespace ddp::launcher {
 
 // Parses the text of each --rdzv_conf given (`flags`, in order) into config.rdzv_conf, as one
 // list, and applies the keys that set a duration: timeout and join_timeout set rdzv_timeout
-// (join_timeout wins when both are given), heartbeat_timeout sets heartbeat_timeout; the caller
-// derives heartbeat_interval afterwards. The other keys are only kept in config.rdzv_conf
-// (join_job_round reads last_call_timeout). "" changes nothing. Pure. Throws UsageError naming
+// (join_timeout wins when both are given), heartbeat_timeout sets heartbeat_timeout,
+// last_call_timeout sets last_call_timeout; the caller derives heartbeat_interval afterwards. The
+// other keys are only kept in config.rdzv_conf. "" changes nothing. Pure. Throws UsageError naming
 // an item that is not key=value, a key given twice (in one flag or in two: torchrun silently
 // takes the last), an unknown key (listing the known ones), a secret given on the command line
 // (token=, password=), or a value that is not a number of seconds where one is needed.

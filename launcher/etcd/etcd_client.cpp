@@ -3,6 +3,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <thread>
@@ -134,29 +135,41 @@ struct Unreachable {
   std::string why;
 };
 
-// What each member said last, for the message when none answered: one entry per member, however
-// often each was tried.
-class Failures {
+// The members in turn, counted from the one that answered last (`preferred`, read at each turn: an
+// authentication inside a call may move it), and what each said last (for the message when none
+// answers: one entry per member, however often each was tried). A call goes round until its
+// deadline, a watch once.
+class MemberRotation {
  public:
-  void add(const std::string& member, const std::string& why) {
+  MemberRotation(std::size_t members, const std::size_t& preferred) : members_(members), preferred_(preferred) {}
+
+  // The member to try now, an index into the client's endpoints.
+  std::size_t index() const { return (preferred_ + tries_) % members_; }
+  // Rounds every member has failed in so far.
+  std::size_t rounds() const { return tries_ / members_; }
+  // The member at index(), `where` (host:port), failed with `why`: the next one is tried. True
+  // when that ends a round (every member has now failed once more).
+  bool failed(const std::string& where, const std::string& why) {
     ++tries_;
-    for (auto& [m, w] : last_) {
-      if (m == member) {
-        w = why;
-        return;
-      }
-    }
-    last_.emplace_back(member, why);
+    const auto same = [&](const auto& entry) { return entry.first == where; };
+    if (const auto it = std::find_if(last_.begin(), last_.end(), same); it != last_.end())
+      it->second = why;
+    else
+      last_.emplace_back(where, why);
+    return tries_ % members_ == 0;
   }
+  // "10.0.0.1:2379: Connection refused; 10.0.0.2:2379: no leader[, 6 tries]".
   std::string text() const {
     std::string out;
     for (const auto& [m, w] : last_) out += (out.empty() ? "" : "; ") + m + ": " + w;
-    return out + (tries_ > static_cast<int>(last_.size()) ? ", " + std::to_string(tries_) + " tries" : "");
+    return out + (tries_ > last_.size() ? ", " + std::to_string(tries_) + " tries" : "");
   }
 
  private:
+  std::size_t members_;
+  const std::size_t& preferred_;
+  std::size_t tries_ = 0;
   std::vector<std::pair<std::string, std::string>> last_;
-  int tries_ = 0;
 };
 
 }  // namespace
@@ -186,16 +199,15 @@ EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options))
 
 std::string EtcdClient::call(const std::string& path, const std::string& body) {
   const auto deadline = Clock::now() + options_.timeout;
-  Failures failures;
+  MemberRotation members(endpoints_.size(), preferred_);
   bool retried_auth = false;
-  for (std::size_t attempt = 0;; ++attempt) {
+  for (;;) {
     if (!options_.user.empty() && token_.empty() && path != "/v3/auth/authenticate") authenticate();
-    const std::size_t index = (preferred_ + attempt) % endpoints_.size();
-    const Endpoint& ep = endpoints_[index];
+    const Endpoint& ep = endpoints_[members.index()];
     const std::string where = ep.host + ":" + ep.port;
     if (Clock::now() >= deadline)
       throw rendezvous::TimeoutError("etcd " + path + ": no member answered within " +
-                                     std::to_string(options_.timeout.count()) + " ms (" + failures.text() +
+                                     std::to_string(options_.timeout.count()) + " ms (" + members.text() +
                                      "); check --rdzv_endpoint and that etcd runs");
     try {
       boost::asio::io_context io;
@@ -214,17 +226,16 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
       local_address_ = stream.socket().local_endpoint(ec).address().to_string();
       stream.socket().shutdown(tcp::socket::shutdown_both, ec);
       if (response.result() == http::status::ok) {
-        preferred_ = index;
+        preferred_ = members.index();
         return response.body();
       }
       const json error = json::parse(response.body(), nullptr, false);
       const std::string message =
           error.is_object() ? error.value("message", error.value("error", response.body())) : response.body();
-      // An expired token: authenticate again, once.
+      // An expired token: authenticate again, once, and ask the same member.
       if (!options_.user.empty() && !retried_auth && message.find("auth token") != std::string::npos) {
         retried_auth = true;
         token_.clear();
-        --attempt;
         continue;
       }
       // "etcdserver: no leader" and the like: another member may serve the request.
@@ -239,14 +250,13 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
       }
       throw EtcdError("etcd " + path + " at " + where + ": " + message);
     } catch (const Unreachable& u) {
-      failures.add(where, u.why);
-      if ((attempt + 1) % endpoints_.size() == 0) {
+      if (members.failed(where, u.why)) {
         // Every member failed in this round: pause before the next (a member may be starting;
         // nothing signals that it is up); the deadline bounds the whole call.
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       if (Clock::now() >= deadline)
-        throw rendezvous::ConnectionError("etcd " + path + ": no member reachable (" + failures.text() +
+        throw rendezvous::ConnectionError("etcd " + path + ": no member reachable (" + members.text() +
                                           "); check --rdzv_endpoint and that etcd runs");
     }
   }
@@ -345,10 +355,9 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
   const std::string body = json{{"create_request", create}}.dump();
   if (!options_.user.empty() && token_.empty()) authenticate();
   const auto deadline = rendezvous::deadline_after(timeout);
-  Failures failures;
-  for (std::size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
-    const std::size_t index = (preferred_ + attempt) % endpoints_.size();
-    const Endpoint& ep = endpoints_[index];
+  MemberRotation members(endpoints_.size(), preferred_);
+  while (members.rounds() == 0) {
+    const Endpoint& ep = endpoints_[members.index()];
     boost::asio::io_context io;
     // interrupt() stops this io_context; every await below then returns and the flag is checked.
     struct Watching {
@@ -371,7 +380,7 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
     check_interrupted();
     if (ec == beast::error::timeout) return {};
     if (ec) {
-      failures.add(ep.host + ":" + ep.port, ec.message());
+      members.failed(ep.host + ":" + ep.port, ec.message());
       continue;
     }
     // The answer is a stream of JSON messages, one per line: "created", then event batches.
@@ -400,16 +409,16 @@ std::vector<EtcdEvent> EtcdClient::watch(const std::string& key, bool prefix, st
           events.push_back(std::move(event));
         }
         if (!events.empty()) {
-          preferred_ = index;
+          preferred_ = members.index();
           return events;
         }
       }
       if (parser.is_done()) break;
     }
-    failures.add(ep.host + ":" + ep.port, "watch ended: " + ec.message());
+    members.failed(ep.host + ":" + ep.port, "watch ended: " + ec.message());
   }
   if (Clock::now() >= deadline) return {};
-  throw rendezvous::ConnectionError("etcd watch: no member reachable (" + failures.text() +
+  throw rendezvous::ConnectionError("etcd watch: no member reachable (" + members.text() +
                                     "); check --rdzv_endpoint and that etcd runs");
 }
 

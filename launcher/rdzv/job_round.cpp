@@ -84,9 +84,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
 }
 
 std::chrono::milliseconds last_call_timeout(const LaunchConfig& c) {
-  const auto it = c.rdzv_conf.find("last_call_timeout");
-  if (it == c.rdzv_conf.end()) return std::chrono::seconds(3);
-  return std::chrono::milliseconds(static_cast<long long>(std::stod(it->second) * 1000));
+  return c.last_call_timeout;  // parsed with the other --rdzv_conf keys (config/rdzv_conf.hpp)
 }
 
 bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes) {

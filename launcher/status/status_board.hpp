@@ -23,7 +23,7 @@
 #include "common/collective_progress.hpp"
 #include "launcher/events/round_events.hpp"
 #include "launcher/rdzv/rank_map.hpp"
-#include "launcher/watch/flight_recorder_watch.hpp"
+#include "launcher/watch/fr/watch.hpp"
 #include "launcher/workers/process_context.hpp"
 #include "launcher/workers/worker_spec.hpp"
 

@@ -12,7 +12,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/status/job_registry.hpp"
-#include "launcher/watch/worker_server.hpp"
+#include "launcher/watch/probe/worker_server.hpp"
 
 namespace ddp::launcher {
 namespace {

@@ -25,7 +25,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
-#include "launcher/watch/socket_path.hpp"
+#include "launcher/watch/probe/socket_path.hpp"
 
 namespace ddp::launcher {
 

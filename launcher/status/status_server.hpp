@@ -25,7 +25,7 @@
 namespace ddp::launcher {
 
 struct StatusServerOptions {
-  std::string socket_path;      // the unix socket to make ("": none); any length (socket_path.hpp)
+  std::string socket_path;      // the unix socket to make ("": none); any length (watch/probe/socket_path.hpp)
   std::optional<int> tcp_port;  // nullopt: no TCP; 0: a free port
   std::string tcp_host;         // the TCP address: "" for every interface (IPv6 and IPv4)
   std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};

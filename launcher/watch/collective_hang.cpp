@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/rank_ranges.hpp"
-#include "launcher/watch/proc_stat.hpp"
-#include "launcher/watch/report_time.hpp"
+#include "launcher/watch/probe/proc_stat.hpp"
+#include "launcher/watch/probe/report_time.hpp"
 
 namespace ddp::launcher {
 namespace {

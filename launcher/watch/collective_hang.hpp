@@ -19,7 +19,7 @@ struct RankProgress {
   int node = 0;
   std::string host;
   int pid = 0;
-  char state = 0;  // proc_stat.hpp's letter when it was read
+  char state = 0;  // watch/probe/proc_stat.hpp's letter when it was read
   CollectiveProgress progress;
   std::int64_t taken_ns = 0;  // when the snapshot was read (CLOCK_REALTIME ns); 0: unknown
 };

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/rank_ranges.hpp"
-#include "launcher/watch/proc_stat.hpp"
+#include "launcher/watch/probe/proc_stat.hpp"
 #include "launcher/watch/stack_dump.hpp"
 
 namespace ddp::launcher {

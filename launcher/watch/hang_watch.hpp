@@ -6,7 +6,7 @@
 //    each rank's collective, since when, which never entered it, and every local rank's stack.
 //    The report goes to the owner (worker_watch.hpp adds the other nodes' ranks), and the job
 //    fails on it.
-//  - Python workers whose Flight Recorders answer are watched exactly by flight_recorder_watch.hpp.
+//  - Python workers whose Flight Recorders answer are watched exactly by watch/fr/watch.hpp.
 //  - A heuristic otherwise (Python workers without a worker server, e.g. an older torch): when no local worker has used
 //  more than 5% of a core
 //    (utime + stime of the worker process, all its threads; a rank waiting for a peer is not at 0:
@@ -40,7 +40,7 @@ struct HangWatchOptions {
   std::string python;                       // the workers' interpreter, for py-spy
   const ProgressTable* progress = nullptr;  // the round's slots (nullptr: the heuristic only)
   std::string host;                         // this node's host, in the report
-  // True while the workers' Flight Recorders answer (flight_recorder_watch.hpp): they say exactly
+  // True while the workers' Flight Recorders answer (watch/fr/watch.hpp): they say exactly
   // what hangs, so no heuristic. Unset: never.
   std::function<bool()> exact;
   // Why they cannot ("" when they can), said in a suspected hang's report.

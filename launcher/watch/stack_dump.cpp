@@ -19,8 +19,8 @@
 #include "common/child_process.hpp"
 #include "common/find_executable.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
-#include "launcher/watch/proc_stat.hpp"
-#include "launcher/watch/worker_server.hpp"
+#include "launcher/watch/probe/proc_stat.hpp"
+#include "launcher/watch/probe/worker_server.hpp"
 
 namespace ddp::launcher {
 namespace {

@@ -1,9 +1,9 @@
 // A running process's stack: first from the worker itself when it runs torch's worker server
-// (worker_server.hpp: its `dump_traceback`, every Python thread, no ptrace needed), else taken
-// from outside with the tool made for it: `py-spy dump` for a Python process (the py-spy next to
-// the workers' interpreter, i.e. in the venv, else on PATH), `eu-stack` (Debian elfutils) or gdb
-// for a native one. The process is paused only while a tool reads it, and is never stopped or
-// killed by this. The text's first line says where it came from.
+// (watch/probe/worker_server.hpp: its `dump_traceback`, every Python thread, no ptrace needed),
+// else taken from outside with the tool made for it: `py-spy dump` for a Python process (the
+// py-spy next to the workers' interpreter, i.e. in the venv, else on PATH), `eu-stack` (Debian
+// elfutils) or gdb for a native one. The process is paused only while a tool reads it, and is
+// never stopped or killed by this. The text's first line says where it came from.
 #pragma once
 
 #include <chrono>

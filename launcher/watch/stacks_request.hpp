@@ -6,7 +6,7 @@
 //   "stacks/<n>/req"         the client sets it; every launcher's watcher is parked on it;
 //   "stacks/<n>/progress/<g>" each launcher's local ranks' collective progress (collective_hang.hpp),
 //                            set first (it is read without delay);
-//   "stacks/<n>/fr/<g>"      each launcher's Python ranks' Flight Recorder (fr_analysis.hpp's
+//   "stacks/<n>/fr/<g>"      each launcher's Python ranks' Flight Recorder (watch/fr/analysis.hpp's
 //                            encode_rank_fr; "[]" without any), set with the progress;
 //   "stacks/<n>/node/<g>"    each launcher's answer: its local ranks' stacks (stack_dump.hpp).
 // A launcher that finds a collective hang asks the same way (worker_watch.hpp).

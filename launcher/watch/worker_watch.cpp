@@ -10,7 +10,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/log.hpp"
-#include "launcher/watch/fr_codec.hpp"
+#include "launcher/watch/fr/codec.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
 namespace ddp::launcher {

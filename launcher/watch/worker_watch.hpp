@@ -1,7 +1,7 @@
 // What watches a round's running workers from outside, beside the agent: torchelastic's file
 // timers (worker_timers.hpp), the collective-progress table the workers write (its descriptor
 // goes to them, collective_progress.hpp), Python workers' Flight Recorders through their worker
-// servers (flight_recorder_watch.hpp: desyncs always, hangs with --hang_timeout, and what the
+// servers (watch/fr/watch.hpp: desyncs always, hangs with --hang_timeout, and what the
 // ranks were doing when one failed), --hang_timeout's hangs (hang_watch.hpp; a collective
 // hang in a multi-node job gathers the other nodes' progress and stacks through a --dump_stacks
 // request, on a thread of its own, before it is reported), the answers to
@@ -28,7 +28,7 @@
 
 #include "common/collective_progress.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
-#include "launcher/watch/flight_recorder_watch.hpp"
+#include "launcher/watch/fr/watch.hpp"
 #include "launcher/watch/hang_watch.hpp"
 #include "launcher/watch/stack_dump.hpp"
 #include "launcher/watch/stacks_request.hpp"
@@ -66,7 +66,7 @@ class WorkerWatch {
   // The table itself: its slots may be read from any thread (collective_progress.hpp) while this
   // object lives (the live status endpoint reads them, status/status_board.hpp).
   const ProgressTable& progress_table() const { return progress_; }
-  // The Python workers' Flight Recorder polls (thread-safe, flight_recorder_watch.hpp); nullptr
+  // The Python workers' Flight Recorder polls (thread-safe, watch/fr/watch.hpp); nullptr
   // without worker servers. Lives as long as this object.
   const FlightRecorderWatch* flight_recorders() const { return flight_.get(); }
   // A round's workers started (by pid).
@@ -78,9 +78,10 @@ class WorkerWatch {
   // --log_dir, the running workers' stacks are saved to the run's directory.
   void stopping(bool failure);
   // A worker failed first of a collective timeout: what the Flight Recorders of this node's Python
-  // ranks say about the collectives at this moment (a hang or desync they show, fr_analysis.hpp);
-  // "" when they show none or no worker server answers. Blocks for the answers (tens of ms; up to
-  // about 5 s for ranks that do not answer), only where worker servers answer. Never throws.
+  // ranks say about the collectives at this moment (a hang or desync they show,
+  // watch/fr/analysis.hpp); "" when they show none or no worker server answers. Blocks for the
+  // answers (tens of ms; up to about 5 s for ranks that do not answer), only where worker servers
+  // answer. Never throws.
   std::string flight_records_at_failure();
   // How far this round's collectives got on this node: the highest sequence number of a completed
   // collective over the local ranks, from the progress table (the ddplaunch runtime) and the

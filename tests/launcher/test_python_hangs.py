@@ -1,5 +1,5 @@
 """Exact hang and desync reports for unmodified PyTorch (gloo) scripts, from PyTorch's own Flight
-Recorder read through each worker's worker server (launcher/watch/flight_recorder_watch.hpp):
+Recorder read through each worker's worker server (launcher/watch/fr/watch.hpp):
   * 1 node x 4 and 2 nodes x 2: a rank sleeping before all_reduce #4 is named as the one that
     never entered it, with its Python line; exit 124 on every node, the dumps in torch's format;
   * a desync (rank 1 calls all_gather where the others call all_reduce), both call sites;

@@ -1,7 +1,8 @@
 """The tree's rules, checked on the sources (no build needed):
 
 * the launcher's areas include each other in one direction only (launcher/CMakeLists.txt gives
-  the order; an arrow back up or sideways is named with its file and line);
+  the order; an arrow back up or sideways is named with its file and line); an area may have
+  sub-areas (watch/fr, watch/probe), each an area of its own in the table;
 * the top level keeps common <- rendezvous <- launcher, runtime (runtime never includes launcher,
   nor the reverse; common includes none of ours);
 * no Catch2 test name holds a ';': catch_discover_tests splits names at ';' (a CMake list
@@ -15,15 +16,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCES = (".cpp", ".hpp", ".h", ".cc")
 
 # Area -> the areas it may include (besides itself). "" is the launcher's root (main, --dry-run,
-# --dump_stacks, the backend choice).
+# --dump_stacks, the backend choice). A sub-area ("watch/fr": launcher/watch/fr/) is an area of its
+# own: its parent includes it like any area below, and it never includes its parent.
 LAUNCHER_AREAS = {
     "": {"cli", "agent", "status", "events", "watch", "report", "health", "workers", "etcd", "rdzv", "topology",
          "config"},
     "cli": {"rdzv", "config"},
     "agent": {"status", "events", "watch", "report", "health", "workers", "rdzv", "topology", "config"},
-    "status": {"events", "watch", "report", "workers", "rdzv", "config"},
+    "status": {"events", "watch", "watch/fr", "watch/probe", "report", "workers", "rdzv", "config"},
     "events": {"report", "workers", "rdzv", "config"},
-    "watch": {"workers", "rdzv", "config"},
+    "watch": {"watch/fr", "watch/probe", "workers", "rdzv", "config"},
+    "watch/fr": {"watch/probe"},
+    "watch/probe": set(),
     "report": {"workers", "rdzv", "config"},
     "health": {"workers", "rdzv", "config"},
     "workers": {"rdzv", "config"},
@@ -56,8 +60,8 @@ def sources(folder):
 
 
 def launcher_area(path):
-    rel = path.relative_to(ROOT / "launcher")
-    return rel.parts[0] if len(rel.parts) > 1 else ""
+    """The folder below launcher/ ("watch", "watch/fr"; "" for the root): every folder is an area."""
+    return "/".join(path.relative_to(ROOT / "launcher").parts[:-1])
 
 
 def test_launcher_areas_point_one_way():
@@ -69,7 +73,7 @@ def test_launcher_areas_point_one_way():
             parts = target.split("/")
             if parts[0] != "launcher":
                 continue
-            to = parts[1] if len(parts) > 2 else ""
+            to = "/".join(parts[1:-1])
             if to != area and to not in LAUNCHER_AREAS[area]:
                 bad.append(f"{path.relative_to(ROOT)}:{number}: {area or '(root)'} -> {to or '(root)'} ({target})")
     assert not bad, "includes that point against the launcher's direction:\n" + "\n".join(bad)

@@ -94,7 +94,7 @@ def _cache_bytecode():
 
 
 def _register_handlers():
-    # ddplaunch's handlers on torch's worker server (launcher/watch/flight_recorder_watch.hpp says
+    # ddplaunch's handlers on torch's worker server (launcher/watch/fr/watch.hpp says
     # what the launcher asks): torch's own Flight Recorder dumps, each process group's members
     # added from the process groups themselves (gloo's recorder keys them all by an empty name).
     import json

@@ -24,6 +24,8 @@
 
 namespace ddp::runtime {
 
+class FailureLatch;  // runtime/failure_latch.hpp
+
 struct CpuCommunicatorOptions {
   // Store keys live under "<prefix>/": "<prefix>/addr/<rank>", "<prefix>/shm" and "<prefix>/failed".
   TORCH_ARG(std::string, prefix) = "ddp_cpu";
@@ -112,8 +114,8 @@ class CpuCommunicator : public Communicator {
   CpuCommunicatorOptions options_;
   std::mutex mutex_;
   std::unique_ptr<Links> links_;
-  std::uint64_t seq_ = 0;  // collectives started, for the cross-rank check
-  std::string broken_;     // why the communicator is unusable; empty while healthy
+  std::uint64_t seq_ = 0;                  // collectives started, for the cross-rank check
+  std::unique_ptr<FailureLatch> failure_;  // why the communicator is unusable, once it is
   std::atomic<bool> closed_{false};
 };
 

@@ -23,6 +23,7 @@ namespace ddp::runtime {
 
 class ArrivalRecords;      // runtime/arrival_records.hpp
 class CollectiveWatchdog;  // runtime/collective_watchdog.hpp
+class FailureLatch;        // runtime/failure_latch.hpp
 
 struct NcclCommunicatorOptions {
   // Store keys live under "<prefix>/": "<prefix>/nccl_id/<n>" (rank 0's 128-byte NCCL unique id
@@ -154,7 +155,7 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<ArrivalRecords> arrivals_;      // who waited long in which collective (timeouts name the rest)
   std::unique_ptr<CollectiveWatchdog> watchdog_;  // stopped in release_locked(), before nccl_ goes
   std::uint64_t sequence_ = 0;                    // collectives so far (under mutex_)
-  std::string broken_;                            // why the communicator is unusable; empty while healthy
+  std::unique_ptr<FailureLatch> failure_;         // why the communicator is unusable, once it is
   std::atomic<bool> closed_{false};
 };
 

@@ -371,7 +371,7 @@ TEST_CASE("an elastic job starts with MIN nodes once the last call has passed") 
   Record rec;
   auto c = config(1, 0, 2);
   c.max_nodes = 3;
-  c.rdzv_conf["last_call_timeout"] = "0.2";
+  c.last_call_timeout = 200ms;
   CHECK(run_agent(c, fakes(
                          store,
                          [](const WorkerSpec&) {
@@ -452,7 +452,7 @@ TEST_CASE("with --active_nodes a standby starts no workers and ends with the job
     auto c = config(2, rank, 1);
     c.max_nodes = 3;
     c.active_nodes = 2;
-    c.rdzv_conf["last_call_timeout"] = "1";
+    c.last_call_timeout = 1s;
     return c;
   };
   const auto quick = [](const WorkerSpec&) { return Script{50ms, 0}; };

@@ -49,17 +49,19 @@ std::string error_of(const std::string& text) {
 
 TEST_CASE("rdzv_conf: durations are applied, the other keys kept", "[rdzv_conf]") {
   LaunchConfig c;
-  apply_rdzv_conf("heartbeat_timeout=20,join_timeout=7,timeout=6,bind=*,cacert=/ca.pem", c);
+  apply_rdzv_conf("heartbeat_timeout=20,join_timeout=7,timeout=6,bind=*,cacert=/ca.pem,last_call_timeout=0.25", c);
   CHECK(c.rdzv_timeout == 7s);  // join_timeout wins, whatever the order
   CHECK(c.heartbeat_timeout == 20s);
+  CHECK(c.last_call_timeout == 250ms);
   CHECK(c.rdzv_conf.at("bind") == "*");
   CHECK(c.rdzv_conf.at("cacert") == "/ca.pem");
-  CHECK(c.rdzv_conf.size() == 5);
+  CHECK(c.rdzv_conf.size() == 6);
 
   LaunchConfig untouched;
   apply_rdzv_conf("", untouched);
   CHECK(untouched.rdzv_conf.empty());
   CHECK(untouched.rdzv_timeout == LaunchConfig().rdzv_timeout);
+  CHECK(untouched.last_call_timeout == 3s);
 }
 
 TEST_CASE("rdzv_conf: store_memory takes a size of at least 1MiB", "[rdzv_conf]") {

@@ -24,7 +24,7 @@
 #include <boost/asio/write.hpp>
 
 #include "ddplaunch/common/error.hpp"
-#include "launcher/watch/worker_server.hpp"
+#include "launcher/watch/probe/worker_server.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {

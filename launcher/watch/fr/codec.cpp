@@ -1,5 +1,5 @@
-// See fr_codec.hpp.
-#include "launcher/watch/fr_codec.hpp"
+// See codec.hpp.
+#include "launcher/watch/fr/codec.hpp"
 
 #include <algorithm>
 
@@ -17,7 +17,7 @@ std::string bounded(const std::string& s) {
   return s.size() <= kMaxText ? s : s.substr(0, kMaxText) + "...";
 }
 
-// The entries the analysis looks at, oldest first (fr_codec.hpp).
+// The entries the analysis looks at, oldest first (codec.hpp).
 std::vector<const FrEntry*> kept_entries(const FrSnapshot& fr, const std::string& group_id) {
   std::vector<const FrEntry*> open[2], done[2];  // [p2p]
   for (const FrEntry& e : fr.entries) {

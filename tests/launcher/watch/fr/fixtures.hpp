@@ -1,5 +1,5 @@
 // The Flight Recorder fixtures (fixtures/capture_fr.py, real torch 2.15 gloo runs), read for the
-// tests of flight_recorder.hpp, fr_analysis.hpp and fr_codec.hpp, and for bench/fr_parse.
+// tests of launcher/watch/fr/: recorder.hpp, analysis.hpp and codec.hpp, and for bench/fr_parse.
 #pragma once
 
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/watch/fr_analysis.hpp"
+#include "launcher/watch/fr/analysis.hpp"
 
 namespace fr_fixtures {
 

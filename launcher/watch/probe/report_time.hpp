@@ -1,5 +1,5 @@
 // Times as the watch reports print them, written once for the collective-hang report
-// (collective_hang.hpp) and the Flight Recorder's (fr_analysis.hpp). Pure; never throw.
+// (watch/collective_hang.hpp) and the Flight Recorder's (watch/fr/analysis.hpp). Pure; never throw.
 #pragma once
 
 #include <cstdint>

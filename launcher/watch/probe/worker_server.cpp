@@ -1,5 +1,5 @@
 // See worker_server.hpp.
-#include "launcher/watch/worker_server.hpp"
+#include "launcher/watch/probe/worker_server.hpp"
 
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
@@ -11,7 +11,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
-#include "launcher/watch/socket_path.hpp"
+#include "launcher/watch/probe/socket_path.hpp"
 
 namespace ddp::launcher {
 namespace {

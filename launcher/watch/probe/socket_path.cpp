@@ -1,5 +1,5 @@
 // See socket_path.hpp.
-#include "launcher/watch/socket_path.hpp"
+#include "launcher/watch/probe/socket_path.hpp"
 
 #include <fcntl.h>
 #include <sys/un.h>

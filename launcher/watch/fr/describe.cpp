@@ -1,11 +1,11 @@
-// describe_flight_records and user_frames (fr_analysis.hpp): reading one rank at a time, for
+// describe_flight_records and user_frames (analysis.hpp): reading one rank at a time, for
 // --dump_stacks and for the call sites of the analysis' reports.
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "launcher/watch/fr_analysis.hpp"
-#include "launcher/watch/report_time.hpp"
+#include "launcher/watch/fr/analysis.hpp"
+#include "launcher/watch/probe/report_time.hpp"
 
 namespace ddp::launcher {
 namespace {

@@ -1,4 +1,4 @@
-// A node's RankFr list (fr_analysis.hpp) as one JSON value, for its answer in the store when
+// A node's RankFr list (analysis.hpp) as one JSON value, for its answer in the store when
 // the ranks of every node are analysed together (stacks_request.hpp's way). Only what the
 // analysis needs travels: per rank its groups, per group at most its 4 oldest uncompleted and 2
 // newest completed collectives and its 2 oldest uncompleted and newest completed p2p ops, and the
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/watch/fr_analysis.hpp"
+#include "launcher/watch/fr/analysis.hpp"
 
 namespace ddp::launcher {
 

@@ -1,7 +1,7 @@
-// What went wrong between the ranks, read from every rank's Flight Recorder (flight_recorder.hpp)
-// taken through its worker server (worker_server.hpp): this node's ranks and, in a multi-node
-// job, the other nodes' (shipped through the store, fr_codec.hpp). Pure functions over snapshots;
-// never throw (but std::bad_alloc); thread-safe.
+// What went wrong between the ranks, read from every rank's Flight Recorder (recorder.hpp) taken
+// through its worker server (watch/probe/worker_server.hpp): this node's ranks and, in a
+// multi-node job, the other nodes' (shipped through the store, codec.hpp). Pure functions over
+// snapshots; never throw (but std::bad_alloc); thread-safe.
 //
 // Process groups are matched across ranks by FrGroup::name (pg_id is process-local). A group's
 // members are the global ranks its records say (FrGroup::ranks), every rank given for the default
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/watch/flight_recorder.hpp"
+#include "launcher/watch/fr/recorder.hpp"
 
 namespace ddp::launcher {
 
@@ -49,7 +49,7 @@ struct FrFinding {
   std::string op;                    // the first waiting rank's op ("gloo:all_reduce")
   std::vector<int> waiting;          // members waiting in it
   std::vector<int> never_entered;    // members known to have not entered it (Hang)
-  std::string text;                  // the report (fr_analysis.hpp's top), "" for None
+  std::string text;                  // the report (analysis.hpp's top), "" for None
 };
 
 // The first of, in this order: a Desync, a Hang in a collective, a Hang in a p2p op, a Stuck

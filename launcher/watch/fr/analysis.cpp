@@ -1,6 +1,6 @@
-// See fr_analysis.hpp. Each group is looked at on its own: its members' records side by side,
+// See analysis.hpp. Each group is looked at on its own: its members' records side by side,
 // collective by collective (#N) for the ones some rank still waits in, then its p2p ops.
-#include "launcher/watch/fr_analysis.hpp"
+#include "launcher/watch/fr/analysis.hpp"
 
 #include <algorithm>
 #include <set>
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/rank_ranges.hpp"
-#include "launcher/watch/report_time.hpp"
+#include "launcher/watch/probe/report_time.hpp"
 
 namespace ddp::launcher {
 namespace {

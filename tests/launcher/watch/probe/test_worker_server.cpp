@@ -1,7 +1,7 @@
 // The worker-server client against a fake server on a unix socket (an answer, an error status, a
 // path longer than sun_path, a server that never answers, no server) and, where the venv has
 // torch, against torch's own _WorkerServer in a Python process.
-#include "launcher/watch/worker_server.hpp"
+#include "launcher/watch/probe/worker_server.hpp"
 
 #include <signal.h>
 #include <spawn.h>
@@ -19,7 +19,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/watch/flight_recorder.hpp"
+#include "launcher/watch/fr/recorder.hpp"
 #include "launcher/watch/stack_dump.hpp"
 
 using namespace std::chrono_literals;

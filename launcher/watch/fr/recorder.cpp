@@ -1,8 +1,8 @@
-// See flight_recorder.hpp. The fast path leans on torch's layout (nlohmann's dump: sorted keys,
+// See recorder.hpp. The fast path leans on torch's layout (nlohmann's dump: sorted keys,
 // no spaces): "pg_config", "pg_status" and "version" follow "entries", so the document's tail from
 // the last "pg_config" key is a small object of its own; and in each entry "pg_id" is followed by
 // "process_group". Anything else falls back to the full parse, never to a wrong answer.
-#include "launcher/watch/flight_recorder.hpp"
+#include "launcher/watch/fr/recorder.hpp"
 
 #include <cctype>
 #include <cstdlib>
@@ -54,7 +54,7 @@ std::vector<int> ranks_of(const json& config) {
   return ranks;
 }
 
-// The groups from pg_status, named by `names`, their ranks from pg_config (flight_recorder.hpp).
+// The groups from pg_status, named by `names`, their ranks from pg_config (recorder.hpp).
 std::map<std::string, FrGroup> join_groups(const json& config, const json& status, const Names& names) {
   std::map<std::string, FrGroup> groups;
   for (const auto& [id, s] : status.items()) {

@@ -1,5 +1,5 @@
 // See report_time.hpp.
-#include "launcher/watch/report_time.hpp"
+#include "launcher/watch/probe/report_time.hpp"
 
 #include <ctime>
 

@@ -1,5 +1,5 @@
-// See flight_recorder_watch.hpp.
-#include "launcher/watch/flight_recorder_watch.hpp"
+// See watch.hpp.
+#include "launcher/watch/fr/watch.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -11,9 +11,9 @@
 
 #include "common/collective_progress.hpp"
 #include "common/log.hpp"
-#include "launcher/watch/flight_recorder.hpp"
-#include "launcher/watch/proc_stat.hpp"
-#include "launcher/watch/worker_server.hpp"
+#include "launcher/watch/fr/recorder.hpp"
+#include "launcher/watch/probe/proc_stat.hpp"
+#include "launcher/watch/probe/worker_server.hpp"
 
 namespace ddp::launcher {
 namespace {

@@ -1,5 +1,5 @@
 // See proc_stat.hpp.
-#include "launcher/watch/proc_stat.hpp"
+#include "launcher/watch/probe/proc_stat.hpp"
 
 #include <fstream>
 #include <sstream>

@@ -1,12 +1,12 @@
 // The verdicts on real records (fixtures/capture_fr.py) and on made-up ones for what gloo does not
 // record (p2p ops) or cannot be made to do on demand (a collective every member waits in), the
 // report's key phrases, the call sites from the tracebacks, unknown ranks, and the codec's round trip.
-#include "launcher/watch/fr_analysis.hpp"
+#include "launcher/watch/fr/analysis.hpp"
 
 #include <catch2/catch.hpp>
 
-#include "fr_fixtures.hpp"
-#include "launcher/watch/fr_codec.hpp"
+#include "launcher/watch/fr/codec.hpp"
+#include "tests/launcher/watch/fr/fixtures.hpp"
 
 using namespace std::chrono_literals;
 using namespace ddp::launcher;

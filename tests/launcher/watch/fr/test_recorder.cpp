@@ -1,13 +1,13 @@
 // The Flight Recorder's JSON from real torch 2.15 gloo runs (fixtures/capture_fr.py): groups joined
 // from pg_status and the entries' names (pg_id is process-local), pg_config's ranks used only
 // where they are global, the fast parse agreeing with the full one, garbage read as invalid.
-#include "launcher/watch/flight_recorder.hpp"
+#include "launcher/watch/fr/recorder.hpp"
 
 #include <chrono>
 
 #include <catch2/catch.hpp>
 
-#include "fr_fixtures.hpp"
+#include "tests/launcher/watch/fr/fixtures.hpp"
 
 using ddp::launcher::FrGroup;
 using ddp::launcher::FrSnapshot;

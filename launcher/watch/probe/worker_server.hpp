@@ -1,6 +1,6 @@
 // A client for PyTorch's per-process worker server (torch._C._distributed_c10d._WorkerServer):
 // an HTTP/1.1 server on a unix socket whose handlers answer from inside the worker, without
-// ptrace: `fr_trace_json` (the Flight Recorder, flight_recorder.hpp), `dump_traceback` (every
+// ptrace: `fr_trace_json` (the Flight Recorder, watch/fr/recorder.hpp), `dump_traceback` (every
 // Python thread's stack, faulthandler's text). One request per connection.
 #pragma once
 

@@ -1,10 +1,11 @@
-// PyTorch's Flight Recorder as its worker server gives it (`fr_trace_json`, worker_server.hpp),
-// read into plain structs. The JSON, as torch 2.15 writes it (keys sorted, no spaces):
+// PyTorch's Flight Recorder as its worker server gives it (`fr_trace_json`,
+// watch/probe/worker_server.hpp), read into plain structs. The JSON, as torch 2.15 writes it
+// (keys sorted, no spaces):
 //   {"comm_lib_version":"", "entries":[{...}, ...], "nccl_comm_state":{}, "pg_config":{...},
 //    "pg_status":{"<pg_id>":{"last_completed_collective":"3","last_enqueued_collective":"4",
 //                            "last_started_collective":"-1"}, ...}, "version":"2.10"}
 // How its parts name a process group (found on real gloo runs, see
-// tests/launcher/watch/fixtures/capture_fr.py):
+// tests/launcher/watch/fr/fixtures/capture_fr.py):
 //  - pg_id (pg_status's keys, each entry's "pg_id") counts the groups this process belongs to, in
 //    the order it made them: it is process-local (new_group([1, 3]) is pg_id 1 on rank 1 and
 //    rank 3, new_group([0, 1]) made next is pg_id 2 on rank 1 but pg_id 1 on rank 0).

@@ -1,6 +1,6 @@
 // This node's Python workers' collectives, read from PyTorch's own Flight Recorder through each
-// worker's worker server (its private socket, worker_server.hpp; started in the worker by
-// ddplaunch's Python hook, workers/python_hook.hpp, which adds the two handlers used here):
+// worker's worker server (its private socket, watch/probe/worker_server.hpp; started in the
+// worker by ddplaunch's Python hook, workers/python_hook.hpp, which adds the handlers used here):
 //   "ddplaunch_fr_status"  every process group's last enqueued and completed collective, and its
 //                          members (torch's dump without its entries: ~0.1 ms in the worker);
 //   "ddplaunch_fr"         the whole record (torch's JSON, ~40 ms for 2000 entries), asked only
@@ -14,7 +14,7 @@
 // tenth of --hang_timeout (at least 0.2 s). When a local rank has waited in collective #N of a
 // group for the desync check's delay (10 s, or --hang_timeout when shorter) or for --hang_timeout,
 // this node's records are read in full and handed to `on_suspect` (the caller adds the other
-// nodes' and analyses them: fr_analysis.hpp); each (group, #N) once per delay. The last full
+// nodes' and analyses them: analysis.hpp); each (group, #N) once per delay. The last full
 // record of each rank is kept, so a rank that dies of its collective timeout is still known.
 // Thread-safe (the thread and the caller's loop share it under one mutex).
 #pragma once
@@ -30,7 +30,7 @@
 #include <tuple>
 #include <vector>
 
-#include "launcher/watch/fr_analysis.hpp"
+#include "launcher/watch/fr/analysis.hpp"
 
 namespace ddp::launcher {
 
