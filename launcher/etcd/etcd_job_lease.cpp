@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "launcher/etcd/etcd_lease_rules.hpp"
 
@@ -53,8 +54,8 @@ void EtcdJobLease::keep_alive_loop() {
     lock.unlock();
     try {
       if (client_.keep_alive(id_) == 0 && !stopped()) {
-        log::error("etcd: the job's lease {:x} expired (etcd did not hear from any launcher of the job for {} s)", id_,
-                   ttl_.count());
+        log::error("etcd: the job's lease {:x} expired (etcd did not hear from any launcher of the job for {})", id_,
+                   format_whole_seconds(ttl_));
         return;
       }
     } catch (const Error& e) {

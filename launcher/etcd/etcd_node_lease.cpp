@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/etcd/etcd_lease_rules.hpp"
 
@@ -48,15 +49,16 @@ std::optional<NodeLoss> EtcdNodeLease::watch_others() {
       if (!e.deleted) continue;
       const std::string node = e.kv.key.substr(prefix_.size());
       if (node == std::to_string(o_.node)) continue;  // our own: the keep-alive below says so
-      return NodeLoss{fmt::format("lost node {}: its etcd lease ran out (no keep-alive for {} s)", node, ttl.count()),
-                      false};
+      return NodeLoss{
+          fmt::format("lost node {}: its etcd lease ran out (no keep-alive for {})", node, format_whole_seconds(ttl)),
+          false};
     }
     if (Clock::now() >= next_beat) {
       if (client_.keep_alive(lease) == 0) {
         throw Error(fmt::format(
-            "lost etcd: this node's lease ran out (etcd did not hear from it for {} s), so the other nodes count it "
+            "lost etcd: this node's lease ran out (etcd did not hear from it for {}), so the other nodes count it "
             "lost",
-            ttl.count()));
+            format_whole_seconds(ttl)));
       }
       next_beat = Clock::now() + o_.interval;
     }
@@ -66,9 +68,9 @@ std::optional<NodeLoss> EtcdNodeLease::watch_others() {
       for (const EtcdKeyValue& kv : client_.get_prefix(prefix_)) present.insert(kv.key.substr(prefix_.size()));
       for (int n = 0; n < o_.nnodes; ++n) {
         if (!present.count(std::to_string(n))) {
-          return NodeLoss{fmt::format("lost node {}: it never showed up alive in etcd within {:g} s", n,
-                                      o_.timeout.count() / 1000.0),
-                          false};
+          return NodeLoss{
+              fmt::format("lost node {}: it never showed up alive in etcd within {}", n, format_seconds(o_.timeout)),
+              false};
         }
       }
     }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 
@@ -16,10 +17,6 @@ namespace ddp::launcher {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 // A node's last heartbeat: "" before its first one, or while the key holds only a value that a
 // SignedStore rejects (which then counts as no beat). A reply slower than `wait` also gives "";
@@ -163,12 +160,12 @@ class StoreHeartbeats : public NodeLiveness {
         if (p.stood_still > o_.timeout && p.silent <= o_.timeout && !p.told) {
           p.told = true;
           log::info(
-              "node {}'s heartbeat has not changed for {:.1f} s, but this launcher's own heartbeat checks were late "
-              "for part of that time (woken late or answered late by the store): only {:.1f} s count against it",
-              n, seconds(p.stood_still), seconds(p.silent));
+              "node {}'s heartbeat has not changed for {}, but this launcher's own heartbeat checks were late "
+              "for part of that time (woken late or answered late by the store): only {} count against it",
+              n, format_seconds_fixed(p.stood_still, 1), format_seconds_fixed(p.silent, 1));
         }
         if (p.silent > o_.timeout) {
-          return NodeLoss{fmt::format("lost node {}: no heartbeat for {:g} s", n, o_.timeout.count() / 1000.0), n == 0};
+          return NodeLoss{fmt::format("lost node {}: no heartbeat for {}", n, format_seconds(o_.timeout)), n == 0};
         }
       }
       due = std::max(due + o_.interval, Clock::now());

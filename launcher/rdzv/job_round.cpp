@@ -70,7 +70,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   e.is_host = c.node_rank == 0 || rules.any_node_closes;
   e.by_arrival = rules.ranks_by_arrival;
   e.active_nodes = c.active_nodes;
-  e.last_call = last_call_timeout(c);
+  e.last_call = c.last_call_timeout;
   for (int late = 0;; ++late) {
     try {
       ElasticRound r = join_elastic_round(root, job, self, e);
@@ -81,10 +81,6 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
       if (rules.any_node_closes) e.is_host = false;
     }
   }
-}
-
-std::chrono::milliseconds last_call_timeout(const LaunchConfig& c) {
-  return c.last_call_timeout;  // parsed with the other --rdzv_conf keys (config/rdzv_conf.hpp)
 }
 
 bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes) {

@@ -32,10 +32,6 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
                            const std::function<void(const std::string&)>& status,
                            std::function<void()> clear_workers_keys = {});
 
-// How long an elastic round's host waits for MAX nodes once MIN arrived: --rdzv_conf
-// last_call_timeout, default 3 s (LaunchConfig::last_call_timeout). Pure.
-std::chrono::milliseconds last_call_timeout(const LaunchConfig& config);
-
 // Records that every worker of node `node` exited 0 ("<round_prefix>done/<node>") and tells
 // whether every node of the round has such a record, so the caller publishes the success. The
 // store orders the writes, so of nodes that finish together the last one sees every record. A

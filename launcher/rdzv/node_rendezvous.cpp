@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/rdzv/round_keys.hpp"
@@ -109,8 +110,8 @@ void clear_or_await_clearing(Store& job, const NodeInfo& self, const RendezvousO
   const auto progress = [&] { return std::string("waiting for node 0 to delete the last round's worker keys"); };
   const auto deadline = [&] {
     throw TimeoutError(fmt::format(
-        "timed out after {:g} s waiting for node 0 to delete the workers' keys of round {} at {}; see node 0's output",
-        o.timeout.count() / 1000.0, o.round - 1, o.endpoint));
+        "timed out after {} waiting for node 0 to delete the workers' keys of round {} at {}; see node 0's output",
+        format_seconds(o.timeout), o.round - 1, o.endpoint));
   };
   wait_reporting(job, cleared_key, o.timeout, o, progress, deadline);
 }
@@ -194,9 +195,9 @@ RankMap join_round(Store& root, Store& job, const NodeInfo& self, const Rendezvo
       }
     }
     throw TimeoutError(fmt::format(
-        "timed out after {:g} s waiting for {} of {} nodes (node_rank {}) at {}; check --nnodes and --master_addr "
+        "timed out after {} waiting for {} of {} nodes (node_rank {}) at {}; check --nnodes and --master_addr "
         "on every node{}",
-        o.timeout.count() / 1000.0, count, o.nnodes, missing, o.endpoint, secret_hint(o)));
+        format_seconds(o.timeout), count, o.nnodes, missing, o.endpoint, secret_hint(o)));
   };
   wait_reporting(job, ready_key, o.timeout, o, progress, deadline);
   const std::string ready = job.get(ready_key, o.timeout);
@@ -235,8 +236,8 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
   };
   const auto too_few = [&] {
     throw TimeoutError(fmt::format(
-        "timed out after {:g} s: {} of at least {} nodes joined at {}; start more nodes or lower MIN in --nnodes{}",
-        o.timeout.count() / 1000.0, job.add(round + "joined", 0), e.min_nodes, o.endpoint, secret_hint(o)));
+        "timed out after {}: {} of at least {} nodes joined at {}; start more nodes or lower MIN in --nnodes{}",
+        format_seconds(o.timeout), job.add(round + "joined", 0), e.min_nodes, o.endpoint, secret_hint(o)));
   };
   if (e.is_host) {
     wait_reporting(job, round + "arrived/" + std::to_string(e.min_nodes), o.timeout, o, joined_line, too_few);

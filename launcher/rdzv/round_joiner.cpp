@@ -92,7 +92,7 @@ void RoundJoiner::leave_sick(int round, const SelfExclusion& sick) {
   place.min_nodes = config_.min_nodes;
   place.max_nodes = config_.max_nodes;
   place.wait_first = config_.rdzv_timeout;
-  place.last_call = last_call_timeout(config_);
+  place.last_call = config_.last_call_timeout;
   try {
     connect();
     exclude_self(*job_, place, sick);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/rank_map.hpp"
@@ -51,9 +52,9 @@ void await_round_end(rendezvous::Store& job, int round, int node_rank, const Ran
     value = job.get(round_prefix(round) + "outcome", bound);
   } catch (const rendezvous::TimeoutError&) {
     throw UsageError(
-        fmt::format("--node_rank={} is held in round {} by {} (pid {}), which is still alive after {:g} s (the others "
+        fmt::format("--node_rank={} is held in round {} by {} (pid {}), which is still alive after {} (the others "
                     "would have lost it by now); give every node a distinct --node_rank",
-                    node_rank, round, holder.host, holder.pid, bound.count() / 1000.0));
+                    node_rank, round, holder.host, holder.pid, format_seconds(bound)));
   }
   Outcome outcome;
   try {

@@ -144,19 +144,19 @@ std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t r
   text += rank_lines(ranks, report_ns, true, [&](const RankProgress& r, std::int64_t now_ns) -> std::string {
     const CollectiveProgress& p = r.progress;
     if (p.entered == n && p.inside()) {
-      return fmt::format("waiting in it for {:.1f} s (since {})", seconds_between(p.entered_ns, now_ns),
+      return fmt::format("waiting in it for {} (since {})", time_between(p.entered_ns, now_ns),
                          clock_time(p.entered_ns));
     }
-    if (p.entered == n) return fmt::format("completed it {:.1f} s ago", seconds_between(p.completed_ns, now_ns));
+    if (p.entered == n) return fmt::format("completed it {} ago", time_between(p.completed_ns, now_ns));
     never.push_back(r.rank);
     never_where.push_back(fmt::format("rank {} (node {}{})", r.rank, r.node, r.host.empty() ? "" : " on " + r.host));
     if (p.entered == 0) return "never entered it; it entered no collective at all";
     if (p.inside()) {
-      return fmt::format("never entered it; it has been waiting in {} for {:.1f} s", collective_name(p.kind, p.entered),
-                         seconds_between(p.entered_ns, now_ns));
+      return fmt::format("never entered it; it has been waiting in {} for {}", collective_name(p.kind, p.entered),
+                         time_between(p.entered_ns, now_ns));
     }
-    return fmt::format("never entered it; its last, {}, completed {:.1f} s ago", collective_name(p.kind, p.entered),
-                       seconds_between(p.completed_ns, now_ns));
+    return fmt::format("never entered it; its last, {}, completed {} ago", collective_name(p.kind, p.entered),
+                       time_between(p.completed_ns, now_ns));
   });
   if (!never.empty()) {
     text += fmt::format("Never entered collective #{}: {}\n", n,
@@ -174,11 +174,11 @@ std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64
     const CollectiveProgress& p = r.progress;
     if (p.entered == 0) return "no collective yet";
     if (p.inside()) {
-      return fmt::format("in {} ({}) for {:.1f} s", collective_name(p.kind, p.entered), byte_size(p.bytes),
-                         seconds_between(p.entered_ns, now_ns));
+      return fmt::format("in {} ({}) for {}", collective_name(p.kind, p.entered), byte_size(p.bytes),
+                         time_between(p.entered_ns, now_ns));
     }
-    return fmt::format("last {} completed {:.1f} s ago", collective_name(p.kind, p.entered),
-                       seconds_between(p.completed_ns, now_ns));
+    return fmt::format("last {} completed {} ago", collective_name(p.kind, p.entered),
+                       time_between(p.completed_ns, now_ns));
   });
 }
 

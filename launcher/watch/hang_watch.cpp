@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
 #include "common/rank_ranges.hpp"
 #include "launcher/watch/probe/proc_stat.hpp"
 #include "launcher/watch/stack_dump.hpp"
@@ -107,9 +108,9 @@ void HangWatch::sample() {
       HangReport report;
       report.collective = true;
       report.text = fmt::format(
-          "hang: a rank has waited in a collective for {:g} s and no collective completed on "
+          "hang: a rank has waited in a collective for {} and no collective completed on "
           "node {} in that time (--hang_timeout)",
-          std::chrono::duration<double>(o_.timeout).count(), node_);
+          format_seconds(o_.timeout), node_);
       report.progress = snapshot();
       report.stacks = take_stacks();
       return on_report_(report);  // once per round: the job fails on it
@@ -139,10 +140,10 @@ void HangWatch::report_suspected(std::chrono::steady_clock::time_point now) {
   if (!(std::ofstream(report.stacks_file) << report.stacks)) report.stacks_file.clear();
   const std::string why = o_.unavailable ? o_.unavailable() : "";
   report.text = fmt::format(
-      "suspected hang: {} on this node used almost no CPU time (under 5% of a core) for {:g} s (a heuristic: "
+      "suspected hang: {} on this node used almost no CPU time (under 5% of a core) for {} (a heuristic: "
       "the job goes on){}\n{}"
       "stacks{}:\n{}",
-      ranks_phrase(ranks), std::chrono::duration<double>(now - idle_since_).count(),
+      ranks_phrase(ranks), format_seconds(now - idle_since_),
       why.empty()
           ? ""
           : fmt::format(

@@ -9,11 +9,14 @@
 #include <csignal>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "common/worker_env.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/watch/stack_dump.hpp"
 
@@ -31,7 +34,7 @@ double now_seconds() {
 std::string timer_file_path(const Environment& env, const std::string& run_dir) {
   const auto enabled = env.find("TORCHELASTIC_ENABLE_FILE_TIMER");
   if (enabled == env.end() || enabled->second != "1") return "";
-  const auto given = env.find("TORCHELASTIC_TIMER_FILE");
+  const auto given = env.find(worker_env::kTimerFile);
   return given != env.end() && !given->second.empty() ? given->second : run_dir + "/watchdog_timer";
 }
 
@@ -51,14 +54,15 @@ WorkerTimers::WorkerTimers(asio::io_context& io, WorkerTimersOptions options)
   struct stat st {};
   if (::lstat(o_.path.c_str(), &st) == 0) {
     if (!S_ISFIFO(st.st_mode)) {
-      throw UsageError("TORCHELASTIC_TIMER_FILE " + o_.path +
-                       " exists and is not a named pipe; remove it or give a path that does not exist");
+      throw UsageError(fmt::format("{} {} exists and is not a named pipe; remove it or give a path that does not exist",
+                                   worker_env::kTimerFile, o_.path));
     }
     ::unlink(o_.path.c_str());
   }
   if (::mkfifo(o_.path.c_str(), 0600) != 0) {
-    throw UsageError("TORCHELASTIC_TIMER_FILE " + o_.path + ": cannot make the named pipe: " + std::strerror(errno) +
-                     "; unset it or give a path in a writable directory");
+    throw UsageError(
+        fmt::format("{} {}: cannot make the named pipe: {}; unset it or give a path in a writable directory",
+                    worker_env::kTimerFile, o_.path, std::strerror(errno)));
   }
   const int fd = ::open(o_.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   keep_open_ = ::open(o_.path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
@@ -66,10 +70,11 @@ WorkerTimers::WorkerTimers(asio::io_context& io, WorkerTimersOptions options)
     const int e = errno;
     if (fd >= 0) ::close(fd);
     if (keep_open_ >= 0) ::close(keep_open_);
-    throw Error("TORCHELASTIC_TIMER_FILE " + o_.path + ": cannot open the named pipe: " + std::strerror(e));
+    throw Error(
+        fmt::format("{} {}: cannot open the named pipe: {}", worker_env::kTimerFile, o_.path, std::strerror(e)));
   }
   reader_.assign(fd);
-  log::info("file timers: serving TORCHELASTIC_TIMER_FILE={}", o_.path);
+  log::info("file timers: serving {}={}", worker_env::kTimerFile, o_.path);
   read();
 }
 
@@ -172,12 +177,14 @@ void WorkerTimers::expire() {
     }
     const auto& [scope, t] = chosen;
     if (t.signal <= 0) {
-      log::warning("rank {} (pid {}): file timer '{}' expired {:.1f} s ago; no signal was set, it keeps running",
-                   rank->second, pid, printable(scope), now - t.expiration);
+      log::warning("rank {} (pid {}): file timer '{}' expired {} ago; no signal was set, it keeps running",
+                   rank->second, pid, printable(scope),
+                   format_seconds_fixed(std::chrono::duration<double>(now - t.expiration), 1));
       continue;
     }
-    log::error("rank {} (pid {}): file timer '{}' expired {:.1f} s ago; taking its stack, then sending {}",
-               rank->second, pid, printable(scope), now - t.expiration, signal_name(t.signal));
+    log::error("rank {} (pid {}): file timer '{}' expired {} ago; taking its stack, then sending {}", rank->second, pid,
+               printable(scope), format_seconds_fixed(std::chrono::duration<double>(now - t.expiration), 1),
+               signal_name(t.signal));
     kill_after_stack(pid, rank->second, scope, t.signal);
   }
   arm();

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
 
+#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "launcher/watch/fr/codec.hpp"
 #include "launcher/workers/worker_spec.hpp"
@@ -244,10 +245,9 @@ void WorkerWatch::check_flight_records(std::vector<RankFr> ranks, std::chrono::m
   HangReport report;
   report.collective = true;
   const std::string dumps = dump_flight_records();
-  report.text = fmt::format(
-      "{}: {} (PyTorch's Flight Recorder{})", finding.kind == FrFindingKind::Desync ? "desync" : "hang",
-      finding_headline(finding),
-      hang_check ? fmt::format(", --hang_timeout {:g} s", std::chrono::duration<double>(o_.hang_timeout).count()) : "");
+  report.text =
+      fmt::format("{}: {} (PyTorch's Flight Recorder{})", finding.kind == FrFindingKind::Desync ? "desync" : "hang",
+                  finding_headline(finding), hang_check ? ", --hang_timeout " + format_seconds(o_.hang_timeout) : "");
   report.stacks_file = fmt::format("{}/hang_round{}_node{}.txt", o_.run_dir, round_, group_rank_);
   if (!(std::ofstream(report.stacks_file) << report.text << "\n" << finding.text << "\n" << dumps << stacks))
     report.stacks_file.clear();

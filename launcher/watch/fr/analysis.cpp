@@ -159,8 +159,7 @@ std::string call_site(const Member& m, const FrEntry* e, const std::string& inde
 }
 
 std::string waiting_line(const FrEntry& e, std::int64_t as_of_ns) {
-  return fmt::format("waiting in it for {:.1f} s (since {})", seconds_between(e.created_ns, as_of_ns),
-                     clock_time(e.created_ns));
+  return fmt::format("waiting in it for {} (since {})", time_between(e.created_ns, as_of_ns), clock_time(e.created_ns));
 }
 
 std::string header(const GroupView& v) {
@@ -234,7 +233,7 @@ std::string recorded_state(const Member& m, long long seq, bool desync, std::int
   if (const FrEntry* e = m.collective(seq)) {
     if (e->completed) return desync ? fmt::format("completed it as {}", what(*e)) : "completed it";
     if (!desync) return waiting_line(*e, as_of(m, now_ns));
-    return fmt::format("waiting in {} for {:.1f} s (since {})", e->op, seconds_between(e->created_ns, as_of(m, now_ns)),
+    return fmt::format("waiting in {} for {} (since {})", e->op, time_between(e->created_ns, as_of(m, now_ns)),
                        clock_time(e->created_ns));
   }
   if (m.fr->fr.entries.empty() && m.group != nullptr) {
@@ -249,8 +248,8 @@ std::string recorded_state(const Member& m, long long seq, bool desync, std::int
   }
   if (last == nullptr) return "never entered it; it entered no collective of this group";
   if (last->completed) return fmt::format("never entered it; its last, {} #{}, completed", last->op, last->seq);
-  return fmt::format("never entered it; it is waiting in {} #{} for {:.1f} s", last->op, last->seq,
-                     seconds_between(last->created_ns, as_of(m, now_ns)));
+  return fmt::format("never entered it; it is waiting in {} #{} for {}", last->op, last->seq,
+                     time_between(last->created_ns, as_of(m, now_ns)));
 }
 
 // What a member did of collective #seq, for the member lines; a record kept from an earlier

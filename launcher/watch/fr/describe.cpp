@@ -53,8 +53,8 @@ std::string group_state(const FrGroup& g, const std::vector<FrEntry>& entries, s
   }
   const std::string name = fmt::format("group {} ({})", g.name.empty() ? "pg_id " + g.id : g.name, g.desc);
   if (waiting) {
-    return fmt::format("{}: in {} {}#{} for {:.1f} s", name, waiting->op, waiting->p2p ? "p2p " : "",
-                       waiting->p2p ? waiting->p2p_seq : waiting->seq, seconds_between(waiting->created_ns, as_of_ns));
+    return fmt::format("{}: in {} {}#{} for {}", name, waiting->op, waiting->p2p ? "p2p " : "",
+                       waiting->p2p ? waiting->p2p_seq : waiting->seq, time_between(waiting->created_ns, as_of_ns));
   }
   if (last) return fmt::format("{}: last {} #{} completed", name, last->op, last->p2p ? last->p2p_seq : last->seq);
   if (g.last_enqueued >= 0) return fmt::format("{}: last collective #{}", name, g.last_enqueued);

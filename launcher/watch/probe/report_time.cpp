@@ -5,10 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "common/format_duration.hpp"
+
 namespace ddp::launcher {
 
-double seconds_between(std::int64_t earlier_ns, std::int64_t later_ns) {
-  return static_cast<double>(later_ns - earlier_ns) / 1e9;
+std::string time_between(std::int64_t earlier_ns, std::int64_t later_ns) {
+  return format_seconds_fixed(std::chrono::duration<double>(static_cast<double>(later_ns - earlier_ns) / 1e9), 1);
 }
 
 std::string clock_time(std::int64_t ns) {

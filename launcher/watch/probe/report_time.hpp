@@ -7,8 +7,9 @@
 
 namespace ddp::launcher {
 
-// Seconds from one CLOCK_REALTIME ns time to a later one (negative if it is earlier).
-double seconds_between(std::int64_t earlier_ns, std::int64_t later_ns);
+// The time from one CLOCK_REALTIME ns time to a later one, to a tenth of a second: "12.3 s"
+// (negative if it is earlier; format_seconds_fixed in common/format_duration.hpp).
+std::string time_between(std::int64_t earlier_ns, std::int64_t later_ns);
 
 // "09:41:02.123 UTC" for a CLOCK_REALTIME ns time.
 std::string clock_time(std::int64_t ns);
