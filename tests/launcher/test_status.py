@@ -140,7 +140,8 @@ def test_status_of_a_running_job(lx, xdg):
 
 
 def test_a_worker_that_exited_shows_its_code(lx, xdg):
-    # Rank 1 fails with 3; rank 0 ignores SIGTERM, so the round stays stopping for the grace.
+    # Rank 1 fails with 3; rank 0 ignores SIGTERM, so the round stays stopping for the grace. Rank 1's
+    # 1.5 s is not an ordering wait: the test reads the board while it is "stopping", whenever that is.
     prog = lx.script("fail.sh", '#!/bin/bash\necho $$ > "$PIDDIR/pid.$RANK"\n'
                      'if [ "$RANK" = 1 ]; then sleep 1.5; exit 3; fi\ntrap "" TERM\nexec sleep 60\n')
     p = lx.start(["--nproc_per_node", "2", "--shutdown_timeout", "20", prog], env={"XDG_RUNTIME_DIR": str(xdg)})

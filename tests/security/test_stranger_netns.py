@@ -207,6 +207,8 @@ def test_without_a_secret_the_warning_and_the_documented_outcome(ddplaunch, host
     job.start(2)
     # The stranger's own launcher arrives first as node 3 (from the stranger's host).
     job.start(3, ns="stranger", out_name="stranger")
+    # An ordering sleep: the stranger's launcher must have claimed node 3's place before the real one
+    # comes, and nothing it prints marks that moment from outside (it waits silently for the round).
     time.sleep(2)
     real = job.start(3)
     codes = job.finish()

@@ -117,6 +117,8 @@ TEST_CASE("etcd: a watch wakes on a put from another client, and times out quiet
     EtcdClient w = etcd.client();
     return w.watch("round/0/closed", false, at, 20s);
   });
+  // Not needed for the result (the watch starts at revision `at`, so a put before it begins is seen
+  // too); it lets the watch be live when the put comes, the path a waiting node takes.
   std::this_thread::sleep_for(200ms);
   c.put("round/0/closed", "2");
   const auto events = watched.get();
