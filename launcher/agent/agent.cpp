@@ -157,8 +157,6 @@ void Agent::on_joined(const JoinedRound& joined) {
   view_.restarts += joined.late_rounds;  // the job's restart count, as the members see it
   view_.group_rank = joined.group_rank;
   view_.ranks = joined.ranks;
-  view_.hosts.clear();
-  for (const NodeInfo& n : joined.ranks.nodes()) view_.hosts.push_back(n.host);
   const bool was_standby = std::exchange(view_.standby, joined.ranks.is_standby(view_.group_rank));
   events_.emit(RoundJoined{view_});
   if (view_.round == 0 && runs_with_python(c_)) log::info("python: {} ({})", eff_.python.path, eff_.python.reason);

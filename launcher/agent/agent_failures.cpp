@@ -76,7 +76,7 @@ void Agent::publish_failure(const NodeFailure& failure) {
 }
 
 RoundSummary Agent::final_summary(const Outcome& cause) const {
-  RoundEnd end{cause, std::nullopt, hang_, view_.hosts};
+  RoundEnd end{cause, std::nullopt, hang_, view_.hosts()};
   if (view_.nnodes() > 1 && joiner_->job()) {
     end.other_node = earliest_other_failure(*joiner_->job(), key(""), view_.group_rank, view_.nnodes());
   }
@@ -98,7 +98,7 @@ void Agent::on_outcome(const std::string& value) {
     NodeStop stop = forged_success_stop();
     return stop_round(Outcome::failure(kExitFailure, std::move(stop.summary), -1, std::move(stop.root)), false, false);
   }
-  outcome.summary = reported_failure(outcome, view_.hosts);
+  outcome.summary = reported_failure(outcome, view_.hosts());
   // Another node's rank timed out in a collective (its record says so): this node's part of what
   // the ranks were doing, before its workers are stopped.
   if (outcome.root_cause && outcome.root_cause->collective_timeout && report_.collectives().empty()) {

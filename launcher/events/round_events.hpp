@@ -40,13 +40,12 @@ struct RoundView {
   int restarts = 0;    // the job's restart count so far, as the members see it
   bool standby = false;  // this node stands by in the round (--active_nodes): no workers
   RankMap ranks{std::vector<NodeInfo>{}};  // every member, standby ones included (empty before a join)
-  std::vector<std::string> hosts;           // each member's host name, by group rank, as it gave it
 
   // Members of the round (1 before a join), and those of them that run workers.
   int nnodes() const { return ranks.num_nodes() > 0 ? ranks.num_nodes() : 1; }
   int active_nodes() const { return ranks.num_nodes() > 0 ? ranks.num_active() : 1; }
-  // Node `node`'s host name as it gave it, "" when unknown.
-  const std::string& host(int node) const;
+  // Each member's host name, by group rank, as it gave it (from the rank map, sorted by rank).
+  std::vector<std::string> hosts() const;
 };
 
 struct RoundJoining {
@@ -106,9 +105,8 @@ class RoundListener {
 // The agent's list of listeners. Not thread-safe (the agent's loop only).
 class RoundEvents {
  public:
-  // `listener` must outlive this list (or be removed first).
+  // `listener` must outlive this list.
   void add(RoundListener& listener) { listeners_.push_back(&listener); }
-  void remove(RoundListener& listener);
   void emit(const RoundEvent& event) const {
     for (RoundListener* l : listeners_) l->on_event(event);
   }

@@ -28,7 +28,7 @@ std::string rule(char c) {
   return std::string(60, c);
 }
 
-// A reason from another node may hold its bytes: shown escaped.
+// The first line of `text` (all of it when it has one); callers escape it where it is shown.
 std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
