@@ -128,8 +128,14 @@ void RunRecorder::on_event(const RoundEvent& event) {
   std::visit(
       [this](const auto& e) {
         using E = std::decay_t<decltype(e)>;
+        // Without --event_log no line is made: only what the summary keeps is noted (below).
+        if constexpr (!std::is_same_v<E, RoundJoined> && !std::is_same_v<E, RoundFailed> &&
+                      !std::is_same_v<E, JobEnded>) {
+          if (fd_ < 0) return;
+        }
         if constexpr (std::is_same_v<E, RoundJoined>) {
           standby_ = e.view.standby;
+          if (fd_ < 0) return;
           json j = event_line("round_joined");
           j.update({{"run_id", o_.run_id},
                     {"round", e.view.round},
@@ -167,6 +173,7 @@ void RunRecorder::on_event(const RoundEvent& event) {
           append(j);
         } else if constexpr (std::is_same_v<E, RoundFailed>) {
           failed_rounds_.push_back(e.failed);
+          if (fd_ < 0) return;
           json j = event_line("round_failed");
           j.update(failed_round_json(e.failed));
           append(j);
