@@ -5,8 +5,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <list>
+#include <map>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
@@ -37,16 +41,34 @@ using Local = asio::local::stream_protocol;
 
 constexpr std::size_t kHeaderLimit = 8 * 1024;
 
+// A connection still reading its request: the server may close it to make room for a new one.
+class Unanswered {
+ public:
+  explicit Unanswered(std::string peer) : peer(std::move(peer)) {}
+  virtual void evict() = 0;
+
+  const std::string peer;  // its address ("" on the unix socket)
+
+ protected:
+  ~Unanswered() = default;
+};
+
 struct StatusServerState : std::enable_shared_from_this<StatusServerState> {
   StatusServerState(StatusServerOptions o, std::function<std::string()> s)
       : options(std::move(o)), status(std::move(s)), unix_acceptor(io), tcp_acceptor(io) {}
 
   template <class Acceptor>
   void accept(Acceptor& acceptor);
+  // At the cap, closes the oldest connection still reading its request from the address that
+  // has the most of those; false when every open connection is being answered (each within its
+  // deadlines).
+  bool make_room();
 
   StatusServerOptions options;
   std::function<std::string()> status;
-  int open = 0;  // connections now (server thread only; sessions outlive the thread until io goes)
+  // Server thread only (sessions outlive the thread until io goes, so both are declared before it):
+  int open = 0;                    // connections now
+  std::list<Unanswered*> reading;  // those still reading their request, oldest first (each leaves it as it goes)
   asio::io_context io;
   Local::acceptor unix_acceptor;
   tcp::acceptor tcp_acceptor;
@@ -54,22 +76,41 @@ struct StatusServerState : std::enable_shared_from_this<StatusServerState> {
 
 namespace {
 
-// One connection: one request, one answer, then close; everything within the deadline.
+// One connection: one request, one answer, then close; the request within header_timeout, the
+// answer within request_timeout.
 template <class Protocol>
-class Session : public std::enable_shared_from_this<Session<Protocol>> {
+class Session final : public Unanswered, public std::enable_shared_from_this<Session<Protocol>> {
  public:
-  Session(StatusServerState& server, typename Protocol::socket socket)
-      : server_(server), stream_(std::move(socket)), buffer_(kHeaderLimit), health_timer_(server.io) {
+  Session(StatusServerState& server, typename Protocol::socket socket, std::string peer)
+      : Unanswered(std::move(peer)),
+        server_(server),
+        stream_(std::move(socket)),
+        buffer_(kHeaderLimit),
+        health_timer_(server.io) {
     ++server_.open;
     parser_.header_limit(kHeaderLimit);
     parser_.body_limit(0);
   }
-  ~Session() { --server_.open; }
+  ~Session() {
+    stop_reading();
+    if (counted_) --server_.open;
+  }
 
   void start() {
-    stream_.expires_after(server_.options.request_timeout);
+    place_ = server_.reading.insert(server_.reading.end(), this);
+    reading_ = true;
+    stream_.expires_after(server_.options.header_timeout);
     http::async_read(stream_, buffer_, parser_,
                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  // Closed unanswered to make room: the pending read ends (operation_aborted), and the session
+  // with it. Its descriptor is free at once, so it no longer counts.
+  void evict() override {
+    stop_reading();
+    counted_ = false;
+    --server_.open;
+    stream_.close();
   }
 
   // The agent's loop ran the probe (`alive`), or the wait for it ended.
@@ -84,8 +125,12 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
 
  private:
   void on_read(beast::error_code ec) {
-    // A timeout, a closed connection: nothing to answer. Anything else is not HTTP we serve.
-    if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof) return;
+    stop_reading();
+    // A timeout, a closed or evicted connection: nothing to answer. Anything else is not HTTP we serve.
+    if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
+        ec == asio::error::operation_aborted || !stream_.socket().is_open())
+      return;
+    stream_.expires_after(server_.options.request_timeout);
     if (ec) return answer(http::status::bad_request, "text/plain", "bad request: " + ec.message() + "\n");
     const auto& request = parser_.get();
     const std::string_view target(request.target().data(), request.target().size());
@@ -131,6 +176,11 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     });
   }
 
+  void stop_reading() {
+    if (reading_) server_.reading.erase(place_);
+    reading_ = false;
+  }
+
   StatusServerState& server_;
   beast::basic_stream<Protocol> stream_;
   beast::flat_buffer buffer_;
@@ -138,7 +188,20 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   http::response<http::string_body> response_;
   asio::steady_timer health_timer_;
   bool answered_ = false;
+  bool counted_ = true;   // in server_.open (until evicted)
+  bool reading_ = false;  // in server_.reading, at place_
+  std::list<Unanswered*>::iterator place_;
 };
+
+// Who a connection comes from, as make_room() counts them.
+std::string peer_of(tcp::socket& socket) {
+  beast::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  return ec ? std::string("?") : peer.address().to_string();  // gone already: it fails its first read
+}
+std::string peer_of(Local::socket&) {
+  return "";  // this user's own processes (the run's directory is 0700)
+}
 
 // Where TCP listens: the resolved host, or for "" dual-stack IPv6 first, then IPv4 (as the
 // store, rendezvous/tcp_store_server.cpp).
@@ -196,15 +259,29 @@ template <class Acceptor>
 void StatusServerState::accept(Acceptor& acceptor) {
   acceptor.async_accept([this, &acceptor](beast::error_code ec, typename Acceptor::protocol_type::socket socket) {
     if (ec == asio::error::operation_aborted) return;  // the server stops
-    if (!ec) {
-      if (open < options.max_connections) {
-        std::make_shared<Session<typename Acceptor::protocol_type>>(*this, std::move(socket))->start();
-      }
-      // else: too many at once; closing it (the socket's destructor) is the answer.
+    // At the cap, the new connection takes the place of one still silent or slow, from the
+    // address that holds the most (a probe sends its request at once, so a stranger's crowd of
+    // connections goes before it); only when all are being answered is it closed (the socket's
+    // destructor), and those end within their deadlines.
+    if (!ec && (open < options.max_connections || make_room())) {
+      std::string peer = peer_of(socket);
+      std::make_shared<Session<typename Acceptor::protocol_type>>(*this, std::move(socket), std::move(peer))->start();
     }
     // Another error (out of descriptors, say) concerns this connection only: keep accepting.
     accept(acceptor);
   });
+}
+
+bool StatusServerState::make_room() {
+  if (reading.empty()) return false;
+  std::map<std::string_view, int> per_peer;  // at most max_connections entries
+  for (const Unanswered* c : reading) ++per_peer[c->peer];
+  const auto crowd = std::max_element(per_peer.begin(), per_peer.end(),
+                                      [](const auto& a, const auto& b) { return a.second < b.second; });
+  const auto oldest =
+      std::find_if(reading.begin(), reading.end(), [&](const Unanswered* c) { return c->peer == crowd->first; });
+  (*oldest)->evict();  // it leaves `reading`
+  return true;
 }
 
 StatusServer::StatusServer(StatusServerOptions options, std::function<std::string()> status)

@@ -7,8 +7,12 @@
 //   GET /healthz  200 "ok" when the agent's event loop ran a probe within 1 s; else 503 saying so
 //   anything else 404 (a method other than GET: 405)
 // One request per connection (the answer closes it). A stranger cannot hold it: a request's
-// header is at most 8 KiB and has no body, each connection has 5 s for the whole exchange, and
-// at most 32 are open at once (more are closed as they come).
+// header is at most 8 KiB, has no body and must arrive whole within 2 s (a silent or slow client
+// is closed then); the answer has 5 s more. At most 32 are open at once: a new connection at the
+// cap closes the oldest one still reading its request from the address that holds the most such
+// connections (so a probe, which sends its request at once, is answered however many silent or
+// slow connections a stranger holds and reopens); only when every open connection is being
+// answered is the new one closed.
 #pragma once
 
 #include <chrono>
@@ -28,7 +32,8 @@ struct StatusServerOptions {
   std::string socket_path;      // the unix socket to make ("": none); any length (watch/probe/socket_path.hpp)
   std::optional<int> tcp_port;  // nullopt: no TCP; 0: a free port
   std::string tcp_host;         // the TCP address: "" for every interface (IPv6 and IPv4)
-  std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(2)};   // to receive the request
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};  // then to answer it
   std::chrono::milliseconds health_timeout{std::chrono::seconds(1)};
   int max_connections = 32;
   // Runs a probe on the agent's loop (thread-safe, never blocks: an Asio post). Unset: /healthz
@@ -62,7 +67,7 @@ class StatusServer {
   void start_thread();
 
   std::shared_ptr<StatusServerState> impl_;  // probes posted to the agent's loop hold it weakly
-  std::unique_ptr<DialWatch> dial_watch_;     // with start_on_dial, until the first connection
+  std::unique_ptr<DialWatch> dial_watch_;    // with start_on_dial, until the first connection
   std::thread thread_;
   int tcp_port_ = 0;
 };

@@ -5,6 +5,8 @@
     `--status_port=0` serves the same JSON over HTTP (GET /status, /healthz; 404 otherwise);
     the job secret appears in neither;
   * a slow client and a garbage one hold neither the job nor other clients;
+  * /healthz is answered beside 40 connections held open (silent, or a slowloris), which the
+    server drops at its header deadline or to make room for new ones;
   * a worker that exited shows its code while the round stops;
   * Python ranks show their Flight Recorder's progress;
   * two nodes in network namespaces (10.244.0.0/24): each node's status says its group rank,
@@ -21,10 +23,12 @@ import http.client
 import json
 import os
 import re
+import selectors
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -75,8 +79,8 @@ def read_port(p):
     pytest.fail(f"no status port line; the launcher ended ({p.wait()})")
 
 
-def http_get(host, port, path):
-    c = http.client.HTTPConnection(host, port, timeout=5)
+def http_get(host, port, path, timeout=5, source=None):
+    c = http.client.HTTPConnection(host, port, timeout=timeout, source_address=source and (source, 0))
     try:
         c.request("GET", path)
         r = c.getresponse()
@@ -137,6 +141,96 @@ def test_status_of_a_running_job(lx, xdg):
         socket.create_connection((host, port), timeout=2)
     lx.assert_no_survivors()
     print(f"status answered {time.monotonic() - t0:.1f} s into the test; {asked * 1000:.0f} ms with a slow client")
+
+
+class Crowd:
+    """`n` connections to the status port, kept open on a thread of their own: each one the server
+    closes is opened again at once (as a stranger holding the port would). Silent, or with
+    `drip`, a slowloris: one more byte of a request on each connection every `drip` seconds."""
+
+    REQUEST = b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 200 + b"\r\n\r\n"
+
+    def __init__(self, host, port, n=40, drip=None):
+        self.address, self.n, self.drip = (host, port), n, drip
+        self.selector = selectors.DefaultSelector()
+        self.sent = {}
+        self.reopened = 0
+        self.stop = threading.Event()
+        for _ in range(n):
+            self._open()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _open(self):
+        s = socket.create_connection(self.address, timeout=5)
+        self.selector.register(s, selectors.EVENT_READ)
+        self.sent[s] = 0
+
+    def _run(self):
+        next_drip = time.monotonic()
+        while not self.stop.is_set():
+            # Woken by the server closing one (readable: end of file or reset), or for the next drip.
+            for key, _ in self.selector.select(timeout=self.drip or 0.2):
+                s = key.fileobj
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    self.selector.unregister(s)
+                    del self.sent[s]
+                    s.close()
+                    self._open()
+                    self.reopened += 1
+            if self.drip and time.monotonic() >= next_drip:
+                next_drip += self.drip
+                for s, i in list(self.sent.items()):
+                    try:
+                        s.send(self.REQUEST[i % len(self.REQUEST):i % len(self.REQUEST) + 1])
+                        self.sent[s] = i + 1
+                    except OSError:
+                        pass  # closed by the server: the select above sees it and reopens it
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=10)
+        for s in list(self.sent):
+            s.close()
+
+
+@pytest.mark.parametrize("drip", [None, 0.1], ids=["silent", "slowloris"])
+def test_healthz_is_answered_beside_40_held_connections(lx, xdg, drip):
+    """Issue 41: 40 connections held on the status port (the server keeps 32 at most) made every
+    /healthz fail, so a Kubernetes liveness probe would restart the pod. Every probe over 7 s (past
+    the server's deadlines, which close the held connections and the crowd reopens) is answered 200.
+    The probes come from 127.0.0.2 and the crowd from 127.0.0.1, as a kubelet's and a stranger's
+    addresses differ (the server makes room from the address that holds the most)."""
+    prog = lx.script("sleeper.sh", SLEEPER)
+    p = lx.start(["--nproc_per_node", "1", "--status_port", "0", prog], env={"XDG_RUNTIME_DIR": str(xdg)})
+    host, port = read_port(p)
+    lx.wait_pids(1)
+    assert http_get(host, port, "/healthz") == (200, "ok\n")
+    crowd = Crowd(host, port, drip=drip)
+    answers, slowest = [], 0.0
+    try:
+        end = time.monotonic() + 7
+        while time.monotonic() < end:
+            t = time.monotonic()
+            try:
+                answers.append(http_get(host, port, "/healthz", timeout=3, source="127.0.0.2"))
+            except OSError as e:
+                answers.append(repr(e))
+            slowest = max(slowest, time.monotonic() - t)
+            time.sleep(0.2)  # the probe's period: what is tested is every probe, not a wait
+    finally:
+        crowd.close()
+    failed = [a for a in answers if a != (200, "ok\n")]
+    assert len(answers) >= 10 and not failed, f"{len(failed)} of {len(answers)} probes failed: {failed[:5]}"
+    assert slowest < 2, f"the slowest probe took {slowest:.1f} s"
+    print(f"{len(answers)} probes answered beside 40 {'slowloris' if drip else 'silent'} connections "
+          f"(slowest {slowest * 1000:.0f} ms; the crowd reopened {crowd.reopened})")
+    lx.procs.stop(p, grace=10)
+    lx.assert_no_survivors()
 
 
 def test_a_worker_that_exited_shows_its_code(lx, xdg):
