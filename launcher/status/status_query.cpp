@@ -19,6 +19,33 @@ namespace {
 
 constexpr std::chrono::seconds kAnswerTimeout{5};
 
+// A reply's bytes for one line on stderr: at most 200, quoted as a JSON string with every control
+// and non-ASCII byte escaped, since whatever listens on the socket chose them.
+std::string quoted_excerpt(const std::string& text) {
+  return nlohmann::json(text.substr(0, 200)).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
+
+// nlohmann's dump escapes the C0 controls but passes DEL and the C1 controls (U+0080..U+009F,
+// which terminals may obey as CSI and the like) as they are: escape those too, as JSON allows.
+// Outside strings a dump has ASCII only, so the result is the same JSON.
+std::string terminal_safe(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const auto b = static_cast<unsigned char>(json[i]);
+    const auto next = i + 1 < json.size() ? static_cast<unsigned char>(json[i + 1]) : 0;
+    if (b == 0x7f) {
+      out += "\\u007f";
+    } else if (b == 0xc2 && next >= 0x80 && next <= 0x9f) {  // UTF-8 for U+0080..U+009F
+      out += fmt::format("\\u{:04x}", next);
+      ++i;
+    } else {
+      out += json[i];
+    }
+  }
+  return out;
+}
+
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
 }
@@ -75,16 +102,21 @@ int print_status(const LaunchConfig& c) {
     return kExitFailure;
   }
   const WorkerServerReply reply = ask_unix_http(*socket, false, "/status", "GET /status", kAnswerTimeout);
+  if (!reply.ok && reply.status != 0) {  // reply.error would carry the body's bytes as they came
+    log::error("{} answered GET /status with HTTP status {}: {}; is it a ddplaunch launcher's status socket?", *socket,
+               reply.status, quoted_excerpt(reply.body));
+    return kExitFailure;
+  }
   if (!reply.ok) {
     log::error("{}; is the launcher still running?", reply.error);
     return kExitFailure;
   }
   const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(reply.body, nullptr, false);
   if (doc.is_discarded()) {
-    log::error("{} answered with something that is not JSON: {}", *socket, reply.body.substr(0, 200));
+    log::error("{} answered with something that is not JSON: {}", *socket, quoted_excerpt(reply.body));
     return kExitFailure;
   }
-  std::cout << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << std::endl;
+  std::cout << terminal_safe(doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)) << std::endl;
   return kExitOk;
 }
 

@@ -12,7 +12,10 @@
 
 namespace ddp::launcher {
 
-// Prints the chosen launcher's status as indented JSON on stdout and returns 0; returns 1 after
+// Prints the chosen launcher's status as indented JSON on stdout and returns 0 (every control
+// character of the reply escaped as JSON does, DEL and U+0080..U+009F too: nothing in a reply
+// reaches the terminal as a control sequence; a reply that is not JSON or not 200 is quoted on
+// stderr the same way); returns 1 after
 // one line on stderr when no launcher is found (none registered yet: a launcher registers a
 // second after its workers start), or none answers within 5 s. Blocks.
 int print_status(const LaunchConfig& config);

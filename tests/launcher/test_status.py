@@ -12,6 +12,7 @@
   * two nodes in network namespaces (10.244.0.0/24): each node's status says its group rank,
     role, round and the two nodes; node 1's port answers from node 0's host;
   * once the launcher exits nothing listens: the socket file is gone, the port refuses;
+  * `--status SOCKET` prints no control character of a hostile reply raw (JSON or not, 200 or not);
   * no job: one line and exit 1; a wrong argument: exit 2.
 
 Each test has its own registry (XDG_RUNTIME_DIR in its temporary directory); `lx` comes from
@@ -268,6 +269,70 @@ def test_python_ranks_show_flight_recorder_progress(lx, xdg):
     print(json.dumps(s["ranks"]))
     lx.procs.stop(p, grace=10)
     lx.assert_no_survivors()
+
+
+class FakeStatusSocket:
+    """A unix socket that answers every request with `reply` (raw HTTP bytes), on a thread."""
+
+    def __init__(self, path):
+        self.path, self.reply = str(path), b""
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(self.path)
+        self.listener.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall(self.reply)
+
+    def answer(self, code, body):
+        self.reply = (f"HTTP/1.1 {code} X\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+    def close(self):
+        self.listener.close()
+        self.thread.join(timeout=5)
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x7f\u009b31m"  # title, clear, colour, DEL, C1 CSI
+
+
+def test_status_escapes_a_hostile_reply(lx, xdg, tmp_path):
+    """Issue 41: `--status SOCKET` printed a reply's escape bytes to the terminal. Whatever listens on
+    the socket, no control character reaches stdout or stderr raw: a JSON reply keeps its strings
+    (escaped as JSON), a reply that is not JSON or not 200 is quoted escaped."""
+    fake = FakeStatusSocket(tmp_path / "fake.sock")
+    try:
+        fake.answer(200, json.dumps({"job_id": HOSTILE, "node": {"host": "h\u0085"}}, ensure_ascii=False).encode())
+        code, out, err = lx.run(["--status", fake.path], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15)
+        assert code == 0, err
+        assert json.loads(out) == {"job_id": HOSTILE, "node": {"host": "h\u0085"}}  # the same document
+        assert "\\u001b]0;owned" in out and "\\u009b" in out and "\\u007f" in out and "\\u0085" in out
+
+        fake.answer(200, HOSTILE.encode() + b" not json")
+        code, out2, err2 = lx.run(["--status", fake.path], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15)
+        assert code == 1 and f"{fake.path} answered with something that is not JSON: \"\\u001b]0;owned" in err2, err2
+
+        fake.answer(500, HOSTILE.encode())
+        code, out3, err3 = lx.run(["--status", fake.path], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15)
+        assert code == 1 and f"{fake.path} answered GET /status with HTTP status 500: \"\\u001b" in err3, err3
+    finally:
+        fake.close()
+    for text in (out, err, out2, err2, out3, err3):
+        raw = [c for c in text if (ord(c) < 0x20 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f]
+        assert not raw, f"control characters printed raw: {raw!r} in {text!r}"
+    print(f"printed: {out.strip()!r}\n{err2.strip()!r}\n{err3.strip()!r}")
 
 
 def test_no_job_and_wrong_arguments(lx, xdg):
