@@ -11,6 +11,7 @@
 #include "ddplaunch/common/env_lookup.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/backends.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/status/job_registry.hpp"
@@ -85,7 +86,19 @@ int request_stacks(const LaunchConfig& given) {
   eff.port = config.master_port;
   const std::unique_ptr<RendezvousBackend> backend = make_backend(config, eff, false);
   const StoreConnector connect = backend->connector(std::chrono::seconds(5));
-  const auto job = job_stores(connect(), config.run_id, config.rdzv_secret).job;
+  std::shared_ptr<rendezvous::Store> store;
+  try {
+    store = connect();
+  } catch (const rendezvous::RefusedError& e) {
+    // Not a node's launcher, and not about the secret: the store refuses before any proof.
+    log::error(
+        "the store at {} refuses connections from this host ({}): once a job's round has formed, its store admits "
+        "new connections only from the job's nodes and loopback, with a job secret or without; run ddplaunch "
+        "--dump_stacks on one of the job's nodes",
+        e.store(), e.host());
+    return kExitFailure;
+  }
+  const auto job = job_stores(std::move(store), config.run_id, config.rdzv_secret).job;
   std::string nnodes_text;
   try {
     nnodes_text = job->get("stacks/nnodes", std::chrono::seconds(5));

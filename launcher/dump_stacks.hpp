@@ -10,7 +10,9 @@ namespace ddp::launcher {
 // the job is the one started last among this user's on this machine (status/job_registry.hpp);
 // stderr says which, and names the others with the flags that choose them. Returns 0 when every
 // node answered, 1 when no job is found or answers, the found job needs a job secret that was
-// not given, or a node did not answer within 30 s (each said in one line on stderr). Blocks.
+// not given, the store refuses this host (a static job's store admits only its nodes and
+// loopback once its round formed), or a node did not answer within 30 s (each said in one line
+// on stderr). Blocks.
 int request_stacks(const LaunchConfig& config);
 
 }  // namespace ddp::launcher

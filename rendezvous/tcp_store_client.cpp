@@ -116,10 +116,15 @@ void TcpStoreClient::handshake(Clock::time_point deadline) {
   socket_->write_all(hello, deadline);
   const std::string echo = socket_->read_exact(4, deadline);
   if (get_u32(echo.data()) == kRefusedAddressEcho) {  // never a nonce: pids stay below 2^22
+    // The parenthesis only without a secret: with one, no stranger can have taken this node's place.
     throw RefusedError("the store at " + socket_->peer() + " refuses connections from this host (" +
-                       socket_->local_address() +
-                       "): the job's round formed without it; if this node was meant to be in it, another host "
-                       "holds its place (a job without a secret lets any host take it, see docs/security.md)");
+                           socket_->local_address() +
+                           "): the job's round formed without it; if this node was meant to be in it, another host "
+                           "holds its place" +
+                           (options_.auth.enabled()
+                                ? std::string(", or this host's address changed")
+                                : std::string(" (a job without a secret lets any host take it, see docs/security.md)")),
+                       socket_->peer(), socket_->local_address());
   }
   if (get_u32(echo.data()) != nonce) {
     throw ProtocolError("store at " + socket_->peer() + " echoed a wrong PING nonce");

@@ -267,6 +267,24 @@ TEST_CASE("allow_only closes connections already open from other addresses", "[s
       rdzv::TcpStoreClient(stranger_options),
       Catch::Contains("refuses connections from this host (" + own + "): the job's round formed without it"));
   CHECK(std::chrono::steady_clock::now() - start < 10s);
+  // Without a secret the message names the risk of having none; with one it does not blame its
+  // absence, and the error carries the store and this host for callers' own words (--dump_stacks).
+  try {
+    rdzv::TcpStoreClient refused(stranger_options);
+    FAIL("served");
+  } catch (const rdzv::RefusedError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("a job without a secret lets any host take it"));
+  }
+  rdzv::TcpStoreClientOptions with_secret = client_options(server.port(), "s3cret");
+  with_secret.host = own;
+  try {
+    rdzv::TcpStoreClient refused(with_secret);
+    FAIL("served");
+  } catch (const rdzv::RefusedError& e) {
+    CHECK_THAT(e.what(), !Catch::Contains("without a secret") && Catch::Contains("or this host's address changed"));
+    CHECK(e.host() == own);
+    CHECK(e.store() == own + ":" + std::to_string(server.port()));
+  }
   server.stop();
 }
 

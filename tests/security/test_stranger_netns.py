@@ -17,6 +17,8 @@ Without a secret:
     results;
   * a stranger's `ddplaunch --node_rank=3` that arrives first becomes node 3 (the documented
     outcome); the real node 3 is refused at once and exits non-zero saying so.
+`ddplaunch --dump_stacks` from the stranger's host, with the job secret, against a 2-node job with
+one: refused, and the message says the host is not one of the job's nodes (not the secret).
 
 Needs root and `ip netns` (skipped otherwise).
     pytest test_stranger_netns.py --ddplaunch=/path/to/ddplaunch
@@ -222,3 +224,50 @@ def test_without_a_secret_the_warning_and_the_documented_outcome(ddplaunch, host
     assert "refused: not an address of the job's nodes" in job.log("node0"), job.log("node0")
     assert real.returncode != 0
     no_process_left(job)
+
+
+def test_dump_stacks_from_a_stranger_host_says_why_it_is_refused(ddplaunch, hosts, tmp_path):
+    """Issue 41: `--dump_stacks` from a host outside the job's allowlist blamed "a job without a
+    secret" though the job has one. The store refuses the host before any proof of the secret, and
+    the message says so: the host is not one of the job's nodes; run it on one of them."""
+    sleeper = tmp_path / "sleeper.sh"
+    sleeper.write_text("#!/bin/bash\nexec sleep 60\n")
+    sleeper.chmod(0o755)
+    env = dict(os.environ, DDPLAUNCH_RDZV_TOKEN=SECRET)
+    port = PORT + 1
+    launchers = []
+    for rank in (0, 1):
+        ns, _ = hosts[rank]
+        launchers.append(subprocess.Popen(
+            ["ip", "netns", "exec", ns, ddplaunch, "--nnodes=2", f"--node_rank={rank}", f"--master_addr={NODES[0]}",
+             f"--master_port={port}", "--nproc_per_node=1", "--rdzv_id=stacksjob", "--rdzv_timeout=30",
+             str(sleeper)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        seen = []
+        for line in launchers[0].stdout:  # the test's timeout bounds it
+            seen.append(line)
+            if "store: new connections only from loopback and" in line:
+                break
+        else:
+            pytest.fail("node 0 ended before its round formed:\n" + "".join(seen))
+        r = subprocess.run(["ip", "netns", "exec", hosts[-1][0], ddplaunch, "--dump_stacks",
+                            f"--master_addr={NODES[0]}", f"--master_port={port}", "--rdzv_id=stacksjob"],
+                           env=env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f"the store at {NODES[0]}:{port} refuses connections from this host ({STRANGER}): once a job's round " \
+               "has formed, its store admits new connections only from the job's nodes and loopback, with a job " \
+               "secret or without; run ddplaunch --dump_stacks on one of the job's nodes" in r.stderr, r.stderr
+        assert "without a secret" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+        print(r.stderr.strip())
+    finally:
+        for p in launchers:  # ended by pid; `ip netns exec` execs the launcher
+            p.terminate()
+        for p in launchers:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+    left = sh("pgrep", "-f", str(sleeper), check=False).stdout.split()
+    assert not left, f"processes left running: {left}"

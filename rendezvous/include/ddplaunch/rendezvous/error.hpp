@@ -3,6 +3,9 @@
 // message starts lower-case and carries the values involved and, where there is one, the fix.
 #pragma once
 
+#include <string>
+#include <utility>
+
 #include "ddplaunch/common/error.hpp"
 
 namespace ddp::rendezvous {
@@ -35,10 +38,18 @@ class AuthError : public Error {
 };
 
 // The store refuses connections from this host's address: a static job's round formed without
-// it (TcpStoreServer::allow_only). Not retried.
+// it (TcpStoreServer::allow_only), whatever job secret the client has. Not retried. Carries the
+// store's endpoint and this host's address, for callers that say why in their own words.
 class RefusedError : public Error {
  public:
-  using Error::Error;
+  RefusedError(const std::string& message, std::string store, std::string host)
+      : Error(message), store_(std::move(store)), host_(std::move(host)) {}
+  const std::string& store() const { return store_; }  // "10.0.0.1:29500"
+  const std::string& host() const { return host_; }    // this host's address towards it
+
+ private:
+  std::string store_;
+  std::string host_;
 };
 
 // Binding a listening socket failed (port taken, address not local).
