@@ -359,7 +359,7 @@ TEST_CASE("a launcher proves the secret and is served in a store full to the las
   server.stop();
 }
 
-TEST_CASE("strangers fill 1/16 of the budget at most; the round's hosts keep the rest",
+TEST_CASE("strangers fill at most 1/16 of the budget and the round's hosts keep the rest",
           "[store_auth][budget][loopback]") {
   rdzv::TcpStoreServer server(small_store());
   server.start();
