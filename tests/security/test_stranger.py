@@ -11,7 +11,9 @@ PyTorch TCPStore client as an attacker would use:
     forged or deleted heartbeats and a --dump_stacks request, closes the stranger's connection
     (whether it names the keys a stranger guesses or the real ones a sniffer saw), LIST_KEYS hides
     them, and the job ends with its workers' own result (0, or a worker's failure code); a node
-    with another secret is refused at once.
+    with another secret is refused at once;
+  * with a job secret, a stranger who fills the store before node 1 arrives (issue 41) stores
+    1/16 of its budget at most, and the job still forms, its workers store 3 MiB and train.
 
     pytest test_stranger.py --ddplaunch=/path/to/ddplaunch   (PyTorch from the running interpreter)
 """
