@@ -158,8 +158,7 @@ bool StoreState::handshake(ClientId id, const Request& r) const {
   const auto it = clients_.find(id);
   if (it == clients_.end() || it->second.proven) return false;
   // A proof answers the challenge outstanding; a challenge is free up to the count.
-  return r.type == QueryType::CompareSet ? !it->second.challenge.empty()
-                                         : it->second.challenges < kMaxFreeChallenges;
+  return r.type == QueryType::CompareSet ? !it->second.challenge.empty() : it->second.challenges < kMaxFreeChallenges;
 }
 
 bool StoreState::is_protected(const std::string& key) const {

@@ -314,7 +314,6 @@ asio::ip::address plain(const asio::ip::address& a) {
   return a;
 }
 
-
 // IP literals as plain addresses; throws Error naming one that is not, for `caller`.
 std::set<asio::ip::address> parse_addresses(const std::vector<std::string>& addresses, const char* caller) {
   std::set<asio::ip::address> out;
@@ -329,9 +328,8 @@ std::set<asio::ip::address> parse_addresses(const std::vector<std::string>& addr
 }  // namespace
 
 void TcpStoreServer::trust_round(const std::vector<std::string>& addresses) {
-  asio::post(io_, [this, trusted = parse_addresses(addresses, "trust_round")]() mutable {
-    trusted_ = std::move(trusted);
-  });
+  asio::post(io_,
+             [this, trusted = parse_addresses(addresses, "trust_round")]() mutable { trusted_ = std::move(trusted); });
 }
 
 void TcpStoreServer::allow_only(const std::vector<std::string>& addresses) {
@@ -381,8 +379,8 @@ void TcpStoreServer::handle(ClientId id, Request&& request, std::vector<Outgoing
     // stranger() looks the connection up: asked only of requests that store something.
     const bool from_stranger = cost.stored > 0 && stranger(id);
     if (!budget_->admits(cost.stored, cost.reply, from_stranger) && !exempt(id)) {
-      throw Error(std::string(query_name(request.type)) + " refused: " +
-                  budget_->refusal(cost.stored, cost.reply, from_stranger));
+      throw Error(std::string(query_name(request.type)) +
+                  " refused: " + budget_->refusal(cost.stored, cost.reply, from_stranger));
     }
   }
   if (!log::enabled(log::Level::Debug)) {
@@ -404,7 +402,7 @@ bool TcpStoreServer::stranger(ClientId id) const {
   if (!options_.auth.enabled() || state_->proven(id)) return false;
   const auto conn = connections_.find(id);
   if (conn == connections_.end()) return false;  // this process's own connection
-  if (!trusted_) return true;                      // no round has formed yet
+  if (!trusted_) return true;                    // no round has formed yet
   const asio::ip::address p = plain(conn->second->peer_endpoint().address());
   return !p.is_loopback() && trusted_->count(p) == 0;
 }
