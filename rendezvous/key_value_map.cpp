@@ -105,4 +105,10 @@ std::vector<std::string> KeyValueMap::keys() const {
   return out;
 }
 
+std::size_t KeyValueMap::count_with_prefix(std::string_view prefix) const {
+  std::size_t n = 0;
+  for (const auto& kv : map_) n += std::string_view(kv.first.bytes).substr(0, prefix.size()) == prefix ? 1 : 0;
+  return n;
+}
+
 }  // namespace ddp::rendezvous

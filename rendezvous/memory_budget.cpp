@@ -36,7 +36,14 @@ void MemoryBudget::change(Kind kind, std::size_t from, std::size_t to) {
   release(kind, from - to);
 }
 
-std::string MemoryBudget::refusal(std::size_t stored, std::size_t reply) const {
+std::string MemoryBudget::refusal(std::size_t stored, std::size_t reply, bool stranger) const {
+  if (stranger && fits(Kind::Stored, stored) && !fits_stranger(stored)) {
+    return "storing " + format_bytes(stored) + " more would pass the 1/16 of the store's memory budget (" +
+           format_bytes(limit_ / 16) + ") that connections without the job secret may fill from hosts outside " +
+           "the job's round (" + describe() +
+           "); a worker of the job refused so connects from an address its launcher did not: give that launcher "
+           "--local_addr=<the address its workers connect from>";
+  }
   if (!fits(Kind::Stored, stored)) {
     return "storing " + format_bytes(stored) + " more would pass the store's memory budget (" + describe() + ")";
   }

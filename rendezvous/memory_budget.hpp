@@ -16,6 +16,12 @@
 // for stored data, which in a real job is small). The caller refuses whatever does not fit by
 // closing the connection that asked for it.
 //
+// Strangers (fits_stranger): in a job with a secret, a connection that has not proven it and does
+// not come from a host of the job's last round (TcpStoreServer::trust_round) may add stored data
+// only while all stored data stays within 1/16 of the limit. So whatever strangers store, before
+// the first round or at any time, the job's own workers keep at least 3/4 - 1/16 of the limit,
+// and once the job's own data passes 1/16 strangers store nothing more.
+//
 // Not thread-safe: the server's event loop owns it.
 #pragma once
 
@@ -47,6 +53,11 @@ class MemoryBudget {
     // Written as subtractions: `bytes` comes from a request and may be huge.
     return bytes <= limit_ - std::min(limit_, used()) && bytes <= share_limit - std::min(share_limit, share);
   }
+  // Whether a stranger (above) may add `bytes` of stored data: the stranger's share and fits().
+  bool fits_stranger(std::size_t bytes) const {
+    const std::size_t share_limit = limit_ / 16;
+    return fits(Kind::Stored, bytes) && bytes <= share_limit - std::min(share_limit, stored_);
+  }
   // Charging never refuses (ask fits first); releasing more than was charged is a bug
   // (DDP_ASSERT), so the counts can never go negative.
   void charge(Kind kind, std::size_t bytes);
@@ -58,11 +69,11 @@ class MemoryBudget {
 
   // Why a request whose application grows the stored bytes by `stored` and whose reply has
   // `reply` bytes may not be applied now: "" when both fit, else a sentence with the numbers
-  // (for the log line of the closed connection). Pure.
-  std::string refusal(std::size_t stored, std::size_t reply) const;
+  // (for the log line of the closed connection). `stranger`: asked by a stranger (above). Pure.
+  std::string refusal(std::size_t stored, std::size_t reply, bool stranger = false) const;
   // Whether refusal() would be empty, without building a string (asked for every request).
-  bool admits(std::size_t stored, std::size_t reply) const {
-    return fits(Kind::Stored, stored) && fits(Kind::Unsent, reply) &&
+  bool admits(std::size_t stored, std::size_t reply, bool stranger = false) const {
+    return (stranger ? fits_stranger(stored) : fits(Kind::Stored, stored)) && fits(Kind::Unsent, reply) &&
            reply <= limit_ - std::min(limit_, used() + stored);
   }
 

@@ -150,6 +150,17 @@ bool StoreState::proven(ClientId id) const {
   return it != clients_.end() && it->second.proven;
 }
 
+bool StoreState::handshake(ClientId id, const Request& r) const {
+  if (!auth_.enabled() || r.keys.size() != 1) return false;
+  const bool step = (r.type == QueryType::Get && r.keys[0] == kAuthChallengeKey) ||
+                    (r.type == QueryType::CompareSet && r.keys[0] == kAuthProofKey);
+  if (!step) return false;
+  const auto it = clients_.find(id);
+  if (it == clients_.end() || it->second.proven) return false;
+  // A proof answers the challenge outstanding; a challenge is free up to the count.
+  return r.type == QueryType::CompareSet ? !it->second.challenge.empty() : it->second.challenges < kMaxFreeChallenges;
+}
+
 bool StoreState::is_protected(const std::string& key) const {
   return key.compare(0, auth_.protected_prefix.size(), auth_.protected_prefix) == 0;
 }
@@ -159,6 +170,7 @@ bool StoreState::authenticate(ClientId id, Client& c, Request& r, std::vector<Ou
   std::string reply;
   if (r.type == QueryType::Get && r.keys[0] == kAuthChallengeKey) {
     c.challenge = new_auth_challenge();
+    ++c.challenges;
     put_str(reply, c.challenge);
   } else if (r.type == QueryType::CompareSet && r.keys[0] == kAuthProofKey) {
     const bool ok = !c.challenge.empty() && r.values[0] == c.challenge &&
@@ -171,6 +183,14 @@ bool StoreState::authenticate(ClientId id, Client& c, Request& r, std::vector<Ou
   }
   out.push_back({id, std::move(reply)});
   return true;
+}
+
+std::vector<std::string> StoreState::visible_keys(const Client& c) const {
+  auto keys = kv_.keys();
+  if (auth_.enabled() && !c.proven) {
+    keys.erase(std::remove_if(keys.begin(), keys.end(), [&](const auto& k) { return is_protected(k); }), keys.end());
+  }
+  return keys;
 }
 
 void StoreState::check_access(const Client& c, const Request& r) const {
@@ -287,7 +307,10 @@ void StoreState::handle_read(ClientId id, const Client& c, const Request& r, Key
       break;
     }
     case QueryType::GetNumKeys:
-      put_i64(reply, static_cast<std::int64_t>(kv_.size()));
+      // A stranger learns nothing of the launchers' keys, as from LIST_KEYS.
+      put_i64(reply, static_cast<std::int64_t>(auth_.enabled() && !c.proven
+                                                   ? kv_.size() - kv_.count_with_prefix(auth_.protected_prefix)
+                                                   : kv_.size()));
       break;
     case QueryType::MultiGet:
       for (const auto& k : r.keys) {
@@ -296,11 +319,7 @@ void StoreState::handle_read(ClientId id, const Client& c, const Request& r, Key
       }
       break;
     case QueryType::ListKeys: {
-      auto keys = kv_.keys();
-      if (auth_.enabled() && !c.proven) {
-        keys.erase(std::remove_if(keys.begin(), keys.end(), [&](const auto& k) { return is_protected(k); }),
-                   keys.end());
-      }
+      const auto keys = visible_keys(c);
       put_i64(reply, static_cast<std::int64_t>(keys.size()));
       for (const auto& k : keys) put_str(reply, k);
       break;

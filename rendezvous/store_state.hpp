@@ -20,7 +20,9 @@
 // Authentication (store_auth.hpp): with StoreAuth enabled, the handshake's GET and COMPARE_SET
 // are answered here, and a request from an unproven connection that names a key under the
 // protected prefix throws ProtocolError (the connection is closed); LIST_KEYS leaves those keys
-// out for it. Without it every connection may touch every key, as in PyTorch's server.
+// out for it, and GETNUMKEYS does not count them. Without it every connection may touch every
+// key, as in PyTorch's server. The handshake's requests store nothing (handshake()), so the server
+// answers them before, and whatever, its memory budget says.
 //
 // Memory: stored_bytes() counts what the map and the queues hold, and cost() bounds what one
 // request would add, before it is applied, so the server can keep the store within its memory
@@ -102,6 +104,14 @@ class StoreState {
 
   // Whether `client` passed the authentication handshake (false for unknown ids).
   bool proven(ClientId client) const;
+  // Whether `request` is a step of the authentication handshake that `client` may take without
+  // regard to the memory budget: with StoreAuth enabled, the challenge GET or the proof
+  // COMPARE_SET of a connection not yet proven, among its first kMaxFreeChallenges challenges.
+  // Such a request stores nothing and its reply is at most 40 bytes, so an exhausted budget can
+  // never refuse a launcher's proof; past that count (no launcher asks twice) a request is costed
+  // as any other. Pure; false for unknown ids.
+  bool handshake(ClientId client, const Request& request) const;
+  static constexpr int kMaxFreeChallenges = 4;
 
   std::size_t num_keys() const { return kv_.size(); }
   std::size_t num_clients() const { return clients_.size(); }
@@ -119,6 +129,7 @@ class StoreState {
     bool in_barrier = false;
     bool proven = false;    // passed the authentication handshake
     std::string challenge;  // issued and not used yet
+    int challenges = 0;     // issued on this connection
   };
 
   Client& client(ClientId id);
@@ -145,6 +156,9 @@ class StoreState {
   // Throws ProtocolError when an unproven connection names a protected key.
   void check_access(const Client& c, const Request& r) const;
   bool is_protected(const std::string& key) const;
+  // The map's keys that `c` may see: all of them, or for an unproven connection with StoreAuth
+  // enabled, those outside the protected prefix (LIST_KEYS, GETNUMKEYS). O(keys in the store).
+  std::vector<std::string> visible_keys(const Client& c) const;
 
   // The waiter table's entries come and go with every WAIT (a fresh key per round in a
   // ping-pong): their nodes are kept for reuse instead of freed and allocated again.

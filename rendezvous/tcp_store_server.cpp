@@ -313,17 +313,29 @@ asio::ip::address plain(const asio::ip::address& a) {
   if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
   return a;
 }
-}  // namespace
 
-void TcpStoreServer::allow_only(const std::vector<std::string>& addresses) {
-  std::set<asio::ip::address> allowed;
+// IP literals as plain addresses; throws Error naming one that is not, for `caller`.
+std::set<asio::ip::address> parse_addresses(const std::vector<std::string>& addresses, const char* caller) {
+  std::set<asio::ip::address> out;
   for (const std::string& text : addresses) {
     boost::system::error_code ec;
     const auto a = asio::ip::make_address(unbracket_host(text), ec);
-    if (ec) throw Error("allow_only: '" + text + "' is not an IP address");
-    allowed.insert(plain(a));
+    if (ec) throw Error(std::string(caller) + ": '" + text + "' is not an IP address");
+    out.insert(plain(a));
   }
+  return out;
+}
+}  // namespace
+
+void TcpStoreServer::trust_round(const std::vector<std::string>& addresses) {
+  asio::post(io_,
+             [this, trusted = parse_addresses(addresses, "trust_round")]() mutable { trusted_ = std::move(trusted); });
+}
+
+void TcpStoreServer::allow_only(const std::vector<std::string>& addresses) {
+  std::set<asio::ip::address> allowed = parse_addresses(addresses, "allow_only");
   asio::post(io_, [this, allowed = std::move(allowed)]() mutable {
+    trusted_ = allowed;
     allowed_ = std::move(allowed);
     // Connections opened before the round formed get no lasting access: those from elsewhere go.
     std::vector<ClientId> strangers;
@@ -360,9 +372,16 @@ void TcpStoreServer::on_close(ClientId id, std::string_view reason, bool peer_cl
 
 void TcpStoreServer::handle(ClientId id, Request&& request, std::vector<Outgoing>& out) {
   const std::size_t key_hash = StoreState::key_hash(request);  // once, for both calls below
-  const RequestCost cost = state_->cost(request, key_hash);
-  if (!budget_->admits(cost.stored, cost.reply) && !exempt(id)) {
-    throw Error(std::string(query_name(request.type)) + " refused: " + budget_->refusal(cost.stored, cost.reply));
+  // The proof of the job secret stores nothing: it is answered whatever the budget says, so a
+  // store that strangers filled still proves the job's launchers (who are exempt from then on).
+  if (!state_->handshake(id, request)) {
+    const RequestCost cost = state_->cost(request, key_hash);
+    // stranger() looks the connection up: asked only of requests that store something.
+    const bool from_stranger = cost.stored > 0 && stranger(id);
+    if (!budget_->admits(cost.stored, cost.reply, from_stranger) && !exempt(id)) {
+      throw Error(std::string(query_name(request.type)) +
+                  " refused: " + budget_->refusal(cost.stored, cost.reply, from_stranger));
+    }
   }
   if (!log::enabled(log::Level::Debug)) {
     state_->handle(id, std::move(request), key_hash, out);
@@ -377,6 +396,15 @@ void TcpStoreServer::handle(ClientId id, Request&& request, std::vector<Outgoing
 
 bool TcpStoreServer::exempt(ClientId id) const {
   return state_->proven(id);
+}
+
+bool TcpStoreServer::stranger(ClientId id) const {
+  if (!options_.auth.enabled() || state_->proven(id)) return false;
+  const auto conn = connections_.find(id);
+  if (conn == connections_.end()) return false;  // this process's own connection
+  if (!trusted_) return true;                    // no round has formed yet
+  const asio::ip::address p = plain(conn->second->peer_endpoint().address());
+  return !p.is_loopback() && trusted_->count(p) == 0;
 }
 
 void TcpStoreServer::publish_memory_used() {

@@ -71,6 +71,9 @@ void EtcdBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store& roo
     if (c_.min_nodes == c_.max_nodes) {
       // Only the round's nodes (and this host) may open new connections to it.
       workers_store_->allow_only(joined.ranks.ip_addresses());
+    } else {
+      // Anyone may connect, but only the round's workers may fill it (TcpStoreServer::trust_round).
+      workers_store_->trust_round(joined.ranks.ip_addresses());
     }
     return;
   }

@@ -62,11 +62,15 @@ void StoreBackend::set_liveness(JobMonitorOptions&, int) {}  // the defaults: he
 
 void StoreBackend::meet_workers_store(JoinedRound& joined, rendezvous::Store&, rendezvous::Store&,
                                       boost::asio::io_context& loop) {
-  if (server_) server_->start_when_dialled(loop);  // the workers dial it over TCP
-  if (!server_ || c_.min_nodes != c_.max_nodes || joined.ranks.num_nodes() < 2) return;
-  // The round formed: only its nodes (and this host) may open new connections from now on. Every
-  // round: a node that came back (readmit_until_formed) may have a new address.
+  if (!server_) return;
+  server_->start_when_dialled(loop);  // the workers dial it over TCP
+  // The round formed: its workers may store what the budget allows, strangers only a little
+  // (TcpStoreServer::trust_round), in an elastic job too.
   const std::vector<std::string> addresses = joined.ranks.ip_addresses();
+  server_->trust_round(addresses);
+  if (c_.min_nodes != c_.max_nodes || joined.ranks.num_nodes() < 2) return;
+  // Only its nodes (and this host) may open new connections from now on. Every round: a node
+  // that came back (readmit_until_formed) may have a new address.
   server_->allow_only(addresses);
   if (addresses != admitted_) log::info("store: new connections only from loopback and {}", fmt::join(addresses, ", "));
   admitted_ = addresses;

@@ -52,6 +52,27 @@ TEST_CASE("refusal names what does not fit", "[budget]") {
   CHECK_THAT(b.refusal(kMiB, kMiB + 1), Catch::Contains("a reply of"));  // both together pass 4 MiB
 }
 
+TEST_CASE("a stranger may add stored data only while all of it stays within 1/16 of the budget", "[budget]") {
+  rdzv::MemoryBudget b(16 * kMiB);
+  CHECK(b.fits_stranger(kMiB));
+  CHECK_FALSE(b.fits_stranger(kMiB + 1));
+  CHECK(b.admits(kMiB, 8, true));
+  CHECK_FALSE(b.admits(kMiB + 1, 8, true));
+  CHECK(b.admits(kMiB + 1, 8));  // the job's own connections: the whole stored share
+  CHECK_THAT(b.refusal(kMiB + 1, 8, true),
+             Catch::Contains("would pass the 1/16 of the store's memory budget (1.0 MiB) that connections without "
+                             "the job secret may fill"));
+  CHECK(b.refusal(kMiB + 1, 8).empty());
+  b.charge(Kind::Stored, kMiB);  // strangers filled their part: the job keeps 3/4 - 1/16 of the limit
+  CHECK_FALSE(b.fits_stranger(1));
+  CHECK(b.fits(Kind::Stored, 11 * kMiB));
+  b.charge(Kind::Stored, 11 * kMiB);  // and once the store's share is full, the usual reason
+  CHECK_THAT(b.refusal(1, 8, true), Catch::StartsWith("storing 1 B more would pass the store's memory budget"));
+  b.release(Kind::Stored, 12 * kMiB);
+  b.charge(Kind::Unsent, 12 * kMiB);  // replies do not count against the strangers' part
+  CHECK(b.fits_stranger(kMiB));
+}
+
 TEST_CASE("a connection's charge refuses growth that does not fit and releases all at close", "[budget]") {
   rdzv::MemoryBudget b(4 * kMiB);
   {

@@ -2,7 +2,8 @@
 // StoreState, byte for byte, then a real server and client on loopback: a proven client reaches
 // the protected keys, a client with another secret or none cannot list, read, wait on, write or
 // delete them, and a client with a secret refuses a store that checks none. Also: allow_only
-// closes connections already open from addresses that are not admitted.
+// closes connections already open from addresses that are not admitted, and a store filled by
+// strangers still proves and serves launchers, and keeps room for the round's workers.
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -147,6 +148,49 @@ TEST_CASE("an unproven connection cannot touch protected keys, other keys stay o
   CHECK(s.state.num_keys() == 2);
 }
 
+TEST_CASE("the handshake of an unproven connection is free of the budget, a few challenges at most",
+          "[store_auth][budget]") {
+  State s(test_auth("s3cret"));
+  s.join(1);
+  const rdzv::Request challenge = make_request(QueryType::Get, {std::string(rdzv::kAuthChallengeKey)});
+  const rdzv::Request proof = make_request(QueryType::CompareSet, {std::string(rdzv::kAuthProofKey)}, {"c", "p"});
+  CHECK_FALSE(s.state.handshake(1, proof));  // no challenge to answer yet
+  for (int i = 0; i < rdzv::StoreState::kMaxFreeChallenges; ++i) {
+    CHECK(s.state.handshake(1, challenge));
+    s.challenge(1);
+  }
+  CHECK(s.state.handshake(1, proof));  // the last challenge may still be answered
+  CHECK_FALSE(s.state.handshake(1, challenge));
+  CHECK_FALSE(s.state.handshake(1, make_request(QueryType::Get, {"/worker/k"})));
+  CHECK_FALSE(s.state.handshake(1, make_request(QueryType::CompareSet, {"/worker/k"}, {"", "v"})));
+  // The handshake keys cost nothing in cost() either way: the server just does not ask.
+  s.join(2);
+  const std::string c = s.challenge(2);
+  REQUIRE(s.prove(2, c, "s3cret:" + c) == rdzv::kAuthAccepted);
+  CHECK_FALSE(s.state.handshake(2, challenge));  // proven: exempt from the budget as a whole
+  State plain(rdzv::StoreAuth{});
+  plain.join(1);
+  CHECK_FALSE(plain.state.handshake(1, challenge));  // a plain key of a plain store
+}
+
+TEST_CASE("GETNUMKEYS counts for an unproven connection only the keys it may see", "[store_auth]") {
+  State s(test_auth("s3cret"));
+  s.join(1);
+  const std::string c = s.challenge(1);
+  REQUIRE(s.prove(1, c, "s3cret:" + c) == rdzv::kAuthAccepted);
+  for (const char* key : {"/ddplaunch/x/r0/node/0", "/ddplaunch/x/r0/node/1", "/ddplaunch/x/r0/hb/0"}) {
+    s.call(1, make_request(QueryType::Set, {key}, {"v"}));
+  }
+  s.join(2);
+  s.call(2, make_request(QueryType::Set, {"/worker/k"}, {"v"}));
+  CHECK(rdzv::get_i64(s.call(2, make_request(QueryType::GetNumKeys)).data()) == 1);
+  CHECK(rdzv::get_i64(s.call(1, make_request(QueryType::GetNumKeys)).data()) == 4);
+  State plain(rdzv::StoreAuth{});
+  plain.join(1);
+  plain.call(1, make_request(QueryType::Set, {"/ddplaunch/x"}, {"v"}));
+  CHECK(rdzv::get_i64(plain.call(1, make_request(QueryType::GetNumKeys)).data()) == 1);
+}
+
 TEST_CASE("without auth the handshake keys are plain keys", "[store_auth]") {
   State s(rdzv::StoreAuth{});
   s.join(1);
@@ -288,31 +332,64 @@ TEST_CASE("allow_only closes connections already open from other addresses", "[s
   server.stop();
 }
 
-TEST_CASE("a proven launcher is served when strangers have filled the memory budget", "[store_auth][loopback]") {
+namespace {
+// Stores values under fresh keys as issue 41's stranger did: each refusal closes the connection, so
+// a new one follows with half the size, down to 1 byte. Returns the bytes of the values stored.
+std::size_t fill(std::uint16_t port, std::size_t size) {
+  std::size_t stored = 0;
+  int n = 0;
+  auto client = std::make_unique<rdzv::TcpStoreClient>(client_options(port, ""));
+  while (size > 0) {
+    try {
+      client->set("fill/" + std::to_string(n++), std::string(size, 'x'));
+      client->num_keys();  // a SET has no reply: this one sees a refusal
+      stored += size;
+    } catch (const rdzv::ConnectionError&) {
+      size /= 2;
+      client = std::make_unique<rdzv::TcpStoreClient>(client_options(port, ""));
+    }
+  }
+  return stored;
+}
+
+rdzv::TcpStoreServerOptions small_store() {
   rdzv::TcpStoreServerOptions so;
   so.host = "127.0.0.1";
   so.auth = test_auth("s3cret");
-  so.memory_budget = std::size_t{8} << 20;  // stored data may take 3/4 of it
+  so.memory_budget = std::size_t{8} << 20;  // stored data may take 3/4 of it, strangers 1/16
   so.report_interval = 0ms;
   so.log = [](std::string_view) {};
-  rdzv::TcpStoreServer server(so);
+  return so;
+}
+}  // namespace
+
+TEST_CASE("a launcher proves the secret and is served in a store full to the last byte",
+          "[store_auth][budget][loopback]") {
+  rdzv::TcpStoreServer server(small_store());
+  server.trust_round({"127.0.0.1"});  // a round formed: loopback may fill the whole share
   server.start();
-  // Strangers store 1 MiB values until the store refuses them (each refusal closes a connection).
+  const std::size_t stored = fill(server.port(), std::size_t{1} << 20);
+  CHECK(stored > (std::size_t{6} << 20) - (std::size_t{64} << 10));
+  rdzv::TcpStoreClient launcher(client_options(server.port(), "s3cret"));  // the proof is answered
   const std::string mib(std::size_t{1} << 20, 'x');
-  int stored = 0;
-  for (int i = 0; i < 12; ++i) {
-    rdzv::TcpStoreClient stranger(client_options(server.port(), ""));
-    try {
-      stranger.set("fill/" + std::to_string(i), mib);
-      stranger.num_keys();  // a SET has no reply: this one sees a refusal
-      ++stored;
-    } catch (const rdzv::ConnectionError&) {
-    }
-  }
-  CHECK(stored >= 4);
-  CHECK(stored < 12);
-  rdzv::TcpStoreClient launcher(client_options(server.port(), "s3cret"));
   launcher.set("ddplaunch/x/r0/node/1", mib);
   CHECK(launcher.get("ddplaunch/x/r0/node/1", 1s) == mib);
+  server.stop();
+}
+
+TEST_CASE("strangers fill at most 1/16 of the budget and the round's hosts keep the rest",
+          "[store_auth][budget][loopback]") {
+  rdzv::TcpStoreServer server(small_store());
+  server.start();
+  // Before any round every unproven connection is a stranger, loopback too.
+  CHECK(fill(server.port(), std::size_t{1} << 20) <= std::size_t{512} << 10);
+  CHECK(server.memory_used() <= std::size_t{512} << 10);
+  // A round formed on 192.0.2.1 (and this host): its workers, here on loopback, store the rest.
+  server.trust_round({"192.0.2.1"});
+  rdzv::TcpStoreClient worker(client_options(server.port(), ""));
+  const std::string mib(std::size_t{1} << 20, 'w');
+  for (int i = 0; i < 5; ++i) worker.set("worker/" + std::to_string(i), mib);
+  CHECK(worker.get("worker/4", 1s) == mib);
+  CHECK(worker.num_keys() > 5);
   server.stop();
 }

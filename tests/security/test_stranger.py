@@ -11,7 +11,9 @@ PyTorch TCPStore client as an attacker would use:
     forged or deleted heartbeats and a --dump_stacks request, closes the stranger's connection
     (whether it names the keys a stranger guesses or the real ones a sniffer saw), LIST_KEYS hides
     them, and the job ends with its workers' own result (0, or a worker's failure code); a node
-    with another secret is refused at once.
+    with another secret is refused at once;
+  * with a job secret, a stranger who fills the store before node 1 arrives (issue 41) stores
+    1/16 of its budget at most, and the job still forms, its workers store 2 MiB and train.
 
     pytest test_stranger.py --ddplaunch=/path/to/ddplaunch   (PyTorch from the running interpreter)
 """
@@ -19,6 +21,7 @@ import hashlib
 import hmac
 import os
 import subprocess
+import sys
 import textwrap
 import time
 from datetime import timedelta
@@ -233,3 +236,62 @@ def test_a_worker_never_sees_the_secret(ddplaunch, tmp_path):
     r = subprocess.run([ddplaunch, str(prog)], capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert r.returncode == 0, r.stderr
     assert "token=[]" in r.stdout and SECRET not in r.stdout + r.stderr
+
+
+def fill(port, size=1 << 20):
+    """Issue 41's stranger: stores values under fresh keys until the store refuses, each refusal
+    closing its connection, then again on a new one with half the size, down to 1 byte. Returns
+    the bytes stored."""
+    stored, n, s = 0, 0, stranger(port)
+    while size > 0:
+        try:
+            s.set(f"fill/{n}", b"x" * size)
+            n += 1
+            s.check([f"fill/{n - 1}"])  # a SET has no reply: this one sees the refusal
+            stored += size
+        except (RuntimeError, dist.DistNetworkError):
+            size //= 2
+            s = stranger(port)
+    return stored
+
+
+STORE_WORKER = """\
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+store = dist.distributed_c10d._get_default_store()
+if rank == 0:
+    store.set("big", b"w" * (2 << 20))  # the workers' own data: 4 times what a stranger may store
+dist.barrier()
+assert rank != 1 or store.get("big") == b"w" * (2 << 20)
+t = torch.ones(4)
+for _ in range(10):
+    dist.all_reduce(t)
+assert t.tolist() == [2.0 ** 10] * 4, t
+print(f"rank {rank} trained")
+"""
+
+
+def test_with_a_secret_a_store_filled_by_a_stranger_still_forms_and_trains(ddplaunch, tmp_path, monkeypatch):
+    # Issue 41 (1): the fill used to leave no room for node 1's proof of the secret, so both nodes
+    # exited 1 at --rdzv_timeout blaming the secret. Now the proof is answered whatever the budget,
+    # a stranger fills 1/16 of it at most, and the round's workers keep the rest.
+    prog = tmp_path / "train.py"
+    prog.write_text(STORE_WORKER)
+    monkeypatch.setenv("PYTHON_EXEC", sys.executable)  # the workers' Python, with torch
+    port = free_port()
+    args = ("--rdzv_conf", "store_memory=8MiB", "--rdzv_timeout=20")
+    nodes = start_job(ddplaunch, str(prog), port, secrets=(SECRET,), ranks=(0,), args=args)
+    try:
+        stored = fill(port)
+    except BaseException:
+        finish(nodes)
+        raise
+    nodes += start_job(ddplaunch, str(prog), port, secrets=(SECRET,), ranks=(1,), args=args)
+    outs = finish(nodes)
+    for p, (out, err) in zip(nodes, outs):
+        assert p.returncode == 0, err
+        assert "trained" in out, out + err
+        assert "same job secret" not in err, err
+    assert 0 < stored <= 512 << 10, f"a stranger stored {stored} bytes of an 8 MiB store before the round"
+    assert "that connections without the job secret may fill from hosts outside the job's round" in outs[0][1]

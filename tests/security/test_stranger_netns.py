@@ -12,6 +12,12 @@ With a job secret:
     closes its connection;
   * after the round, new connections are refused, for the whole attack;
   * every launcher exits 0 and every rank's 300 sums are right.
+With a job secret and a store of 8 MiB, the stranger fills it (halving the value at each refusal,
+down to 1 byte; issue 41):
+  * before a 2-node static round: it stores 512 KiB at most, node 1 still proves the secret, the
+    workers store 2 MiB of their own and train, both exit 0;
+  * while round 0 of an elastic job with a spare runs (no allowlist): the same, and after the
+    kill of the active node the spare takes its place and the job exits 0.
 Without a secret:
   * every launcher warns once that any host reaching the port can join as a node and poison
     results;
@@ -52,28 +58,48 @@ def hosts():
         yield [(h.ns, h.ifname) for h in made]
 
 
+ALLREDUCE = """\
+    import os, sys, torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    {before}
+    wrong = 0
+    for i in range(300):
+        t = torch.tensor([float(rank + i)])
+        dist.all_reduce(t)
+        wrong += t.item() != sum(r + i for r in range(world))
+    with open(os.path.join(sys.argv[1], f"sums_{{rank}}"), "w") as f:
+        f.write(f"{{300 - wrong}} of 300 right\\n")
+    dist.destroy_process_group()
+    """
+
+
 @pytest.fixture
 def worker(tmp_path):
     path = tmp_path / "allreduce.py"
-    path.write_text(textwrap.dedent("""\
-        import os, sys, torch, torch.distributed as dist
-        dist.init_process_group("gloo")
-        rank, world = dist.get_rank(), dist.get_world_size()
-        wrong = 0
-        for i in range(300):
-            t = torch.tensor([float(rank + i)])
-            dist.all_reduce(t)
-            wrong += t.item() != sum(r + i for r in range(world))
-        with open(os.path.join(sys.argv[1], f"sums_{rank}"), "w") as f:
-            f.write(f"{300 - wrong} of 300 right\\n")
-        dist.destroy_process_group()
-        """))
+    path.write_text(textwrap.dedent(ALLREDUCE.format(before="")))
+    return str(path)
+
+
+@pytest.fixture
+def storing_worker(tmp_path):
+    """The allreduce worker, after rank 0 has stored 2 MiB in the job's store for rank 1 to read
+    (the workers' own data: four times what a stranger may store, in a store whose budget leaves
+    6 MiB for stored data and room for the reply)."""
+    path = tmp_path / "store_allreduce.py"
+    path.write_text(textwrap.dedent(ALLREDUCE.format(before=(
+        "store = dist.distributed_c10d._get_default_store()\n"
+        "    if rank == 0: store.set('big', b'w' * (2 << 20))\n"
+        "    dist.barrier()\n"
+        "    assert rank != 1 or store.get('big') == b'w' * (2 << 20)"))))
     return str(path)
 
 
 class Job:
-    def __init__(self, ddplaunch, hosts, worker, out_dir, secret):
+    def __init__(self, ddplaunch, hosts, worker, out_dir, secret, nnodes="4", args=()):
+        """`nnodes` and `args` (more flags) are every node's."""
         self.ddplaunch, self.hosts, self.worker, self.out_dir, self.secret = ddplaunch, hosts, worker, out_dir, secret
+        self.nnodes, self.args = nnodes, list(args)
         self.procs = {}
 
     def start(self, rank, ns=None, out_name=None, rdzv_timeout=60):
@@ -87,9 +113,10 @@ class Job:
         env["GLOO_SOCKET_IFNAME"] = ifname  # the host name resolves to loopback in every namespace
         log = open(self.out_dir / f"{out_name or f'node{rank}'}.log", "w")
         p = subprocess.Popen(
-            ["ip", "netns", "exec", ns, self.ddplaunch, "--nnodes=4", f"--node_rank={rank}",
+            ["ip", "netns", "exec", ns, self.ddplaunch, f"--nnodes={self.nnodes}", f"--node_rank={rank}",
              f"--master_addr={NODES[0]}", f"--master_port={PORT}", "--nproc_per_node=1",
-             f"--heartbeat_timeout={HEARTBEAT_TIMEOUT}", f"--rdzv_timeout={rdzv_timeout}", self.worker, str(self.out_dir)],
+             f"--heartbeat_timeout={HEARTBEAT_TIMEOUT}", f"--rdzv_timeout={rdzv_timeout}", *self.args, self.worker,
+             str(self.out_dir)],
             stdout=log, stderr=subprocess.STDOUT, env=env)
         self.procs[out_name or f"node{rank}"] = p
         return p
@@ -271,3 +298,90 @@ def test_dump_stacks_from_a_stranger_host_says_why_it_is_refused(ddplaunch, host
             p.stdout.close()
     left = sh("pgrep", "-f", str(sleeper), check=False).stdout.split()
     assert not left, f"processes left running: {left}"
+
+
+# Issue 41's stranger: stores values under fresh keys until the store refuses, each refusal closing
+# its connection, then again on a new one with half the size, down to 1 byte.
+FILL = """\
+    stored, n, size, s = 0, 0, 1 << 20, store()
+    while size > 0:
+        try:
+            s.set(f"fill/{n}", b"x" * size)
+            n += 1
+            s.check([f"fill/{n - 1}"])  # a SET has no reply: this one sees the refusal
+            stored += size
+        except Exception:
+            size //= 2
+            s = store()
+    print(f"stored {stored}")
+    """
+SMALL_STORE = ("--rdzv_conf", "store_memory=8MiB")  # stored data 6 MiB, a stranger's part 512 KiB
+
+
+def filled(hosts):
+    """Fills the job's store from the stranger's host; returns the bytes it stored."""
+    lines = stranger(hosts, FILL)
+    return int(lines[-1].split()[1])
+
+
+def test_with_a_secret_a_store_filled_before_the_round_still_forms_and_trains(ddplaunch, hosts, storing_worker,
+                                                                               tmp_path):
+    # Issue 41 (1): node 1's proof of the secret found no room and both nodes exited 1 at
+    # --rdzv_timeout blaming the secret. Now the proof is answered whatever the budget, the
+    # stranger fills 1/16 of it at most, and the round's workers store 2 MiB.
+    job = Job(ddplaunch, hosts, storing_worker, tmp_path, SECRET, nnodes="2", args=SMALL_STORE)
+    job.start(0, rdzv_timeout=20)
+    stored = filled(hosts)
+    job.start(1, rdzv_timeout=20)
+    codes = job.finish(timeout=60)
+    assert codes == {"node0": 0, "node1": 0}, {n: job.log(n) for n in codes}
+    for r in range(2):
+        assert (tmp_path / f"sums_{r}").read_text() == "300 of 300 right\n"
+    assert 0 < stored <= 512 << 10, f"the stranger stored {stored} bytes of an 8 MiB store"
+    no_process_left(job)
+
+
+# Round 0's workers wait for the test; after a restart they succeed at once.
+SPARE_WORKER = """#!/bin/sh
+touch "$1/running-$TORCHELASTIC_RESTART_COUNT-$GROUP_RANK"
+[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
+while [ ! -e "$1/finish" ]; do sleep 0.05; done
+"""
+
+
+def wait_until(predicate, what, seconds=30):
+    # Files and logs written by other processes: there is no event to wait on short of inotify.
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_with_a_secret_an_elastic_job_filled_after_the_round_cures_a_lost_node_with_its_spare(
+        ddplaunch, hosts, tmp_path):
+    # Issue 41 (1): an elastic job keeps no allowlist, so the stranger fills the store while round
+    # 0 runs; at the restart node 0's own connection had to prove the secret again, was refused
+    # for memory, and every node exited 1 four seconds after the loss that the spare would cure.
+    worker = tmp_path / "w.sh"
+    worker.write_text(SPARE_WORKER)
+    worker.chmod(0o755)
+    job = Job(ddplaunch, hosts, str(worker), tmp_path, SECRET, nnodes="2:3",
+              args=("--active_nodes=2", "--max_restarts=1", "--no_python", "--rdzv_conf",
+                    "last_call_timeout=1,store_memory=8MiB"))
+    try:
+        for rank in range(3):
+            job.start(rank, rdzv_timeout=20)
+        wait_until(lambda: (tmp_path / "running-0-0").exists() and (tmp_path / "running-0-1").exists() and
+                   any("round 0: standby" in job.log(n) for n in ("node1", "node2")), "round 0")
+        standby = next(n for n in ("node1", "node2") if "round 0: standby" in job.log(n))
+        active = "node2" if standby == "node1" else "node1"
+        stored = filled(hosts)
+        job.procs[active].kill()  # SIGKILL of its launcher: its workers go by the parent-death chain
+        codes = job.finish(timeout=60)
+    finally:
+        (tmp_path / "finish").touch()  # round 0's workers, should a launcher have left one behind
+    assert codes["node0"] == 0 and codes[standby] == 0, {n: job.log(n) for n in codes}
+    assert (tmp_path / "running-1-0").exists() and (tmp_path / "running-1-1").exists()
+    assert "this standby node takes an active node's place" in job.log(standby), job.log(standby)
+    assert 0 < stored <= 512 << 10, f"the stranger stored {stored} bytes of an 8 MiB store"
+    no_process_left(job)

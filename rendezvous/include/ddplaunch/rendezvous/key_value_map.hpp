@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ddplaunch/rendezvous/key_ref.hpp"
@@ -39,6 +40,8 @@ class KeyValueMap {
   bool erase(KeyRef key);
   std::size_t size() const { return map_.size(); }
   std::vector<std::string> keys() const;
+  // How many keys start with `prefix`. O(keys), without allocating.
+  std::size_t count_with_prefix(std::string_view prefix) const;
 
   // Memory held, approximately and in the safe direction: per entry the key's and the value's
   // capacity plus kEntryOverhead (the hash node, the bucket, allocator rounding). O(1).

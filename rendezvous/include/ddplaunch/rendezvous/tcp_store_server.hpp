@@ -63,8 +63,12 @@ struct TcpStoreServerOptions {
   //    reason in the summary line: a writer when the store is full, a reader whose reply does
   //    not fit (e.g. one that GETs a large value and never reads). One request is at most
   //    kMaxRequestBytes and APPEND never grows a value past kMaxValueLength (8 MiB).
-  //    Connections proven with the job secret (`auth`) are exempt: strangers who fill the
-  //    budget before a round forms cannot lock the job's own launchers out.
+  //    Connections proven with the job secret (`auth`) are exempt, and the handshake that
+  //    proves it is answered before and whatever the budget says: strangers who fill the budget
+  //    cannot lock the job's own launchers out. With `auth`, an unproven connection from a host
+  //    outside the job's last round (trust_round; before the first round, every one) is a
+  //    stranger: it may add stored data only while all of it stays within 1/16 of the budget,
+  //    so the job's workers (unproven, from the round's hosts) keep the rest of the share.
   //    Default 1 GiB: a job's real rendezvous data is kilobytes per rank (tens of MiB for ten
   //    thousand ranks) and the replies in flight a few values, so it leaves a wide margin while
   //    bounding node 0's launcher, which shares its host with training processes, to about
@@ -140,6 +144,12 @@ class TcpStoreServer {
   // report_interval). Throws Error naming a value that is not an IP address. Thread-safe,
   // non-blocking: takes effect on the loop shortly after.
   void allow_only(const std::vector<std::string>& addresses);
+  // The hosts of the round that formed last: from now on, unproven connections from loopback
+  // and `addresses` (the round's workers) may use the whole stored-data share of the memory
+  // budget; those from elsewhere are strangers, limited to 1/16 of it (memory_budget.hpp). Only
+  // with `auth`; allow_only does the same. Throws Error naming a value that is not an IP
+  // address. Thread-safe, non-blocking: takes effect on the loop shortly after.
+  void trust_round(const std::vector<std::string>& addresses);
   // Lifts allow_only: new connections from any address are served again (a lost node may come
   // back from a new address; the caller applies allow_only again once it has). Thread-safe,
   // non-blocking: takes effect on the loop shortly after.
@@ -175,6 +185,9 @@ class TcpStoreServer {
   // secret (its records are small), so that strangers who fill the budget before the round
   // cannot lock the job's own launchers out. Loop thread.
   bool exempt(ClientId id) const;
+  // Whether connection `id` is a stranger (see memory_budget): with auth, unproven, over TCP, and
+  // not from loopback or a host of the last round (trust_round). Loop thread.
+  bool stranger(ClientId id) const;
   void publish_memory_used();  // refreshes memory_used_
   void log(const std::string& line) const;
   // Counts a closed or refused connection for the next summary line (see report_interval).
@@ -210,6 +223,7 @@ class TcpStoreServer {
   std::shared_ptr<InProcessHub> hub_;  // also guards thread_ and starting the loop
   std::unique_ptr<DialWatch> dial_watch_;  // start_when_dialled's, on the watcher's loop
   std::optional<std::set<boost::asio::ip::address>> allowed_;  // loop thread; nullopt: everyone
+  std::optional<std::set<boost::asio::ip::address>> trusted_;  // trust_round's; nullopt: no round yet
   std::size_t max_connections_ = 0;                            // options_.max_connections, resolved
   boost::asio::steady_timer report_timer_;                     // armed while closed_count_ > 0
   std::size_t closed_count_ = 0;                               // since the last summary line
