@@ -48,7 +48,9 @@ std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int 
   std::optional<JoinedRound> joined;
   std::exception_ptr error;
   try {
+    checking_health_ = true;
     const std::optional<SelfExclusion> sick = health_ ? health_(round, cancel_event_) : std::nullopt;
+    checking_health_ = false;
     // Interrupted: the gate's verdict means nothing, and the other nodes are not told.
     if (cancelled_) throw ddp::Error("interrupted during the health checks");
     if (sick) leave_sick(round, *sick);
@@ -74,6 +76,7 @@ std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int 
   } catch (...) {
     error = std::current_exception();
   }
+  checking_health_ = false;  // also when the gate threw
   return {std::move(joined), error};
 }
 

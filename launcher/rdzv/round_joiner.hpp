@@ -54,6 +54,8 @@ class RoundJoiner {
     cancel_event_.cancel();
   }
   bool cancelled() const { return cancelled_; }
+  // Whether the join thread is in the health gate now (for messages). Thread-safe.
+  bool checking_health() const { return checking_health_; }
   // A join thread exists whose result the loop has not taken yet.
   bool busy() const { return thread_.joinable(); }
   // The job's prefixed store, once the first join connected (nullptr before). Loop thread only.
@@ -76,6 +78,7 @@ class RoundJoiner {
   std::shared_ptr<rendezvous::Store> root_;  // the namespace view (job_store.hpp)
   std::shared_ptr<rendezvous::Store> job_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> checking_health_{false};
   CancelEvent cancel_event_;  // what the health gate polls
   std::thread thread_;
 };
