@@ -2,8 +2,8 @@
 // so it runs on a helper thread, and its result is posted back to the loop. One node (without
 // etcd) meets only itself in its own store, reached in process, and blocks on no one: it joins on
 // the loop's thread, and the result is posted all the same (unless it has a --health_check, which
-// may block for minutes: then on the thread, so that the loop still handles a Ctrl-C). The first join also
-// opens the agent's connections to the store (root and the job's prefixed view). Once joined,
+// may block for minutes: then on the thread, so that the loop still handles a Ctrl-C). The first
+// join also opens the agent's connections to the store (root and the job's prefixed view). Once joined,
 // group rank 0 logs the rank map and the backend says where the round's workers dial their store
 // (RendezvousBackend::meet_workers_store). Before each join the health gate, if any, runs on the
 // same thread: a node that fails it does not join (self_exclusion.hpp); the members of an elastic
@@ -20,6 +20,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "common/cancel_event.hpp"
 #include "launcher/rdzv/job_round.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
 #include "launcher/rdzv/self_exclusion.hpp"

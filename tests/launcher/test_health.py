@@ -14,7 +14,9 @@ Hosts 10.242.0.1-3 on one bridge (pyfixtures.NetnsHosts); tiny shell workers; sh
     the join thread): the launcher exits 128+N within a few seconds and nothing of the check is
     left;
   * a check that starts a daemon (`(setsid sleep 1000 &)`) and passes: nothing of it outlives the
-    job, with the job's cgroup and without (DDPLAUNCH_CGROUP=0).
+    job, with the job's cgroup and without (DDPLAUNCH_CGROUP=0);
+  * a launcher killed (SIGKILL) while its check hangs: the reaper ends the check, with the job's
+    cgroup and without.
 Needs root and `ip netns` (the netns cases skip otherwise).
     pytest test_health.py --ddplaunch=/path/to/ddplaunch
 """
@@ -241,3 +243,16 @@ def test_a_daemon_the_check_starts_does_not_outlive_the_job(ddplaunch, procs, tm
     assert not alive(daemon), f"the check's daemon {daemon} outlived the job"
     note(f"health, a daemon started by the check (DDPLAUNCH_CGROUP={cgroup}): gone at the end, "
          f"the job took {seconds:.2f} s")
+
+
+@pytest.mark.parametrize("cgroup", ["1", "0"])
+def test_a_launcher_killed_during_its_check_leaves_nothing_of_it(ddplaunch, procs, tmp_path, cgroup):
+    started = str(tmp_path / "started")
+    env = dict(os.environ, DDPLAUNCH_CGROUP=cgroup)
+    p = procs.start([ddplaunch, "--nproc_per_node=1", "--health_check", f"touch {started}; sleep 1000; true",
+                     "/bin/true"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_file(started, p)
+    p.kill()  # the launcher alone, not its process group: only the reaper is left to end the check
+    p.wait(timeout=BOUND)
+    procs.assert_no_survivors(timeout=5)
+    note(f"health, launcher killed during its check (DDPLAUNCH_CGROUP={cgroup}): nothing of the check is left")
