@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
       return make_supervised_process_context(io, policy, lifetime);
     };
     deps.workers_done = [&lifetime] { lifetime.end_job(); };
+    deps.lifetime = &lifetime;
     const int code = run_agent(parsed.config, std::move(deps));
     lifetime.finish();  // nothing of the job is left when we exit
     return code;

@@ -117,9 +117,9 @@ bool Agent::prepare() {
   if (!deps_.health && deps_.preflight) {
     NodeHealthOptions ho;
     ho.env = eff_.env;
-    deps_.health = [health = std::make_shared<NodeHealth>(c_, eff_, std::move(ho))](int round) {
-      return health->check(round);
-    };
+    ho.lifetime = deps_.lifetime;
+    deps_.health = [health = std::make_shared<NodeHealth>(c_, eff_, std::move(ho))](
+                       int round, const CancelEvent& cancel) { return health->check(round, &cancel); };
   }
   joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_, deps_.health);
   progress_.emplace(c_.progress_file.empty() ? std::nullopt : std::optional(read_progress_file(c_.progress_file)));

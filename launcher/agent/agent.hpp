@@ -81,6 +81,9 @@ struct AgentDeps {
   // Runs before every round on the join thread; a node that fails it exits 69 (rdzv/self_exclusion.hpp).
   // Default: the node's health checks (health/node_health.hpp) when `preflight`, else none.
   HealthGate health;
+  // The job's lifetime (workers/job_lifetime.hpp; main's), where the default health gate runs the
+  // site's command as it runs the workers; null: the command in its own process group only.
+  JobLifetime* lifetime = nullptr;
   // Called once when the event loop has ended and no worker needs watching any more (the last
   // one was reaped, or was sent SIGKILL): main's JobLifetime then has its reaper end the job while
   // the agent tears down (status endpoint, run directory, leaving the job). Never blocks.

@@ -26,8 +26,10 @@ void Agent::on_signal(int signo) {
     return;
   }
   if (!procs_) {
-    // Still in rendezvous (or between rounds): no worker to stop, so stop right away.
-    log::info("interrupted by {} while waiting for nodes", signal_name(signo));
+    // Still in rendezvous (or its health checks, or between rounds): no worker to stop, so stop
+    // right away; a health check's command is killed (RoundJoiner::cancel).
+    log::info("interrupted by {} {}", signal_name(signo),
+              joiner_->checking_health() ? "during this node's health checks" : "while waiting for nodes");
     joiner_->cancel();
     return finish(exit_code_for_signal(signo));
   }

@@ -42,7 +42,7 @@ NodeHealth::NodeHealth(const LaunchConfig& c, const EffectiveConfig& eff, NodeHe
   if (options_.env.empty()) options_.env = current_environment();
 }
 
-std::vector<CheckResult> NodeHealth::run(int round) {
+std::vector<CheckResult> NodeHealth::run(int round, const CancelEvent* cancel) {
   std::vector<CheckResult> results;
   results.push_back(check_log_directory(effective_.log_root, min_free_bytes(config_)));
   try {
@@ -56,13 +56,14 @@ std::vector<CheckResult> NodeHealth::run(int round) {
     Environment env = options_.env;
     env["DDPLAUNCH_HEALTH_ROUND"] = std::to_string(round);
     env["DDPLAUNCH_NODE_RANK"] = std::to_string(config_.node_rank);
-    results.push_back(run_site_command(config_.health_check, env, options_.command_timeout));
+    results.push_back(
+        run_site_command(config_.health_check, env, options_.command_timeout, {cancel, options_.lifetime}));
   }
   return results;
 }
 
-std::optional<SelfExclusion> NodeHealth::check(int round) {
-  const std::vector<CheckResult> results = run(round);
+std::optional<SelfExclusion> NodeHealth::check(int round, const CancelEvent* cancel) {
+  const std::vector<CheckResult> results = run(round, cancel);
   const CheckResult* first_failed = nullptr;
   std::string report = fmt::format("health checks before round {} on this node:", round);
   std::string passed;

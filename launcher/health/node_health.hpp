@@ -31,7 +31,8 @@ namespace ddp::launcher {
 struct NodeHealthOptions {
   std::function<std::unique_ptr<GpuDevices>()> gpus;  // default: NvmlDevices, made for each round
   std::chrono::milliseconds command_timeout = kHealthCommandTimeout;
-  Environment env;  // CUDA_VISIBLE_DEVICES and the command's environment; default: this process's
+  Environment env;                  // CUDA_VISIBLE_DEVICES and the command's environment; default: this process's
+  JobLifetime* lifetime = nullptr;  // where the command runs (site_command.hpp); null: its own group only
 };
 
 // Keeps references to `config` and `effective` (they must outlive it). Not thread-safe: one check
@@ -40,12 +41,13 @@ class NodeHealth {
  public:
   NodeHealth(const LaunchConfig& config, const EffectiveConfig& effective, NodeHealthOptions options = {});
   // Runs every check before round `round` and returns their results in order. Blocks up to the
-  // command's timeout; never throws.
-  std::vector<CheckResult> run(int round);
+  // command's timeout, or until `cancel` (may be null) fires: then the command is killed and
+  // fails ("interrupted after ..."). Never throws.
+  std::vector<CheckResult> run(int round, const CancelEvent* cancel = nullptr);
   // run(), then: nullopt when none failed, else why this node does not join (the reason names
   // the first failed check; the report lists them all). Logs the passes (info with
   // --health_check, else debug). Usable as a HealthGate.
-  std::optional<SelfExclusion> check(int round);
+  std::optional<SelfExclusion> check(int round, const CancelEvent* cancel = nullptr);
 
  private:
   const LaunchConfig& config_;

@@ -70,7 +70,8 @@ CheckResult failed(const std::string& name, const std::string& why, const Output
 
 }  // namespace
 
-CheckResult run_site_command(const std::string& command, const Environment& env, std::chrono::milliseconds timeout) {
+CheckResult run_site_command(const std::string& command, const Environment& env, std::chrono::milliseconds timeout,
+                             const SiteCommandControl& control) {
   const std::string name = "command '" + command + "'";
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return failed(name, fmt::format("pipe: {}", std::strerror(errno)), {});
@@ -78,6 +79,7 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
   // In a ProcessSet, so that the launcher's reaping of adopted orphans (workers/job_lifetime.hpp)
   // leaves its exit status to us.
   ProcessSet set;
+  if (control.lifetime) control.lifetime->adopt(set);
   pid_t pid = -1;
   try {
     ChildOptions o;
@@ -87,6 +89,10 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
     o.stdout_fd = pipe_fds[1];
     o.stderr_fd = pipe_fds[1];
     pid = set.pid(set.start(o));
+    if (control.lifetime) {
+      control.lifetime->worker_started(pid, set);
+      control.lifetime->flush();
+    }
   } catch (const Error& e) {
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
@@ -97,7 +103,8 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
   // Without pidfd_open (Linux < 5.3) the end of output stands for the command's end.
   const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   OutputLines lines;
-  bool output_open = true, exited = false, timed_out = false;
+  bool output_open = true, exited = false, timed_out = false, interrupted = false;
+  const int cancel_fd = control.cancel ? control.cancel->fd() : -1;
   while (!exited && (output_open || pidfd >= 0)) {
     const auto left =
         timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
@@ -105,18 +112,26 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
       timed_out = true;
       break;
     }
-    pollfd fds[2] = {{output_open ? out : -1, POLLIN, 0}, {pidfd, POLLIN, 0}};
-    if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    pollfd fds[3] = {{output_open ? out : -1, POLLIN, 0}, {pidfd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+    if (::poll(fds, 3, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    if (fds[2].revents != 0) {
+      interrupted = true;
+      break;
+    }
     if (fds[0].revents != 0) output_open = read_some(out, lines);
     if (fds[1].revents != 0) exited = true;
   }
-  // The command's group goes: all of it on a timeout, else whatever it left running (a group
-  // already empty is skipped). Without a pidfd and at the end of output, the wait is plain.
-  if (timed_out || exited) set.signal_all(SIGKILL);
+  // The command's group goes: all of it on a timeout or a cancel, else whatever it left running
+  // (a group already empty is skipped). Without a pidfd and at the end of output, the wait is plain.
+  if (timed_out || interrupted || exited) set.signal_all(SIGKILL);
   siginfo_t info{};
   while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
   }
   const std::vector<ProcessSet::Exit> ends = set.collect();
+  if (control.lifetime) {  // before the reap, while the group's number is still ours
+    control.lifetime->worker_exited(pid);
+    control.lifetime->flush();
+  }
   set.reap();
   // What the command wrote before it ended is still in the pipe; a leftover holding the pipe
   // open (a daemon it started in another group) must not hold the check.
@@ -129,6 +144,7 @@ CheckResult run_site_command(const std::string& command, const Environment& env,
   if (pidfd >= 0) ::close(pidfd);
   const auto took = std::chrono::steady_clock::now() - start;
   if (timed_out) return failed(name, "timed out after " + format_seconds(timeout), lines);
+  if (interrupted) return failed(name, "interrupted after " + format_seconds_fixed(took, 2), lines);
   if (ends.empty()) return failed(name, "its end was not seen", lines);
   if (ends[0].term_signal != 0) return failed(name, "killed by " + signal_name(ends[0].term_signal), lines);
   if (ends[0].exit_code != 0) return failed(name, fmt::format("exited with {}", ends[0].exit_code), lines);

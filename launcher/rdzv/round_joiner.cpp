@@ -22,7 +22,7 @@ RoundJoiner::~RoundJoiner() {
 }
 
 void RoundJoiner::start(int round, OnJoined on_joined, OnError on_error) {
-  if (config_.max_nodes == 1 && config_.rdzv_rules.node0_hosts_store) {
+  if (config_.max_nodes == 1 && config_.rdzv_rules.node0_hosts_store && config_.health_check.empty()) {
     // One node meets only itself, in its own store, in process: nothing blocks, so no thread.
     // The result still reaches the loop as a posted event, as from the thread.
     auto result = join(round);
@@ -48,7 +48,11 @@ std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int 
   std::optional<JoinedRound> joined;
   std::exception_ptr error;
   try {
-    const std::optional<SelfExclusion> sick = health_ ? health_(round) : std::nullopt;
+    checking_health_ = true;
+    const std::optional<SelfExclusion> sick = health_ ? health_(round, cancel_event_) : std::nullopt;
+    checking_health_ = false;
+    // Interrupted: the gate's verdict means nothing, and the other nodes are not told.
+    if (cancelled_) throw ddp::Error("interrupted during the health checks");
     if (sick) leave_sick(round, *sick);
     connect();
     // A node of the round before may come back from another address (rendezvous_backend.hpp).
@@ -72,6 +76,7 @@ std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int 
   } catch (...) {
     error = std::current_exception();
   }
+  checking_health_ = false;  // also when the gate threw
   return {std::move(joined), error};
 }
 

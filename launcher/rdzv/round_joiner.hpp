@@ -1,8 +1,9 @@
 // Joining a round off the agent's event loop: the rendezvous blocks (for up to --rdzv_timeout),
 // so it runs on a helper thread, and its result is posted back to the loop. One node (without
 // etcd) meets only itself in its own store, reached in process, and blocks on no one: it joins on
-// the loop's thread, and the result is posted all the same. The first join also
-// opens the agent's connections to the store (root and the job's prefixed view). Once joined,
+// the loop's thread, and the result is posted all the same (unless it has a --health_check, which
+// may block for minutes: then on the thread, so that the loop still handles a Ctrl-C). The first
+// join also opens the agent's connections to the store (root and the job's prefixed view). Once joined,
 // group rank 0 logs the rank map and the backend says where the round's workers dial their store
 // (RendezvousBackend::meet_workers_store). Before each join the health gate, if any, runs on the
 // same thread: a node that fails it does not join (self_exclusion.hpp); the members of an elastic
@@ -19,6 +20,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "common/cancel_event.hpp"
 #include "launcher/rdzv/job_round.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
 #include "launcher/rdzv/self_exclusion.hpp"
@@ -46,9 +48,15 @@ class RoundJoiner {
   // Exactly one of the callbacks runs later on `io`'s thread, unless `io` stops first.
   // Loop thread only; not while busy().
   void start(int round, OnJoined on_joined, OnError on_error);
-  // Makes a blocked join give up within about a second. Thread-safe.
-  void cancel() { cancelled_ = true; }
+  // Makes a blocked join give up: at once in the health gate (its command's group killed), within
+  // about a second in the rendezvous. Never blocks; thread-safe.
+  void cancel() {
+    cancelled_ = true;
+    cancel_event_.cancel();
+  }
   bool cancelled() const { return cancelled_; }
+  // Whether the join thread is in the health gate now (for messages). Thread-safe.
+  bool checking_health() const { return checking_health_; }
   // A join thread exists whose result the loop has not taken yet.
   bool busy() const { return thread_.joinable(); }
   // The job's prefixed store, once the first join connected (nullptr before). Loop thread only.
@@ -71,6 +79,8 @@ class RoundJoiner {
   std::shared_ptr<rendezvous::Store> root_;  // the namespace view (job_store.hpp)
   std::shared_ptr<rendezvous::Store> job_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> checking_health_{false};
+  CancelEvent cancel_event_;  // what the health gate polls
   std::thread thread_;
 };
 

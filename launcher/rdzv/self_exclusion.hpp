@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cancel_event.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/store.hpp"
 
@@ -33,8 +34,9 @@ struct SelfExclusion {
 };
 
 // Runs before each round on the join thread (it may block, e.g. for a site command): nullopt
-// when this node may join round `round`.
-using HealthGate = std::function<std::optional<SelfExclusion>(int round)>;
+// when this node may join round `round`. `cancel` is the joiner's (RoundJoiner::cancel): a gate
+// that blocks polls its fd() and returns at once when it fires, its processes ended.
+using HealthGate = std::function<std::optional<SelfExclusion>(int round, const CancelEvent& cancel)>;
 
 // A node failed its health checks: thrown to that node (what() is its report) and, when the job
 // cannot go on without it, to every other node (what() names the node and the check). The agent

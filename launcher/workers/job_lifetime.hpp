@@ -11,12 +11,17 @@
 // On a worker's exit, the rest of its process group gets SIGTERM now and SIGKILL after the grace
 // (--shutdown_timeout). finish() (also run by the destructor) ends the job: SIGTERM to what is
 // left, the grace, SIGKILL, the cgroup removed; it returns when the reaper is done, so nothing
-// of the job is left when the launcher exits.
-// Not thread-safe: the agent's loop thread (and main) only.
+// of the job is left when the launcher exits. The site's health check (health/site_command.hpp)
+// is placed and watched the same way as a worker.
+// Not thread-safe: the agent's loop thread (and main) only; but the health check calls adopt(),
+// worker_started(), worker_exited() and flush() on the join thread, which runs while no worker
+// starts or runs (before a round's workers start, after the last one of the round before ended),
+// beside the loop's reap_orphans() only.
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -51,7 +56,8 @@ class JobLifetime {
 
   // Makes the children `set` starts join the job's cgroup.
   void adopt(ProcessSet& set);
-  // A worker (leader of process group `pid`) was started by `set`; watch its group.
+  // A worker (leader of process group `pid`), or the health check, was started by `set`; watch
+  // its group.
   void worker_started(pid_t pid, const ProcessSet& set);
   // A worker exited (not reaped yet, so its group's number is still ours): SIGTERM the rest of
   // its group now, SIGKILL after the grace. Never blocks.
@@ -83,9 +89,9 @@ class JobLifetime {
 
   std::optional<JobCgroup> cgroup_;
   std::chrono::milliseconds grace_;
-  bool cgroup_dropped_ = false;
-  ReaperArgs reaper_args_;    // read by the reaper until finish() has reaped it
-  ReaperStack reaper_stack_;  // likewise
+  std::atomic<bool> cgroup_dropped_{false};  // written by worker_started, read by reap_orphans
+  ReaperArgs reaper_args_;                   // read by the reaper until finish() has reaped it
+  ReaperStack reaper_stack_;                 // likewise
   pid_t reaper_ = -1;
   bool job_ended_ = false;           // end_job() sent the reaper its last message
   int socket_ = -1;                  // our end; closed by finish()

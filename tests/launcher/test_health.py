@@ -9,17 +9,25 @@ Hosts 10.242.0.1-3 on one bridge (pyfixtures.NetnsHosts); tiny shell workers; sh
     of node 2 creates the file the check looks for, then fails): node 2 leaves at the restart,
     the other two finish the job;
   * a log directory without room (a 1 MiB tmpfs): the built-in check names it (exit 69);
-  * --dry-run lists the checks.
+  * --dry-run lists the checks;
+  * SIGTERM, SIGINT or SIGHUP while the check hangs (one node, and node 0 of two, which checks on
+    the join thread): the launcher exits 128+N within a few seconds and nothing of the check is
+    left;
+  * a check that starts a daemon (`(setsid sleep 1000 &)`) and passes: nothing of it outlives the
+    job, with the job's cgroup and without (DDPLAUNCH_CGROUP=0);
+  * a launcher killed (SIGKILL) while its check hangs: the reaper ends the check, with the job's
+    cgroup and without.
 Needs root and `ip netns` (the netns cases skip otherwise).
     pytest test_health.py --ddplaunch=/path/to/ddplaunch
 """
 import os
+import signal
 import subprocess
 import time
 
 import pytest
 
-from pyfixtures import netns_hosts_or_skip, note
+from pyfixtures import alive, free_port, netns_hosts_or_skip, note
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -167,3 +175,84 @@ def test_dry_run_lists_the_checks(ddplaunch, procs):
     assert "health checks before every round (a node that fails one does not join; exit 69):" in out
     assert "  GPUs: the visible devices answer without uncorrectable ECC errors (NVML); now: " in out
     assert "  command: /bin/sh -c 'true' exits 0 within 120 s" in out
+
+
+def wait_for_file(path, p, timeout=BOUND):
+    """Waits until `path` exists; fails if launcher `p` exits first or `timeout` passes."""
+    end = time.monotonic() + timeout
+    while not os.path.exists(path):  # no event tells us when a shell creates a file
+        assert p.poll() is None, f"the launcher exited with {p.returncode} before its check started"
+        assert time.monotonic() < end, f"{path} not created within {timeout} s"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signo,nnodes,at_restart", [
+    (signal.SIGTERM, 1, False), (signal.SIGINT, 1, False), (signal.SIGHUP, 1, False),
+    (signal.SIGTERM, 2, False), (signal.SIGINT, 2, False), (signal.SIGTERM, 1, True), (signal.SIGINT, 2, True)])
+def test_signal_during_a_hanging_check_stops_at_once(ddplaunch, procs, tmp_path, signo, nnodes, at_restart):
+    started = str(tmp_path / "started")
+    # Two processes in the check's group (the shell does not exec the sleep), so killing the shell
+    # alone would leave one. At a restart: round 0's check passes, its worker fails, round 1's hangs.
+    check = f"touch {started}; sleep 1000; echo never"
+    if at_restart:
+        check = f'[ "$DDPLAUNCH_HEALTH_ROUND" = 0 ] || {{ {check}; }}'
+    args = [ddplaunch, "--nproc_per_node=1", "--rdzv_timeout=60", "--max_restarts=1", "--health_check", check,
+            "/bin/false" if at_restart else "/bin/true"]
+    other = None
+    if nnodes == 2:
+        # Node 0 alone: it checks before its rendezvous, on the join thread; a restart needs both.
+        args[1:1] = ["--nnodes=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+        if at_restart:
+            other = procs.start([*args[:-3], "--node_rank=1", "/bin/true"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        args[1:1] = ["--node_rank=0"]
+    p = procs.start(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_file(started, p)
+    t0 = time.monotonic()
+    p.send_signal(signo)
+    try:
+        _, err = p.communicate(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        procs.kill(p)
+        pytest.fail(f"the launcher ignored {signo.name} for {BOUND} s while its check hung:\n{p.communicate()[1]}")
+    seconds = time.monotonic() - t0
+    assert p.returncode == 128 + signo, err
+    assert seconds < 5, err
+    assert f"interrupted by {signo.name} during this node's health checks" in err, err
+    if at_restart:
+        assert "restarting the job (restart 1 of 1)" in err, err
+    if other:
+        procs.stop(other, grace=BOUND)  # it waits for node 0 in round 1's rendezvous
+    procs.assert_no_survivors(timeout=5)
+    note(f"health, {signo.name} during a hanging check ({nnodes} node(s){', at the restart' if at_restart else ''}): "
+         f"exit {p.returncode} after {seconds:.2f} s")
+
+
+@pytest.mark.parametrize("cgroup", ["1", "0"])
+def test_a_daemon_the_check_starts_does_not_outlive_the_job(ddplaunch, procs, tmp_path, cgroup):
+    env = dict(os.environ, DDPLAUNCH_CGROUP=cgroup)
+    pidfile = tmp_path / "daemon.pid"
+    # The check passes once the daemon has left its session and group (it writes its pid after
+    # setsid): the check's own group, killed when it ends, no longer holds it.
+    check = f"(setsid sh -c 'echo $$ > {pidfile}; exec sleep 1000' &); until [ -s {pidfile} ]; do sleep 0.02; done"
+    code, _, err, seconds = procs.run([ddplaunch, "--nproc_per_node=1", "--health_check", check, "/bin/true"],
+                                      timeout=BOUND, env=env)
+    assert code == 0, err
+    daemon = int(pidfile.read_text())
+    procs.assert_no_survivors(timeout=5)
+    assert not alive(daemon), f"the check's daemon {daemon} outlived the job"
+    note(f"health, a daemon started by the check (DDPLAUNCH_CGROUP={cgroup}): gone at the end, "
+         f"the job took {seconds:.2f} s")
+
+
+@pytest.mark.parametrize("cgroup", ["1", "0"])
+def test_a_launcher_killed_during_its_check_leaves_nothing_of_it(ddplaunch, procs, tmp_path, cgroup):
+    started = str(tmp_path / "started")
+    env = dict(os.environ, DDPLAUNCH_CGROUP=cgroup)
+    p = procs.start([ddplaunch, "--nproc_per_node=1", "--health_check", f"touch {started}; sleep 1000; true",
+                     "/bin/true"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_file(started, p)
+    p.kill()  # the launcher alone, not its process group: only the reaper is left to end the check
+    p.wait(timeout=BOUND)
+    procs.assert_no_survivors(timeout=5)
+    note(f"health, launcher killed during its check (DDPLAUNCH_CGROUP={cgroup}): nothing of the check is left")

@@ -433,7 +433,7 @@ TEST_CASE("a node that fails its health gate at the restart ends a static job wi
   };
   AgentDeps d1 = fakes(store, script, rec1);
   std::vector<int> gated;
-  d1.health = [&gated](int round) -> std::optional<ddp::launcher::SelfExclusion> {
+  d1.health = [&gated](int round, const ddp::CancelEvent&) -> std::optional<ddp::launcher::SelfExclusion> {
     gated.push_back(round);
     if (round == 0) return std::nullopt;
     return ddp::launcher::SelfExclusion{"health check command 'x' failed: exited with 1: nic down", "report"};
