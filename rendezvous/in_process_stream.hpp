@@ -50,7 +50,11 @@ struct InProcessPeer {
   // The replies, under `mutex`.
   std::mutex mutex;
   std::condition_variable arrived;
-  std::string replies;  // not read yet
+  // Reply bytes; those before `read_from` were read already. A read moves the offset rather than
+  // erasing from the front, so reading a reply of N small fields (LIST_KEYS) is O(N), not O(N^2);
+  // the read bytes go once they are half of the buffer, or all of it.
+  std::string replies;
+  std::size_t read_from = 0;
   std::string broken;   // why no reply will come any more; "" while the connection is usable
 };
 
