@@ -84,8 +84,7 @@ std::string InProcessStream::read_exact(std::size_t n, TimePoint deadline) {
       continue;
     }
     if (peer_->arrived.wait_until(lock, deadline) == std::cv_status::timeout &&
-        peer_->replies.size() - peer_->read_from < n &&
-        peer_->broken.empty()) {
+        peer_->replies.size() - peer_->read_from < n && peer_->broken.empty()) {
       throw TimeoutError("timed out waiting for a reply from " + peer_name_);
     }
   }

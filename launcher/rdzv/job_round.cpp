@@ -87,8 +87,8 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   for (int late = 0;; ++late) {
     const int kept = first_kept_round(job, e.base.round);
     if (kept > e.base.round) {
-      log::info("the keys of round {} are gone (the job is in round {} or later): this node joins there",
-                e.base.round, kept);
+      log::info("the keys of round {} are gone (the job is in round {} or later): this node joins there", e.base.round,
+                kept);
       late += kept - e.base.round;
       e.base.round = kept;
     }

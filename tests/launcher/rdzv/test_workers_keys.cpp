@@ -141,8 +141,7 @@ TEST_CASE("the job's keys of rounds before the first kept go, the rest stay", "[
   CHECK(other.job->get("r0/ready", 1s) == "ok");
 }
 
-TEST_CASE("the store backend keeps the job's store the same size however many rounds came before",
-          "[workers_keys]") {
+TEST_CASE("the store backend keeps the job's store the same size however many rounds came before", "[workers_keys]") {
   const std::string secret = GENERATE(std::string(), std::string("0123456789abcdef-job-secret"));
   INFO("secret: '" << secret << "'");
   LaunchConfig c;
