@@ -120,13 +120,32 @@ def tail(path, n=2000):
         return f.read().decode(errors="replace")[-n:]
 
 
+def write_script(d, text, name="worker.sh"):
+    """An executable script `name` in directory d holding `text`; returns its path."""
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+    return path
+
+
+def wait_codes(procs, timeout):
+    """Each launcher's exit code, or a "timeout after ..." string for one still running after
+    `timeout` seconds from now (counted over all of them)."""
+    deadline = time.time() + timeout
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(1.0, deadline - time.time())))
+        except subprocess.TimeoutExpired:
+            codes.append(f"timeout after {timeout} s")
+    return codes
+
+
 def one_run(name, rep):
     """Returns (recovery s, teardown s, restart counts seen in the second attempt) or raises RuntimeError."""
     with tempfile.TemporaryDirectory(prefix="bench_recovery_") as d:
-        prog = os.path.join(d, "worker.sh")
-        with open(prog, "w") as f:
-            f.write(WORKER)
-        os.chmod(prog, 0o755)
+        prog = write_script(d, WORKER)
         run_id = f"recovery-{os.getpid()}-{name}-{rep}"
         procs, logs = [], []
         try:
@@ -136,13 +155,7 @@ def one_run(name, rep):
                 with open(out, "wb") as fo, open(err, "wb") as fe:
                     procs.append(subprocess.Popen(cmd, stdout=fo, stderr=fe, start_new_session=True,
                                                   env=dict(ENV, RECOVERY_DIR=d, NODE_TAG=str(g))))
-            deadline = time.time() + TIMEOUT
-            codes = []
-            for p in procs:
-                try:
-                    codes.append(p.wait(timeout=max(1.0, deadline - time.time())))
-                except subprocess.TimeoutExpired:
-                    codes.append(f"timeout after {TIMEOUT} s")
+            codes = wait_codes(procs, TIMEOUT)
             if codes != [0, 0]:
                 msg = [f"{name} run {rep + 1}: launchers exited {codes}"]
                 for g, err in enumerate(logs):

@@ -4,7 +4,8 @@
 # Sections: launch overhead and failure teardown (bench_launcher.py), the Python worker hook's
 # start-up cost (bench_python_hook.py), recovery after a failure
 # on two loopback nodes (bench_recovery.py), a node lost with a spare at hand against torchrun's
-# elastic restart (bench_standby.py), store throughput and
+# elastic restart (bench_standby.py), the restart cost over many rounds (bench_restart_cost.py:
+# the last rounds' time over the first's), store throughput and
 # latency (bench_store.py, plot store_throughput.png), CPU allreduce against Gloo
 # (bench_allreduce.py, plot allreduce.png), launcher footprint (bench_footprint.py), log
 # forwarding (bench_logs.py), NUMA binding (bench_numa.py), rendezvous at scale (bench_rendezvous.py, plot
@@ -29,7 +30,7 @@ trap 'rm -f bench/RESULTS.md.tmp' EXIT
   echo "date $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')."
   echo "Medians of repeated runs, min–max in brackets; ratios from the same run."
   echo
-  for section in launcher python_hook recovery standby store rendezvous etcd allreduce ddp footprint logs numa gpu; do
+  for section in launcher python_hook recovery standby restart_cost store rendezvous etcd allreduce ddp footprint logs numa gpu; do
     .venv/bin/python "bench/bench_$section.py" "$BUILD/bin" "$@"
     echo
   done

@@ -58,9 +58,17 @@ std::string InProcessStream::read_exact(std::size_t n, TimePoint deadline) {
   std::unique_lock<std::mutex> lock(peer_->mutex);
   bool loop_checked = false;
   for (;;) {
-    if (peer_->replies.size() >= n) {
-      std::string out = peer_->replies.substr(0, n);
-      peer_->replies.erase(0, n);
+    std::string& replies = peer_->replies;
+    if (replies.size() - peer_->read_from >= n) {
+      std::string out = replies.substr(peer_->read_from, n);
+      peer_->read_from += n;
+      if (peer_->read_from == replies.size()) {
+        replies.clear();
+        peer_->read_from = 0;
+      } else if (peer_->read_from >= replies.size() / 2) {
+        replies.erase(0, peer_->read_from);
+        peer_->read_from = 0;
+      }
       return out;
     }
     if (!peer_->broken.empty()) {
@@ -75,8 +83,8 @@ std::string InProcessStream::read_exact(std::size_t n, TimePoint deadline) {
       lock.lock();
       continue;
     }
-    if (peer_->arrived.wait_until(lock, deadline) == std::cv_status::timeout && peer_->replies.size() < n &&
-        peer_->broken.empty()) {
+    if (peer_->arrived.wait_until(lock, deadline) == std::cv_status::timeout &&
+        peer_->replies.size() - peer_->read_from < n && peer_->broken.empty()) {
       throw TimeoutError("timed out waiting for a reply from " + peer_name_);
     }
   }

@@ -304,7 +304,7 @@ void Agent::end_round() {
   // (its launcher stopped, its link cut) while its store lived on, reads it later and says why.
   if (monitor_) publish(lost_.value_or(*status_.cause()), true);
   monitor_.reset();
-  retired_.push_back(std::move(procs_));
+  retire_processes();
   if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));
   const Outcome& cause = *status_.cause();  // set by every way into Stopping
   round_end_ = final_summary(cause);

@@ -152,6 +152,10 @@ class Agent {
   std::chrono::milliseconds preemption_grace_or(std::chrono::milliseconds otherwise) const;
   void check_round_end();
   void end_round();
+  // agent_restarts.cpp: keeps the round's process context (its handlers may still be queued) and
+  // frees those of the rounds before that have settled (ProcessContext::settled), so that the
+  // contexts kept, each woken by every SIGCHLD, do not pile up with the restarts.
+  void retire_processes();
   // agent_restarts.cpp: the restart loop's part of end_round. Records the failed round (its root
   // cause from `summary`, the round's summary) and, for a round that may restart with
   // --max_no_progress_restarts, agrees with the other nodes on its progress off the loop
@@ -194,7 +198,7 @@ class Agent {
   std::unique_ptr<WorkerWatch> watch_;     // timers, hangs, stacks (made by prepare())
   RoundStatus status_;                     // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
-  std::vector<std::unique_ptr<ProcessContext>> retired_;  // their handlers may still be queued
+  std::vector<std::unique_ptr<ProcessContext>> retired_;  // not settled yet, or the last round's
   std::unique_ptr<JobMonitor> monitor_;
   // This machine's record of the job (status/job_registry.hpp): set in the first round this node
   // takes part in (register_once; nullptr with etcd). Declared after io_, so it goes first.

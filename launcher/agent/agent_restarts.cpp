@@ -4,6 +4,7 @@
 // progress_exchange_thread.hpp), the restart itself and the end of the job. Part of the Agent
 // (agent.hpp), on its event loop; every word printed is report/'s.
 #include <optional>
+#include <vector>
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
@@ -15,6 +16,13 @@
 #include "launcher/watch/progress_file.hpp"
 
 namespace ddp::launcher {
+
+void Agent::retire_processes() {
+  // The last round's context stays (a SIGCHLD between rounds still reaps adopted orphans there,
+  // as in the round).
+  std::erase_if(retired_, [](const std::unique_ptr<ProcessContext>& p) { return p->settled(); });
+  if (procs_) retired_.push_back(std::move(procs_));
+}
 
 void Agent::note_failed_round(const Outcome& cause, const RoundSummary& summary, std::optional<long long> collectives,
                               std::function<void(bool)> then) {

@@ -29,8 +29,9 @@ class EtcdBackend : public RendezvousBackend {
   void set_liveness(JobMonitorOptions& options, int round) override;
   void meet_workers_store(JoinedRound& joined, rendezvous::Store& root, rendezvous::Store& job,
                           boost::asio::io_context& loop) override;
-  // Nothing: the workers' keys of the rounds before are in the store meet_workers_store replaced.
-  void clear_workers_keys() override {}
+  // Nothing: the workers' keys of the rounds before are in the store meet_workers_store replaced
+  // (the rounds' keys in etcd stay).
+  void clear_old_keys(int) override {}
   // Group rank 0 hosts the workers' store.
   bool hosts_store(int group_rank) const override;
   // When the job is over, closes its next round for a late node with the reason; a successful

@@ -3,6 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
@@ -33,12 +36,22 @@ JoinedRound join_static_round(rendezvous::Store& root, rendezvous::Store& job, c
   }
 }
 
+// The first round whose keys are still in the store (round_keys.hpp), or `round` while none have
+// gone. A node that stopped its workers for longer than two rounds took comes for a round whose
+// keys went: it joins the first one kept instead of waiting in an empty round until the timeout.
+int first_kept_round(rendezvous::Store& job, int round) {
+  if (round == 0 || !job.check({kFirstRoundKeptKey})) return round;
+  const std::string value = job.get(kFirstRoundKeptKey, std::chrono::seconds(30));
+  const std::optional<int> kept = parse_round(value);
+  return kept ? std::max(*kept, round) : round;  // not a number: not ours to trust, so not skipped
+}
+
 }  // namespace
 
 JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& c,
                            const EffectiveConfig& eff, int round, const std::atomic<bool>* cancelled,
                            const std::function<void(const std::string&)>& status,
-                           std::function<void()> clear_workers_keys) {
+                           std::function<void(int)> clear_old_keys) {
   const NodeInfo self{c.node_rank,
                       c.nproc_per_node,
                       c.local_addr.empty() ? eff.host : c.local_addr,
@@ -57,7 +70,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   o.status = status;
   o.with_secret = !c.rdzv_secret.empty();
   o.cancelled = cancelled;
-  o.clear_workers_keys = std::move(clear_workers_keys);
+  o.clear_old_keys = std::move(clear_old_keys);
   if (c.min_nodes == c.max_nodes && !rules.always_elastic && !c.rank_by_arrival)
     return join_static_round(root, job, self, o, c.heartbeat_timeout);
   // A backend without a store host (etcd) ranks by arrival, and lets every node that comes to a
@@ -72,6 +85,13 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   e.active_nodes = c.active_nodes;
   e.last_call = c.last_call_timeout;
   for (int late = 0;; ++late) {
+    const int kept = first_kept_round(job, e.base.round);
+    if (kept > e.base.round) {
+      log::info("the keys of round {} are gone (the job is in round {} or later): this node joins there", e.base.round,
+                kept);
+      late += kept - e.base.round;
+      e.base.round = kept;
+    }
     try {
       ElasticRound r = join_elastic_round(root, job, self, e);
       return JoinedRound{std::move(r.ranks), r.group_rank, e.base.round, late, "", 0};

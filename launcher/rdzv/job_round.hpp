@@ -26,11 +26,11 @@ struct JoinedRound {
 
 // Blocks until this node is a member of round `round` or a later one. Throws as join_round and
 // join_elastic_round do (UsageError, TimeoutError, ConnectionError, Error on cancellation).
-// `status` receives the waiting lines; `clear_workers_keys` is RendezvousOptions' (empty: none).
+// `status` receives the waiting lines; `clear_old_keys` is RendezvousOptions' (empty: none).
 JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, const LaunchConfig& config,
                            const EffectiveConfig& effective, int round, const std::atomic<bool>* cancelled,
                            const std::function<void(const std::string&)>& status,
-                           std::function<void()> clear_workers_keys = {});
+                           std::function<void(int first_round_kept)> clear_old_keys = {});
 
 // Records that every worker of node `node` exited 0 ("<round_prefix>done/<node>") and tells
 // whether every node of the round has such a record, so the caller publishes the success. The

@@ -19,6 +19,10 @@ struct JobStores {
   std::shared_ptr<rendezvous::Store> job;   // the job's view
 };
 
+// The job's view's prefix, "ddplaunch/<run_id>" or "ddplaunch/<tag>/<run_id>" (without the
+// TCPStore client's "/" in front). Pure.
+std::string job_key_prefix(const std::string& run_id, const std::string& secret);
+
 // Wraps `connection` (un-prefixed). Does not block, never throws.
 JobStores job_stores(std::shared_ptr<rendezvous::Store> connection, const std::string& run_id,
                      const std::string& secret);

@@ -84,12 +84,15 @@ void wait_reporting(Store& job, const std::string& key, std::chrono::millisecond
   }
 }
 
-// Runs the options' clear_workers_keys in a round after the first; a failure is said, not
-// fatal: the workers may cope (PyTorch's fail with the stale keys, and say so).
-void clear_workers_keys(const RendezvousOptions& o) {
-  if (o.round == 0 || !o.clear_workers_keys) return;
+// Runs the options' clear_old_keys in a round after the first and records the first round whose
+// keys stay; a failure is said, not fatal: the workers may cope (PyTorch's fail with the stale
+// keys, and say so), and the rounds' keys go at the next round.
+void clear_old_keys(Store& job, const RendezvousOptions& o) {
+  if (o.round == 0 || !o.clear_old_keys) return;
+  const int kept = first_round_kept(o.round);
   try {
-    o.clear_workers_keys();
+    o.clear_old_keys(kept);
+    job.set(kFirstRoundKeptKey, std::to_string(kept));
   } catch (const Error& e) {
     log::warning(
         "round {}: could not delete the workers' keys of the round before from the store ({}); PyTorch "
@@ -103,7 +106,7 @@ void clear_or_await_clearing(Store& job, const NodeInfo& self, const RendezvousO
   if (o.round == 0) return;
   const std::string cleared_key = round_prefix(o.round) + "cleared";
   if (self.node_rank == 0) {
-    clear_workers_keys(o);
+    clear_old_keys(job, o);
     job.set(cleared_key, "1");
     return;
   }
@@ -249,7 +252,7 @@ ElasticRound join_elastic_round(Store& root, Store& job, const NodeInfo& self, c
     }
     const std::int64_t n = std::min<std::int64_t>(job.add(round + "joined", 0), o.nnodes);
     if (e.active_nodes > 0) write_standby_order(job, o, static_cast<int>(n));
-    clear_workers_keys(o);
+    clear_old_keys(job, o);
     job.compare_set(closed_key, "", std::to_string(n));
   } else {
     wait_reporting(job, closed_key, o.timeout, o, joined_line, too_few);

@@ -8,9 +8,10 @@
 //   3. "r<r>/joined" is incremented; the node that brings it to nnodes sets "r<r>/ready" = "ok".
 //   4. Everyone waits for "r<r>/ready" (printing "waiting for nodes: k/N joined" as nodes join).
 //   5. In a round after the first, node 0 then deletes the workers' keys the rounds before left
-//      (options.clear_workers_keys): every member's workers of those rounds have exited, since a
-//      launcher joins only once its own have. It sets "r<r>/cleared", which the others wait for,
-//      so no key of the new round's workers is deleted.
+//      and the keys of the rounds before first_round_kept(r) (options.clear_old_keys; round_keys.hpp):
+//      every member's workers of those rounds have exited, since a launcher joins only once its
+//      own have. It sets "first_round_kept" and "r<r>/cleared", which the others wait for, so no
+//      key of the new round's workers is deleted.
 //   6. Everyone reads every node record and builds the RankMap.
 // A different --rdzv_id on the same store is detected through the namespace view's key "run_id"
 // (job_store.hpp: "ddplaunch/run_id" without a job secret).
@@ -35,10 +36,11 @@ struct RendezvousOptions {
   bool with_secret = false;                        // a job secret is in use (for the timeout's hint)
   std::function<void(const std::string&)> status;  // one status line, e.g. "waiting for nodes: 1/2 joined"
   const std::atomic<bool>* cancelled = nullptr;    // checked about once a second
-  // Deletes the workers' keys of the rounds before (workers_keys.hpp), called where the steps
+  // Deletes the workers' keys of the rounds before, and the job's keys of the rounds before the
+  // one it is given (first_round_kept: round_keys.hpp; workers_keys.hpp), called where the steps
   // say, in rounds after the first; empty: nothing to delete (tests' in-memory stores). Its
   // ddp::Error is logged as a warning and the round goes on.
-  std::function<void()> clear_workers_keys;
+  std::function<void(int first_round_kept)> clear_old_keys;
 };
 
 // What a node with a job secret adds to a rendezvous that timed out or lost the store: nodes
@@ -85,9 +87,11 @@ struct ElasticRound {
 //   2. The host waits until MIN nodes arrived, then up to `last_call` more for MAX present (a node
 //      that excluded itself counts as present: self_exclusion.hpp), and closes the round:
 //      "closed" = the number of members N (compare-set, so it happens once). In a round after
-//      the first it deletes the workers' keys of the rounds before first (clear_workers_keys): the
-//      members' workers of those rounds have exited (a node of the round before that has not
-//      arrived yet may still be stopping its own: see docs/resilience.md).
+//      the first it deletes the workers' keys of the rounds before, and the rounds' keys before
+//      first_round_kept(r), first (clear_old_keys, as step 5 of join_round): the members' workers
+//      of those rounds have exited (a node of the round before that has not arrived yet may still
+//      be stopping its own: see docs/resilience.md; a node that arrives for a round whose keys
+//      went joins the first one kept, job_round.cpp).
 //   3. Nodes with i <= N are members: the host is group rank 0, the others follow in arrival
 //      order (by_arrival: all in arrival order); ranks are prefix sums as in rank_map.hpp. A node
 //      with i > N throws LateArrival.

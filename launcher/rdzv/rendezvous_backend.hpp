@@ -68,10 +68,12 @@ class RendezvousBackend {
   // A round after the first is about to form and this node forms it (node_rendezvous.hpp: node 0
   // of a static round, the host of an elastic one), with every member's workers of the rounds
   // before exited: the workers' keys those left go now, where the workers meet in the launchers'
-  // store (workers_keys.hpp). Built-in store: every key outside the launchers' namespace; etcd:
-  // nothing (meet_workers_store hosts a fresh workers' store each round). Blocks for a few store
-  // calls; throws ddp::Error. Join thread.
-  virtual void clear_workers_keys() = 0;
+  // store (workers_keys.hpp), and so do the job's keys of the rounds before `first_round_kept`
+  // (round_keys.hpp), which no node reads any more. Built-in store: every key outside the
+  // launchers' namespace, and the job's "r<k>/" keys for k < first_round_kept; etcd: nothing
+  // (meet_workers_store hosts a fresh workers' store each round). Blocks for a few store calls
+  // per key deleted; throws ddp::Error. Join thread.
+  virtual void clear_old_keys(int first_round_kept) = 0;
 
   // Whether this node, as group rank `group_rank`, hosts the job's store: it then waits for the
   // others at the exit barrier. Pure.

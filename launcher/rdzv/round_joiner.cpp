@@ -59,7 +59,7 @@ std::pair<std::optional<JoinedRound>, std::exception_ptr> RoundJoiner::join(int 
     if (round > 0) backend_.readmit_until_formed(round);
     joined = join_job_round(
         *root_, *job_, config_, effective_, round, &cancelled_, [](const std::string& s) { log::info("{}", s); },
-        [this] { backend_.clear_workers_keys(); });
+        [this](int first_round_kept) { backend_.clear_old_keys(first_round_kept); });
     if (config_.min_nodes < config_.max_nodes || config_.rdzv_rules.always_elastic) {
       for (const std::string& line : excluded_nodes(*job_, round_prefix(joined->round))) log::warning("{}", line);
     }

@@ -13,6 +13,7 @@
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/rdzv/hosted_store.hpp"
 #include "launcher/rdzv/job_secret.hpp"
+#include "launcher/rdzv/job_store.hpp"
 #include "launcher/rdzv/workers_keys.hpp"
 
 namespace ddp::launcher {
@@ -89,15 +90,18 @@ void StoreBackend::readmit_until_formed(int round) {
                              : "");
 }
 
-void StoreBackend::clear_workers_keys() {
+void StoreBackend::clear_old_keys(int first_round_kept) {
   if (connect_root_) return;
   // The store is up (the round is forming in it): a connect that takes longer is a lost store.
   rendezvous::TcpStoreClientOptions o =
       client_options(std::max<std::chrono::milliseconds>(c_.heartbeat_timeout, std::chrono::seconds(1)));
+  // The job's keys on the wire: its view's prefix behind the one the launchers' clients add.
+  const StaleRounds rounds{o.key_prefix + job_key_prefix(c_.run_id, c_.rdzv_secret) + "/", first_round_kept};
   o.key_prefix = "";
   rendezvous::TcpStoreClient raw(o);
-  const std::size_t deleted = delete_workers_keys(raw);
-  if (deleted > 0) log::info("store: deleted {} key(s) the workers of the last round left", deleted);
+  const DeletedKeys deleted = delete_stale_keys(raw, rounds);
+  if (deleted.workers > 0) log::info("store: deleted {} key(s) the workers of the last round left", deleted.workers);
+  if (deleted.rounds > 0) log::debug("store: deleted {} key(s) of rounds before {}", deleted.rounds, first_round_kept);
 }
 
 bool StoreBackend::hosts_store(int) const {

@@ -34,9 +34,9 @@ class StoreBackend : public RendezvousBackend {
   // Node 0 of a static multi-node job: new connections from anywhere until round `round` forms
   // (a lost node's new address is not known before), said in one line.
   void readmit_until_formed(int round) override;
-  // Through a connection of its own without a key prefix (workers_keys.hpp); nothing with
-  // `connect_root` (tests' in-memory store). Logs how many keys went.
-  void clear_workers_keys() override;
+  // Through a connection of its own without a key prefix (workers_keys.hpp: delete_stale_keys);
+  // nothing with `connect_root` (tests' in-memory store). Logs how many workers' keys went.
+  void clear_old_keys(int first_round_kept) override;
   bool hosts_store(int group_rank) const override;
   void end_job(rendezvous::Store& job, const JobEnd& end) override;
 

@@ -43,7 +43,13 @@ class PosixProcessContext final : public ProcessContext {
         WorkerProcess* w = workers_.back().get();
         pids.push_back(w->pid());
         if (lifetime_) lifetime_->worker_started(w->pid(), processes_);
-        w->on_output_done([this, w] { asio::post(io_, [this, w] { maybe_report(*w); }); });
+        w->on_output_done([this, w] {
+          ++pending_;
+          asio::post(io_, [this, w] {
+            --pending_;
+            maybe_report(*w);
+          });
+        });
       }
       try {
         batch.finish();
@@ -74,6 +80,13 @@ class PosixProcessContext final : public ProcessContext {
 
   std::size_t running() const override { return workers_.size() - reported_.size(); }
 
+  // The SIGCHLD wait is not counted: the destructor cancels it, and its handler then touches
+  // nothing of the context.
+  bool settled() const override {
+    return running() == 0 && pending_ == 0 &&
+           std::all_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->output_done(); });
+  }
+
  private:
   void wait_sigchld() {
     sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
@@ -103,7 +116,9 @@ class PosixProcessContext final : public ProcessContext {
       // A descendant that left the worker's process group may hold its pipes open for ever:
       // report the exit anyway after a short grace.
       auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(2));
+      ++pending_;
       timer->async_wait([this, &w, timer](const boost::system::error_code& ec) {
+        --pending_;
         if (!ec) maybe_report(w, true);
       });
       return;
@@ -132,6 +147,7 @@ class PosixProcessContext final : public ProcessContext {
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
   std::vector<WorkerProcess*> reported_;
   ExitCallback on_exit_;
+  int pending_ = 0;  // handlers of this context posted or waiting on a timer (settled())
 };
 
 }  // namespace

@@ -45,6 +45,10 @@ class ProcessContext {
   virtual void notify(int signo) = 0;
   // Workers started and not yet reported through on_exit.
   virtual std::size_t running() const = 0;
+  // Nothing of this context is left to run on the loop: every worker was reported, its output
+  // closed and reaped, and no timer or posted handler of the context is pending, so it may be
+  // destroyed now (the agent frees the contexts of rounds gone once they are). Loop thread only.
+  virtual bool settled() const = 0;
 };
 
 // Where worker output goes; each worker's routing comes with its spec (WorkerSpec::output).

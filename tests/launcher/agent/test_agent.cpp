@@ -43,12 +43,21 @@ struct Record {
   std::mutex mutex;
   std::vector<std::vector<WorkerSpec>> starts;  // every start() call
   std::vector<std::pair<int, int>> signals;     // (rank, signo)
+  int live = 0;                                 // FakeProcesses alive now
+  int most_live = 0;                            // and at most, over the run
 };
 
 class FakeProcesses final : public ProcessContext {
  public:
   FakeProcesses(asio::io_context& io, std::function<Script(const WorkerSpec&)> script, Record& record)
-      : io_(io), script_(std::move(script)), record_(record) {}
+      : io_(io), script_(std::move(script)), record_(record) {
+    std::lock_guard<std::mutex> lock(record_.mutex);
+    record_.most_live = std::max(record_.most_live, ++record_.live);
+  }
+  ~FakeProcesses() override {
+    std::lock_guard<std::mutex> lock(record_.mutex);
+    --record_.live;
+  }
 
   std::vector<int> start(const std::vector<WorkerSpec>& specs, ExitCallback on_exit) override {
     on_exit_ = std::move(on_exit);
@@ -82,7 +91,11 @@ class FakeProcesses final : public ProcessContext {
         record_.signals.emplace_back(w.spec.rank, signo);
       }
       if (signo == SIGKILL || (signo == SIGTERM && !w.script.ignores_term) || signo == SIGINT) {
-        asio::post(io_, [this, i, signo] { exit(i, 128 + signo, signo); });
+        ++posted_;
+        asio::post(io_, [this, i, signo] {
+          --posted_;
+          exit(i, 128 + signo, signo);
+        });
       }
     }
   }
@@ -99,6 +112,9 @@ class FakeProcesses final : public ProcessContext {
     return static_cast<std::size_t>(
         std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w.done; }));
   }
+
+  // A cancelled timer's handler touches nothing; a posted exit does.
+  bool settled() const override { return running() == 0 && posted_ == 0; }
 
  private:
   struct Worker {
@@ -128,6 +144,7 @@ class FakeProcesses final : public ProcessContext {
   Record& record_;
   std::vector<Worker> workers_;
   ExitCallback on_exit_;
+  int posted_ = 0;
 };
 
 LaunchConfig config(int nnodes, int node_rank, int nproc) {
@@ -246,6 +263,18 @@ TEST_CASE("max_restarts restarts the job with a counted attempt and without it t
   }
 }
 
+TEST_CASE("the process contexts of rounds gone are freed once settled: they do not pile up with the restarts") {
+  // Every SIGCHLD woke every context kept, so each round cost more than the one before.
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  auto c = config(1, 0, 2);
+  c.max_restarts = 30;
+  const auto fails = [](const WorkerSpec& w) { return w.rank == 1 ? Script{1ms, 6} : Script{0ms, 0, true}; };
+  CHECK(run_agent(c, fakes(store, fails, rec)) == 6);
+  CHECK(rec.starts.size() == 31);
+  CHECK(rec.most_live <= 3);  // the round's, the last round's, and one not settled yet
+}
+
 TEST_CASE("a failure on one node stops the workers on the other, and both exit with its code") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec0, rec1;
@@ -285,6 +314,7 @@ class UnstartableProcesses final : public ProcessContext {
   void signal(int) override {}
   void notify(int) override {}
   std::size_t running() const override { return 0; }
+  bool settled() const override { return true; }
 };
 
 }  // namespace

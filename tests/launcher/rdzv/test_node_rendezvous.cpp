@@ -1,8 +1,9 @@
 // join_round(): launchers meeting in one shared MemoryStore, each node a thread with its own
 // PrefixStore("ddplaunch/<run_id>") job view. Covers the agreed RankMap whatever the arrival
 // order, the conflicts that must fail every node (duplicate node_rank, different --nnodes,
-// different --rdzv_id), the timeout naming the missing node, status lines, cancellation, and a
-// second round on the same store.
+// different --rdzv_id), the timeout naming the missing node, status lines, cancellation, a
+// second round on the same store, the clearing of the rounds before, and an elastic node coming
+// for a round whose keys went.
 //
 // Ordering between nodes is forced with store waits on the keys a node writes when it joins, not
 // with sleeps; every thread is bounded by a short rendezvous timeout.
@@ -22,7 +23,9 @@
 #include "ddplaunch/rendezvous/memory_store.hpp"
 #include "ddplaunch/rendezvous/prefix_store.hpp"
 #include "ddplaunch/rendezvous/store.hpp"
+#include "launcher/config/effective_config.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/rdzv/job_round.hpp"
 #include "launcher/rdzv/job_secret.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/rdzv/rank_map.hpp"
@@ -267,19 +270,21 @@ TEST_CASE(
 
 namespace {
 
-// A clear_workers_keys that records, when it runs, whether `done_key` (un-prefixed) was there
+// A clear_old_keys that records, when it runs, whether `done_key` (un-prefixed) was there
 // already and whether `other` had returned within a moment (it must not, before the clearing).
 struct ClearingProbe {
   std::shared_ptr<rdzv::MemoryStore> root;
   std::string done_key;
   std::future<RankMap>* other = nullptr;
   std::atomic<int> calls{0};
+  std::atomic<int> first_round_kept{-1};
   std::atomic<bool> done_before{false};
   std::atomic<bool> other_returned_before{false};
 
-  std::function<void()> hook() {
-    return [this] {
+  std::function<void(int)> hook() {
+    return [this](int kept) {
       ++calls;
+      first_round_kept = kept;
       done_before = root->check({done_key});
       // Node 1 is blocked until the clearing ends: it must not return meanwhile (a bounded wait
       // for something that must not happen; no event says "it would have returned by now").
@@ -295,7 +300,7 @@ TEST_CASE("in a static round after the first, node 0 clears the workers' keys be
   Cluster c;
   ClearingProbe probe{c.root, "ddplaunch/clear/r1/cleared"};
   auto o0 = options("clear", 2, kLong, 1);
-  o0.clear_workers_keys = probe.hook();
+  o0.clear_old_keys = probe.hook();
   auto f1 = c.join(node(1, 1), options("clear", 2, kLong, 1));
   probe.other = &f1;
   c.wait_for_key("ddplaunch/clear/r1/node/1");
@@ -304,22 +309,24 @@ TEST_CASE("in a static round after the first, node 0 clears the workers' keys be
   REQUIRE(f1.wait_for(kLong) == std::future_status::ready);
   CHECK(f1.get().describe() == f0.get().describe());
   CHECK(probe.calls == 1);
+  CHECK(probe.first_round_kept == 0);  // round 1 keeps round 0's keys: its nodes still read them
   CHECK_FALSE(probe.done_before);
   CHECK_FALSE(probe.other_returned_before);
   CHECK(c.root->check({"ddplaunch/clear/r1/cleared"}));
+  CHECK(c.root->get("ddplaunch/clear/first_round_kept", kLong) == "0");
 }
 
 TEST_CASE("round 0 clears nothing, and a clearing that fails is said and the round goes on", "[node_rendezvous]") {
   Cluster c;
   int calls = 0;
   auto o = options("first", 1, kLong, 0);
-  o.clear_workers_keys = [&calls] { ++calls; };
+  o.clear_old_keys = [&calls](int) { ++calls; };
   CHECK(c.join(node(0, 1), o).get().world_size() == 1);
   CHECK(calls == 0);
   CHECK_FALSE(c.root->check({"ddplaunch/first/r0/cleared"}));
 
   auto again = options("first", 1, kLong, 1);
-  again.clear_workers_keys = [] { throw rdzv::ConnectionError("store gone"); };
+  again.clear_old_keys = [](int) { throw rdzv::ConnectionError("store gone"); };
   CHECK(c.join(node(0, 1), again).get().world_size() == 1);
 }
 
@@ -332,7 +339,7 @@ TEST_CASE("in an elastic round after the first, the host clears the workers' key
     e.base = options("el", 2, kLong, 1);
     e.min_nodes = 2;
     e.is_host = rank == 0;
-    if (with_hook) e.base.clear_workers_keys = probe.hook();
+    if (with_hook) e.base.clear_old_keys = probe.hook();
     return std::async(std::launch::async, [&c, rank, e] {
       const JobStores views = job_stores(c.root, "el", "");
       return ddp::launcher::join_elastic_round(*views.root, *views.job, node(rank, 1), e);
@@ -347,4 +354,31 @@ TEST_CASE("in an elastic round after the first, the host clears the workers' key
   CHECK(f1.get().group_rank == 1);
   CHECK(probe.calls == 1);
   CHECK_FALSE(probe.done_before);
+}
+
+TEST_CASE("an elastic node that comes for a round whose keys went joins the first round kept", "[node_rendezvous]") {
+  // The keys of rounds before 5 went (round_keys.hpp) while this node was still stopping its
+  // workers of round 1: it must not wait in round 2, where no one comes, until --rdzv_timeout.
+  Cluster c;
+  const JobStores views = job_stores(c.root, "late", "");
+  ddp::launcher::LaunchConfig config;
+  config.min_nodes = 1;
+  config.max_nodes = 2;
+  config.run_id = "late";
+  config.rdzv_timeout = kLong;
+  config.last_call_timeout = 10ms;  // the host closes with itself alone
+  ddp::launcher::EffectiveConfig eff;
+  eff.host = "host0";
+  const auto join = [&](int round) {
+    return ddp::launcher::join_job_round(*views.root, *views.job, config, eff, round, nullptr,
+                                         [](const std::string&) {});
+  };
+  views.job->set("first_round_kept", "5");
+  const ddp::launcher::JoinedRound skipped = join(2);
+  CHECK(skipped.round == 5);
+  CHECK(skipped.late_rounds == 3);  // rounds 2, 3 and 4 count as restarts, as for a late arrival
+  CHECK_FALSE(c.root->check({"ddplaunch/late/r2/joined"}));
+  CHECK(join(6).round == 6);  // a round kept: joined as asked
+  views.job->set("first_round_kept", "not a number");
+  CHECK(join(7).round == 7);
 }

@@ -1,12 +1,16 @@
 // delete_workers_keys() against a real TcpStoreServer on loopback: the launchers' keys (through
 // their job views, with and without a job secret) stay, the workers' keys go (PyTorch's
-// "/"-prefixed ones and c10d's un-prefixed "init/"), and a second call finds nothing left.
+// "/"-prefixed ones and c10d's un-prefixed "init/"), and a second call finds nothing left. And
+// delete_stale_keys(): the job's keys of rounds before the first kept go too, so the built-in
+// store backend's store stays the same size over the rounds (round_keys.hpp).
 #include "launcher/rdzv/workers_keys.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,8 @@
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/rdzv/job_secret.hpp"
 #include "launcher/rdzv/job_store.hpp"
+#include "launcher/rdzv/round_keys.hpp"
+#include "launcher/rdzv/store_backend.hpp"
 
 namespace {
 
@@ -93,4 +99,73 @@ TEST_CASE("a connection without the job's proof deletes the workers' keys and se
   CHECK(stranger->list_keys().empty());  // the launchers' keys are hidden from it, and stay
   CHECK(client(*server, secret, "")->list_keys().size() == 1);
   CHECK(launcher.job->get("r1/cleared", 1s) == "1");
+}
+
+TEST_CASE("a round key's round, and the first round kept", "[workers_keys]") {
+  CHECK(round_of_key("r0/ready") == 0);
+  CHECK(round_of_key("r12/node/1") == 12);
+  CHECK_FALSE(round_of_key("ready"));
+  CHECK_FALSE(round_of_key("run_id"));
+  CHECK_FALSE(round_of_key("r/ready"));
+  CHECK_FALSE(round_of_key("r1x/ready"));
+  CHECK_FALSE(round_of_key("r-1/ready"));
+  CHECK_FALSE(round_of_key("r3"));
+  CHECK_FALSE(round_of_key("config/nnodes"));
+  CHECK(parse_round("7") == 7);
+  CHECK_FALSE(parse_round(""));
+  CHECK_FALSE(parse_round("7 "));
+  CHECK(first_round_kept(0) == 0);
+  CHECK(first_round_kept(1) == 0);
+  CHECK(first_round_kept(5) == 4);
+}
+
+TEST_CASE("the job's keys of rounds before the first kept go, the rest stay", "[workers_keys]") {
+  const std::string secret = GENERATE(std::string(), std::string("0123456789abcdef-job-secret"));
+  INFO("secret: '" << secret << "'");
+  auto server = serve(secret);
+  const JobStores launcher = job_stores(client(*server, secret), "job", secret);
+  const JobStores other = job_stores(client(*server, secret), "job1", secret);  // a name "job" starts
+  for (int r = 0; r < 12; ++r) launcher.job->set(round_prefix(r) + "ready", "ok");
+  launcher.job->set("config/nnodes", "2");
+  other.job->set("r0/ready", "ok");
+  client(*server, "")->set("default_pg/0//cpu//1", "address of rank 1");
+
+  auto raw = client(*server, secret, "");
+  const DeletedKeys deleted = delete_stale_keys(*raw, StaleRounds{"/" + job_key_prefix("job", secret) + "/", 10});
+  CHECK(deleted.workers == 1);
+  CHECK(deleted.rounds == 10);
+  CHECK_FALSE(launcher.job->check({"r9/ready"}));
+  CHECK(launcher.job->get("r10/ready", 1s) == "ok");
+  CHECK(launcher.job->get("r11/ready", 1s) == "ok");
+  CHECK(launcher.job->get("config/nnodes", 1s) == "2");
+  CHECK(other.job->get("r0/ready", 1s) == "ok");
+}
+
+TEST_CASE("the store backend keeps the job's store the same size however many rounds came before", "[workers_keys]") {
+  const std::string secret = GENERATE(std::string(), std::string("0123456789abcdef-job-secret"));
+  INFO("secret: '" << secret << "'");
+  LaunchConfig c;
+  c.min_nodes = c.max_nodes = 2;
+  c.master_addr = "127.0.0.1";
+  c.master_port = 0;
+  c.run_id = "job";
+  c.rdzv_secret = secret;
+  EffectiveConfig eff;
+  StoreBackend backend(c, eff, true);
+  const std::shared_ptr<rdzv::Store> connection = backend.connector(std::nullopt)();  // proven: counts every key
+  const JobStores launcher = job_stores(connection, "job", secret);
+  std::vector<std::int64_t> sizes;
+  for (int r = 0; r < 40; ++r) {
+    // What two nodes' launchers and workers leave in a round that fails at once.
+    if (r > 0) backend.clear_old_keys(first_round_kept(r));
+    const std::string round = round_prefix(r);
+    for (const char* key : {"node/0", "node/1", "ready", "cleared", "outcome", "hb/0", "hb/1", "failed/0"})
+      launcher.job->set(round + key, "1");
+    launcher.job->add(round + "joined", 2);
+    connection->set("default_pg/0//cpu//" + std::to_string(r), "address of a rank");
+    sizes.push_back(connection->num_keys());
+  }
+  CHECK(sizes[39] == sizes[9]);
+  CHECK(launcher.job->check({"r38/ready", "r39/ready"}));
+  CHECK_FALSE(launcher.job->check({"r37/ready"}));
 }
