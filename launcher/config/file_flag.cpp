@@ -45,6 +45,15 @@ std::string fix_for(const FileFlag& f) {
   return "";
 }
 
+// Whether what exists at `f`'s path is what the flag promises (file_flag.hpp's rule).
+bool fits(const FileFlag& f, const FoundFile& found) {
+  if (f.use == FileUse::Directory) return S_ISDIR(found.mode);
+  if (S_ISREG(found.mode)) return true;
+  // /dev/null takes anything at once; the launcher's own stdout or stderr (a terminal, a pipe)
+  // blocks no more than the launcher's own messages do.
+  return f.use == FileUse::Write && (found.null_device || found.own_stream);
+}
+
 // The refusal of `f` for an error of stat or open.
 std::string cannot(const FileFlag& f, int error) {
   const bool read = f.use == FileUse::Read || f.use == FileUse::ReadLater;
@@ -104,11 +113,7 @@ std::vector<FileFlag> file_flags(const LaunchConfig& c) {
 std::string file_refusal(const FileFlag& f, const FoundFile& found) {
   if (found.error == ENOENT && f.use != FileUse::Read) return "";
   if (found.error != 0) return cannot(f, found.error);
-  const bool fits = f.use == FileUse::Directory ? S_ISDIR(found.mode)
-                    : S_ISREG(found.mode)       ? true
-                    : f.use == FileUse::Write   ? found.null_device || found.own_stream
-                                                : false;
-  if (fits) return "";
+  if (fits(f, found)) return "";
   return fmt::format("{}={} is {}, not {}; {}", f.flag, f.path, file_kind(found.mode),
                      f.use == FileUse::Directory ? "a directory" : "a regular file", fix_for(f));
 }
