@@ -8,7 +8,7 @@ namespace ddp {
 enum ExitCode : int {
   kExitOk = 0,
   kExitFailure = 1,        // an unexpected run-time error, or a lost peer/store; message on stderr
-  kExitUsage = 2,          // bad command line or configuration (incl. a port already taken)
+  kExitUsage = 2,          // bad command line or configuration (incl. a port already taken, a FIFO as a file flag)
   kExitUnhealthy = 69,     // a node failed its health checks before a round (as EX_UNAVAILABLE)
   kExitNoProgress = 123,   // restarts stopped: K restarts without progress; do not requeue the job
   kExitHang = 124,         // ranks stuck in a collective (--hang_timeout), or a desync (as timeout(1) exits)

@@ -10,6 +10,7 @@
 #include "launcher/agent/agent.hpp"
 #include "launcher/backends.hpp"
 #include "launcher/cli/cli.hpp"
+#include "launcher/config/file_flag.hpp"
 #include "launcher/dry_run.hpp"
 #include "launcher/dump_stacks.hpp"
 #include "launcher/status/status_query.hpp"
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
     if (parsed.config.dump_stacks) return request_stacks(parsed.config);
     if (parsed.config.status) return print_status(parsed.config);
+    // Before anything starts: a FIFO or a device named by a file flag exits 2 (file_flag.hpp).
+    check_file_flags(parsed.config);
     // Before any thread: the reaper starts as a copy of this process or on its memory (job_lifetime.hpp).
     // DDPLAUNCH_CGROUP=0: process groups only (what a machine without a writable cgroup v2 gets).
     const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");

@@ -31,9 +31,9 @@ struct CommandLineValues {
   std::optional<std::string> master_addr;
   std::optional<std::string> master_port;
   std::optional<std::string> signals_to_handle;
+  std::optional<std::string> active_nodes;  // unset: every node runs workers
   std::string max_restarts = "0";
   std::string max_no_progress_restarts = "0";
-  std::string active_nodes = "0";  // --active_nodes; 0 = off
   std::string nproc_per_node = "1";
   std::string redirects = "0";
   std::string tee = "0";

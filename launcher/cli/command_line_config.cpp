@@ -120,7 +120,7 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env, const s
   apply_torchrun_knobs(v, env, c);
   c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
   c.max_no_progress_restarts = parse_whole_number("--max_no_progress_restarts", v.max_no_progress_restarts);
-  c.active_nodes = parse_whole_number("--active_nodes", v.active_nodes);
+  if (v.active_nodes) c.active_nodes = parse_whole_number("--active_nodes", *v.active_nodes);
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);
   c.rdzv_secret = load_job_secret(c.rdzv_conf, env);
   apply_rdzv_backend(c, env, v.master_port.has_value(), backends);

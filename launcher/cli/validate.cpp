@@ -27,16 +27,25 @@ void check_program(const LaunchConfig& c) {
 }
 
 // --active_nodes (standby nodes): only for an elastic range with the built-in store.
+// Given, it is a number of nodes: 0 (or less) is refused like any value outside the range, as
+// "every node is active" is what leaving the flag out means.
 void check_active_nodes(const LaunchConfig& c) {
-  if (c.active_nodes == 0) return;
+  if (!c.active_nodes) return;
+  const int active = *c.active_nodes;
+  if (c.min_nodes == c.max_nodes && active < 1) {
+    throw UsageError(
+        fmt::format("--active_nodes={} is not a number of nodes; drop --active_nodes (every node runs workers) or give "
+                    "N >= 1 with an elastic --nnodes=MIN:MAX",
+                    active));
+  }
   if (c.min_nodes == c.max_nodes) {
     throw UsageError(
         fmt::format("--active_nodes={} needs an elastic --nnodes=MIN:MAX (not --nnodes={}); give a range "
                     "whose MAX counts the standby nodes, e.g. --nnodes={}:{}",
-                    c.active_nodes, nnodes_text(c), c.active_nodes, c.active_nodes + 1));
+                    active, nnodes_text(c), active, active + 1));
   }
-  if (c.active_nodes < c.min_nodes || c.active_nodes > c.max_nodes) {
-    throw UsageError(fmt::format("--active_nodes={} is outside --nnodes={}; pick N with {} <= N <= {}", c.active_nodes,
+  if (active < c.min_nodes || active > c.max_nodes) {
+    throw UsageError(fmt::format("--active_nodes={} is outside --nnodes={}; pick N with {} <= N <= {}", active,
                                  nnodes_text(c), c.min_nodes, c.max_nodes));
   }
   if (c.rdzv_rules.refuses_active_nodes) {

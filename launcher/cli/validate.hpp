@@ -17,6 +17,8 @@ inline constexpr int kMinHeartbeatMs = 100;   // --heartbeat_timeout
 //   - --nnodes: 1 <= MIN <= MAX <= kMaxNodes (launch_config.hpp); --nproc_per_node: 1..kMaxProcPerNode;
 //   - --standalone: a single node (MAX 1, node_rank 0);
 //   - --node_rank: 0..MAX-1;
+//   - --active_nodes, when given: MIN..MAX of an elastic --nnodes (0 too is refused), and a
+//     backend that has standby nodes;
 //   - --master_addr, --rdzv_id and --role are not empty;
 //   - --master_port: 0..65535, and 0 (any free port) only for a single node;
 //   - --max_restarts and --max_no_progress_restarts: 0..kMaxRestarts;

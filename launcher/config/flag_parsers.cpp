@@ -170,7 +170,11 @@ StreamSelection parse_streams(std::string_view flag, const std::string& text) {
         !is_stream_bits(item.substr(colon + 1))) {
       throw UsageError(fmt::format("{}={} is not 0-3 or a map like 0:1,1:3 (1 stdout, 2 stderr, 3 both)", flag, text));
     }
-    s.per_rank[std::stoi(std::string(item.substr(0, colon)))] = item[colon + 1] - '0';
+    const int rank = std::stoi(std::string(item.substr(0, colon)));
+    if (!s.per_rank.emplace(rank, item[colon + 1] - '0').second) {
+      throw UsageError(fmt::format("{}={} names local rank {} twice; give each rank once (1 stdout, 2 stderr, 3 both)",
+                                   flag, text, rank));
+    }
     if (comma == text.size()) return s;
     start = comma + 1;
   }

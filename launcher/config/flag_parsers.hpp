@@ -65,7 +65,8 @@ int count_xpus(const EnvLookup& env, const std::string& sysfs_drm = "/sys/class/
 std::vector<std::string> parse_line_filters(const std::string& text);
 
 // --redirects / --tee: "0".."3" for every local rank (1 stdout, 2 stderr, 3 both), or a map
-// "RANK:BITS,RANK:BITS". Throws UsageError naming `flag` and the text.
+// "RANK:BITS,RANK:BITS", each rank once. Throws UsageError naming `flag` and the text (and the
+// rank given twice).
 StreamSelection parse_streams(std::string_view flag, const std::string& text);
 
 // --rdzv_endpoint for the built-in store: "host", "host:port", "[v6]" or "[v6]:port"

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,9 @@ struct LaunchConfig {
   int min_nodes = 1;
   int max_nodes = 1;
   // --active_nodes: members of an elastic round beyond this many stand by (no workers) and take a
-  // lost node's place in the next round (rdzv/standby_members.hpp); 0 = every member is active.
-  int active_nodes = 0;
+  // lost node's place in the next round (rdzv/standby_members.hpp); unset = every member is
+  // active. Set, it is MIN..MAX of --nnodes (validate()): a given 0 is refused, not "unset".
+  std::optional<int> active_nodes;
   int nproc_per_node = 1;
   int node_rank = 0;
   // --rdzv_backend c10d without a node rank (Kubeflow's elastic PyTorchJob): nodes rank in order

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <type_traits>
 #include <variant>
 
@@ -16,8 +15,8 @@
 
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "launcher/config/file_flag.hpp"
 #include "launcher/report/failure_summary.hpp"
-#include "launcher/report/output_file.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -65,6 +64,22 @@ json failed_round_json(const FailedRound& r) {
               {"root_cause", root}};
 }
 
+// A summary file: --summary_json's, or summary.json in the log directory (named by the same flag).
+FileFlag summary_flag(const std::string& path) {
+  return FileFlag{"--summary_json", path, FileUse::Write};
+}
+
+// Writes all of `text` to `fd`; false (errno set) when a write fails.
+bool write_all(int fd, const std::string& text) {
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
 json node_or_null(int node) {
   return node < 0 ? json(nullptr) : json(node);
 }
@@ -97,14 +112,11 @@ json root_cause_json(const RootCause& c, const std::string& summary) {
 }
 
 RunRecorder::RunRecorder(RunRecorderOptions options) : o_(std::move(options)) {
-  for (const std::string& path : o_.summary_json) check_output_file("--summary_json", path);
+  for (const std::string& path : o_.summary_json) check_file_flag(summary_flag(path));
   if (o_.event_log.empty()) return;
-  check_output_file("--event_log", o_.event_log);
-  fd_ = ::open(o_.event_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw UsageError("--event_log " + o_.event_log + ": cannot open: " + std::strerror(errno) +
-                     "; give a writable file (its directory must exist)");
-  }
+  const FileFlag log{"--event_log", o_.event_log, FileUse::Write};
+  check_file_flag(log);
+  fd_ = open_file_flag(log, O_WRONLY | O_APPEND | O_CREAT);
 }
 
 RunRecorder::~RunRecorder() {
@@ -213,10 +225,15 @@ void RunRecorder::write_summary(const JobEnded& end) {
                      {"standby", standby_}};  // the last round's: a standby node has no ranks
   const std::string text = summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   for (const std::string& path : o_.summary_json) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) log::warning("--summary_json {}: cannot write it: {}", path, std::strerror(errno));
+    // Checked at the start, but opened as every kept file is (file_flag.hpp): a FIFO put there
+    // since is refused at once instead of blocking the launcher's exit.
+    const OpenedFile out = open_file(summary_flag(path), O_WRONLY | O_CREAT | O_TRUNC);
+    if (out.fd < 0) {
+      log::warning("{}", out.refused);
+      continue;
+    }
+    if (!write_all(out.fd, text)) log::warning("--summary_json={}: cannot write it: {}", path, std::strerror(errno));
+    ::close(out.fd);
   }
 }
 

@@ -33,10 +33,12 @@ struct RunRecorderOptions {
 
 class RunRecorder : public RoundListener {
  public:
-  // Checks that the summary files and the event log can be written (output_file.hpp), so a bad
+  // Checks that the summary files and the event log can be written (config/file_flag.hpp: a
+  // regular file, /dev/null or the launcher's stdout/stderr, never a FIFO or a device), so a bad
   // path fails the start rather than losing the record at the end, then opens the event log
-  // (created 0644 when missing). Throws UsageError naming the file, the error and the fix when a
-  // file fails the check or cannot be opened. Does not block otherwise.
+  // (created 0644 when missing; opened non-blocking, so a FIFO is refused, not waited on). Throws
+  // UsageError naming the file, the error and the fix when a file fails the check or cannot be
+  // opened. Does not block otherwise.
   explicit RunRecorder(RunRecorderOptions options);
   ~RunRecorder() override;
   RunRecorder(const RunRecorder&) = delete;

@@ -82,7 +82,7 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   e.min_nodes = c.min_nodes;
   e.is_host = c.node_rank == 0 || rules.any_node_closes;
   e.by_arrival = rules.ranks_by_arrival;
-  e.active_nodes = c.active_nodes;
+  e.active_nodes = c.active_nodes.value_or(0);
   e.last_call = c.last_call_timeout;
   for (int late = 0;; ++late) {
     const int kept = first_kept_round(job, e.base.round);

@@ -14,6 +14,7 @@
 
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
+#include "launcher/config/file_flag.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -24,16 +25,6 @@ struct FdCloser {
   ~FdCloser() { ::close(fd); }
 };
 
-// What a file that is not a regular one is, for the error.
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
-
 }  // namespace
 
 std::string read_secret_file(const std::string& flag, const std::string& path, const std::string& what) {
@@ -41,33 +32,20 @@ std::string read_secret_file(const std::string& flag, const std::string& path, c
     return UsageError(fmt::format("{}={} cannot be read ({}); give a readable file holding {}", flag, path,
                                   std::strerror(err), what));
   };
-  // O_NONBLOCK: opening a FIFO that no one writes returns at once instead of hanging; fstat of
-  // the opened file then refuses it (no race with a file swapped after a stat of the path).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw unreadable(errno);
+  // Opened non-blocking and checked on the descriptor (file_flag.hpp): a FIFO, a device or a
+  // directory is refused without reading, and nothing blocks.
+  const int fd = open_file_flag(FileFlag{flag, path, FileUse::Read, what}, O_RDONLY);
   const FdCloser closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw unreadable(errno);
-  if (!S_ISREG(st.st_mode)) {
-    throw UsageError(fmt::format("{}={} is {}, not a regular file; give a regular file holding {}", flag, path,
-                                 file_kind(st.st_mode), what));
-  }
   // One byte over the limit tells a file that is too long (st_size is not trusted: the file may
   // grow after the fstat).
-  std::string secret(kMaxSecretFileBytes + 1, '\0');
-  std::size_t got = 0;
-  while (got < secret.size()) {
-    const ssize_t n = ::read(fd, secret.data() + got, secret.size() - got);
-    if (n == 0) break;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw unreadable(errno);
-    got += static_cast<std::size_t>(n);
-  }
-  if (got > kMaxSecretFileBytes) {
+  std::string secret;
+  if (!read_at_most(fd, kMaxSecretFileBytes + 1, secret)) throw unreadable(errno);
+  if (secret.size() > kMaxSecretFileBytes) {
     throw UsageError(fmt::format("{}={} is longer than {} bytes; give a file holding only {}", flag, path,
                                  kMaxSecretFileBytes, what));
   }
-  secret.resize(got);
   if (!secret.empty() && secret.back() == '\n') secret.pop_back();
   if (!secret.empty() && secret.back() == '\r') secret.pop_back();
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {

@@ -1,11 +1,14 @@
 // See error_file.hpp.
 #include "launcher/report/error_file.hpp"
 
-#include <fstream>
-#include <sstream>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/config/file_flag.hpp"
 #include "launcher/rdzv/outcome.hpp"
 
 namespace ddp::launcher {
@@ -23,12 +26,18 @@ std::string text_of(const nlohmann::json& j) {
 
 std::optional<ErrorRecord> read_error_file(const std::string& path) {
   if (path.empty()) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string content(kMaxErrorFileBytes, '\0');
-  in.read(content.data(), static_cast<std::streamsize>(content.size()));
-  content.resize(static_cast<std::size_t>(in.gcount()));
   ErrorRecord r;
+  // The worker chose what stands at this path: a FIFO it made there must not block the launcher
+  // (opened non-blocking and refused on its descriptor, config/file_flag.hpp).
+  const OpenedFile file = open_file(FileFlag{"TORCHELASTIC_ERROR_FILE", path, FileUse::ReadLater}, O_RDONLY);
+  if (file.fd < 0 && file.error == ENOENT) return std::nullopt;
+  if (file.fd < 0) {
+    r.problem = file.refused;
+    return r;
+  }
+  std::string content;
+  read_at_most(file.fd, kMaxErrorFileBytes, content);  // a failed read leaves what came before: judged below
+  ::close(file.fd);
   const nlohmann::json doc = nlohmann::json::parse(content, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("message")) {
     r.problem = "not an error record (" + printable(content.substr(0, 200)) + ")";

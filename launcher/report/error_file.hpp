@@ -21,7 +21,8 @@ struct ErrorRecord {
 
 // Reads `path`. nullopt when there is no file (the worker wrote none: it did not use @record, or
 // it was killed). A file that is not the JSON above gives a record with `problem` set (and the
-// first bytes of the file, escaped, in it). Blocks only on the file system; never throws.
+// first bytes of the file, escaped, in it); so does a FIFO, a device or a directory there (not
+// read: config/file_flag.hpp). Blocks only on the file system; never throws.
 std::optional<ErrorRecord> read_error_file(const std::string& path);
 
 }  // namespace ddp::launcher

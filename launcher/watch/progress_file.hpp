@@ -4,8 +4,9 @@
 // at the end of every round. What the file may hold, and what each case means:
 //   - one non-negative decimal integer, blanks and newlines around it allowed: that iteration;
 //   - no file: nothing known on this node (no checkpoint yet, or the file lives on another node);
-//   - a file that cannot be read, or holds anything else ("release", "12abc", empty): nothing
-//     known either, with the problem said once in the log.
+//   - a file that cannot be read, is not a regular file (a FIFO, a device: config/file_flag.hpp),
+//     or holds anything else ("release", "12abc", empty): nothing known either, with the
+//     problem said once in the log.
 // A node that knows nothing never counts as "no progress" (progress_tracker.hpp).
 #pragma once
 

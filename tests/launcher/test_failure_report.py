@@ -218,7 +218,7 @@ def test_a_summary_and_events_of_a_success_and_a_bad_event_log(ddplaunch, tmp_pa
     bad = run(ddplaunch, ["--nproc_per_node=1", f"--event_log={tmp_path}/no/such/dir/e.jsonl", "--no_python", "true"])
     assert bad.returncode == 2, bad.stderr
     assert bad.stderr.strip().splitlines() == [
-        f"ddplaunch: --event_log {tmp_path}/no/such/dir/e.jsonl: directory {tmp_path}/no/such/dir does not exist; "
+        f"ddplaunch: --event_log={tmp_path}/no/such/dir/e.jsonl: directory {tmp_path}/no/such/dir does not exist; "
         "create it or give a file in an existing directory"], bad.stderr
 
 
@@ -229,7 +229,7 @@ def test_a_summary_into_a_missing_directory_is_refused_before_any_worker_starts(
                           "touch", str(ran)])
     assert bad.returncode == 2, bad.stderr
     assert bad.stderr.strip().splitlines() == [
-        f"ddplaunch: --summary_json {tmp_path}/no/such/dir/s.json: directory {tmp_path}/no/such/dir does not exist; "
+        f"ddplaunch: --summary_json={tmp_path}/no/such/dir/s.json: directory {tmp_path}/no/such/dir does not exist; "
         "create it or give a file in an existing directory"], bad.stderr
     assert not ran.exists()
 

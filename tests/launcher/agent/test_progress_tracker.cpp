@@ -3,6 +3,7 @@
 // in-memory store (progress_exchange.hpp); reading the progress file (progress_file.hpp).
 #include "launcher/agent/progress_tracker.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -164,6 +165,12 @@ TEST_CASE("progress file: an integer, a missing file, anything else", "[progress
   CHECK(bad.problem.find("holds 'release', not an iteration") != std::string::npos);
   std::ofstream(path) << "";
   CHECK(read_progress_file(path).state == ProgressFileReading::State::Unusable);
+  std::remove(path.c_str());
+  // A FIFO put there while the job runs: unusable at once (before, the read blocked for ever).
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  const ProgressFileReading fifo = read_progress_file(path);
+  CHECK(fifo.state == ProgressFileReading::State::Unusable);
+  CHECK(fifo.problem.find("--progress_file=" + path + " is a FIFO") != std::string::npos);
   std::remove(path.c_str());
   ::rmdir(dir);
 }

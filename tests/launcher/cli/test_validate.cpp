@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,7 +161,7 @@ TEST_CASE("each broken rule is a UsageError naming the value", "[validate]") {
 
 TEST_CASE("standby nodes: --active_nodes takes N in MIN..MAX of an elastic range with the built-in store",
           "[validate]") {
-  const auto with = [](int min, int max, int active, const std::string& backend = "static") {
+  const auto with = [](int min, int max, std::optional<int> active, const std::string& backend = "static") {
     return changed([=](LaunchConfig& c) {
       c.min_nodes = min;
       c.max_nodes = max;
@@ -174,11 +175,15 @@ TEST_CASE("standby nodes: --active_nodes takes N in MIN..MAX of an elastic range
   };
   CHECK(usage_error(with(2, 3, 2)) == "<no exception>");
   CHECK(usage_error(with(2, 3, 3)) == "<no exception>");
-  CHECK(usage_error(with(2, 2, 0)) == "<no exception>");
+  CHECK(usage_error(with(2, 2, std::nullopt)) == "<no exception>");
+  CHECK(usage_error(with(2, 3, std::nullopt)) == "<no exception>");
   const std::vector<std::pair<LaunchConfig, std::vector<std::string>>> bad{
       {with(2, 2, 2), {"--active_nodes=2 needs an elastic", "--nnodes=2", "--nnodes=2:3"}},
       {with(2, 4, 1), {"--active_nodes=1 is outside --nnodes=2:4", "2 <= N <= 4"}},
       {with(2, 4, 5), {"--active_nodes=5 is outside --nnodes=2:4"}},
+      // A given 0 was taken for "unset" before.
+      {with(2, 3, 0), {"--active_nodes=0 is outside --nnodes=2:3; pick N with 2 <= N <= 3"}},
+      {with(2, 2, 0), {"--active_nodes=0 is not a number of nodes; drop --active_nodes"}},
       {with(2, 3, 2, "etcd-v3"), {"--active_nodes", "etcd-v3", "drop --active_nodes"}},
   };
   for (const auto& [config, needles] : bad) {

@@ -96,6 +96,10 @@ TEST_CASE("flag parsers: --redirects/--tee for every rank or as a map", "[flag_p
     CHECK_THROWS_WITH(parse_streams("--redirects", bad),
                       Contains("--redirects=" + std::string(bad) + " is not 0-3 or a map like 0:1,1:3"));
   }
+  // A rank given twice was the last one's before: refused like any other bad map.
+  CHECK_THROWS_WITH(parse_streams("--redirects", "0:1,0:2"),
+                    "--redirects=0:1,0:2 names local rank 0 twice; give each rank once (1 stdout, 2 stderr, 3 both)");
+  CHECK_THROWS_WITH(parse_streams("--tee", "1:3,0:1,1:3"), Contains("--tee=1:3,0:1,1:3 names local rank 1 twice"));
 }
 
 TEST_CASE("flag parsers: --rdzv_endpoint with or without a port, IPv6 in brackets", "[flag_parsers]") {
