@@ -4,9 +4,9 @@
 #include <chrono>
 #include <iostream>
 #include <optional>
+#include <variant>
 
 #include "common/exit_codes.hpp"
-#include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
 #include "ddplaunch/common/error.hpp"
@@ -14,52 +14,39 @@
 #include "ddplaunch/rendezvous/error.hpp"
 #include "launcher/backends.hpp"
 #include "launcher/rdzv/job_store.hpp"
-#include "launcher/status/job_registry.hpp"
+#include "launcher/status/job_lookup.hpp"
 #include "launcher/watch/collective_hang.hpp"
 #include "launcher/watch/stacks_request.hpp"
 
 namespace ddp::launcher {
 namespace {
 
-// "job 'x' at 127.0.0.1:41233 (pid 4242, started 3 s ago: train.py --lr 0.1, in /home/me/exp)"
-std::string describe(const JobRecord& job, long long now_ms) {
-  const auto age = std::chrono::duration_cast<std::chrono::seconds>(
-      std::chrono::milliseconds(std::max(0LL, now_ms - job.started_ms)));
-  return fmt::format("job '{}' at {} (pid {}, started {} ago: {}, in {})", job.run_id,
-                     rendezvous::format_endpoint(job.master_addr, static_cast<std::uint16_t>(job.port)), job.pid,
-                     format_whole_seconds(age), job.command, job.cwd);
-}
-
-// The job --dump_stacks asks when no flag names one: the newest in this machine's registry
-// (status/job_registry.hpp), said on stderr with the others and the flags that choose them.
-// nullopt, after one error line, when there is none or it needs a job secret not given.
-std::optional<LaunchConfig> find_job(const LaunchConfig& config) {
-  const JobRegistry registry = JobRegistry::for_user(process_env());
-  JobChoice choice;
-  try {
-    choice = choose_job(registry.running());
-  } catch (const RegistryError& e) {
-    log::error("job registry: {}; name the job with --master_addr, --master_port and --rdzv_id", e.what());
-    return std::nullopt;
-  }
+// The job --dump_stacks asks when no flag names one (status/job_lookup.hpp), said on stderr with
+// the others and the flags that choose them. Otherwise returns the exit code after the error
+// lines: kExitUsage when several jobs could be meant, kExitFailure when there is none or it needs
+// a job secret not given.
+std::variant<LaunchConfig, int> find_job(const LaunchConfig& config) {
+  const std::string cwd = caller_cwd();
+  const JobLookup lookup = look_up_job(process_env(), cwd, [](const JobRecord&) { return true; });
+  const JobChoice& choice = lookup.choice;
+  if (!choice.ambiguous.empty()) return report_ambiguous(lookup, cwd, "--dump_stacks", selecting_flags);
   if (!choice.chosen) {
     log::error(
         "no running ddplaunch job of this user on this machine (none in {}); name a job on another machine with "
         "--master_addr, --master_port and --rdzv_id",
-        registry.dir());
-    return std::nullopt;
+        lookup.places);
+    return kExitFailure;
   }
   const JobRecord& job = *choice.chosen;
-  const long long now =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  const long long now = wall_clock_ms();
   if (choice.others.empty()) {
-    log::info("asking {}", describe(job, now));
+    log::info("asking {}", describe_job(job, now));
   } else {
-    log::info("{} jobs run on this machine; asking the one started last: {}", choice.others.size() + 1,
-              describe(job, now));
+    log::info("{} jobs run on this machine; asking the one started in this directory: {}", choice.others.size() + 1,
+              describe_job(job, now));
     for (const JobRecord& other : choice.others) {
-      log::info("not asked: {}; ask it with ddplaunch --dump_stacks {}", describe(other, now), selecting_flags(other));
+      log::info("not asked: {}; ask it with ddplaunch --dump_stacks {}", describe_job(other, now),
+                selecting_flags(other));
     }
   }
   if (job.secret && config.rdzv_secret.empty()) {
@@ -67,7 +54,7 @@ std::optional<LaunchConfig> find_job(const LaunchConfig& config) {
         "the job '{}' has a job secret; give --dump_stacks the same one, as its launchers got it "
         "(DDPLAUNCH_RDZV_TOKEN or --rdzv_conf token_file)",
         job.run_id);
-    return std::nullopt;
+    return kExitFailure;
   }
   LaunchConfig found = config;
   found.master_addr = job.master_addr;
@@ -80,7 +67,11 @@ std::optional<LaunchConfig> find_job(const LaunchConfig& config) {
 
 int request_stacks(const LaunchConfig& given) {
   std::optional<LaunchConfig> found;
-  if (given.find_job && !(found = find_job(given))) return kExitFailure;
+  if (given.find_job) {
+    auto job = find_job(given);
+    if (const int* exit_code = std::get_if<int>(&job)) return *exit_code;
+    found = std::get<LaunchConfig>(std::move(job));
+  }
   const LaunchConfig& config = found ? *found : given;
   EffectiveConfig eff;
   eff.port = config.master_port;

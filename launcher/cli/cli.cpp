@@ -35,7 +35,7 @@ void take_program(std::vector<std::string> rest, LaunchConfig& c) {
 }  // namespace
 
 ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env,
-                                     const std::vector<BackendKind>& backends) {
+                                     const std::vector<BackendKind>& backends, const NvidiaDriverProbe& nvidia_driver) {
   ParsedCommandLine out;
   FlagApp app{"ddplaunch: start distributed data-parallel workers on this node (a drop-in for torchrun)"};
   const std::vector<std::string> given_args(argv, argv + argc);
@@ -76,7 +76,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   values.config.find_job = (values.config.dump_stacks || values.config.status) && app.given("--master_addr") == 0 &&
                            app.given("--master_port") == 0 && app.given("--rdzv_id") == 0 &&
                            app.given("--rdzv_endpoint") == 0;
-  out.config = to_launch_config(std::move(values), env, backends);
+  out.config = to_launch_config(std::move(values), env, backends, nvidia_driver);
   validate(out.config);
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/config/nvidia_driver.hpp"
 #include "launcher/rdzv/rendezvous_backend.hpp"
 
 namespace ddp::launcher {
@@ -21,7 +22,9 @@ struct ParsedCommandLine {
 // Parses and validates. Throws UsageError (one line naming the value and the fix).
 // Slurm: without explicit --nnodes/--node_rank/--master_addr, SLURM_* variables fill them in.
 // --rdzv_backend chooses among `backends` (launcher/backends.hpp: rendezvous_backends()).
+// `nvidia_driver` says whether an NVIDIA driver is here, for --nproc_per_node=gpu/auto; tests fake it.
 ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvLookup& env,
-                                     const std::vector<BackendKind>& backends);
+                                     const std::vector<BackendKind>& backends,
+                                     const NvidiaDriverProbe& nvidia_driver = nvidia_driver_missing);
 
 }  // namespace ddp::launcher

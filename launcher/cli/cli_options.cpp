@@ -252,11 +252,12 @@ void declare_output_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet
               ->type_name("null|console|dynamic_rendezvous"));
   app.add_flag("--dump_stacks,--dump-stacks", c.dump_stacks,
                "print every rank's stack on every node of the running job at --master_addr:--master_port "
-               "(--rdzv_id), without stopping it; no program; without those flags, the job started last on "
-               "this machine");
+               "(--rdzv_id), without stopping it; no program; without those flags, your job on this machine "
+               "(several: the one started in this directory)");
   app.add_flag("--status", c.status,
                "print a running launcher's live status as JSON (round, nodes, ranks with pids and state, restarts, "
-               "progress, hangs) and exit: the job started last on this machine, or the one of --rdzv_id, or "
+               "progress, hangs) and exit: your job on this machine (several: the one started in this "
+               "directory), or the one of --rdzv_id, or "
                "`--status PID` / `--status SOCKET`; no program");
   pet.add(add_port(app, "--status_port,--status-port", c.status_port,
                    "also serve the live status over HTTP on this TCP port (GET /status, GET /healthz), at the "

@@ -45,12 +45,12 @@ std::string random_run_id() {
 }
 
 // Nodes, workers per node, and where node 0's store is.
-void apply_nodes(const CommandLineValues& v, const EnvLookup& env, const std::vector<BackendKind>& backends,
-                 LaunchConfig& c) {
+void apply_nodes(const CommandLineValues& v, const EnvLookup& env, const NvidiaDriverProbe& nvidia_driver,
+                 const std::vector<BackendKind>& backends, LaunchConfig& c) {
   const NodeRange nodes = parse_nnodes(v.nnodes.value_or("1"));
   c.min_nodes = nodes.min;
   c.max_nodes = nodes.max;
-  c.nproc_per_node = parse_nproc(v.nproc_per_node, env);
+  c.nproc_per_node = parse_nproc(v.nproc_per_node, env, nvidia_driver);
   if (v.node_rank) c.node_rank = parse_whole_number("--node_rank", *v.node_rank);
   if (v.master_addr) c.master_addr = *v.master_addr;
   if (v.master_port) c.master_port = parse_whole_number("--master_port", *v.master_port);
@@ -111,9 +111,10 @@ void apply_single_node_port(const EnvLookup& env, LaunchConfig& c) {
 
 }  // namespace
 
-LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env, const std::vector<BackendKind>& backends) {
+LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env, const std::vector<BackendKind>& backends,
+                              const NvidiaDriverProbe& nvidia_driver) {
   LaunchConfig c = std::move(v.config);
-  apply_nodes(v, env, backends, c);
+  apply_nodes(v, env, nvidia_driver, backends, c);
   apply_durations(v, env, c);
   apply_output(v, c);
   if (const auto tmp = env("TMPDIR"); tmp && !tmp->empty()) c.temp_dir = *tmp;

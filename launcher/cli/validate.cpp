@@ -193,7 +193,7 @@ void validate(const LaunchConfig& c) {
                                     c.program.find_first_not_of("0123456789") != std::string::npos)) {
       throw UsageError(
           fmt::format("--status takes a launcher's pid or its status socket path ('{}' given); run it "
-                      "alone for the job started last on this machine",
+                      "alone for your job on this machine (several: the one started in this directory)",
                       c.program + (c.program_args.empty() ? "" : " " + c.program_args.front())));
     }
     return;

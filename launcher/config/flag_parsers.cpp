@@ -27,10 +27,18 @@ bool is_stream_bits(std::string_view s) {
   return s.size() == 1 && s[0] >= '0' && s[0] <= '3';
 }
 
-int count_gpus(const EnvLookup& env) {
+// The GPUs CUDA would number, and where they were counted: CUDA_VISIBLE_DEVICES's entries when it
+// is set ("" and "-1" hide them all), else the /dev/nvidiaN nodes.
+struct GpuCount {
+  int count = 0;
+  std::string source;  // "CUDA_VISIBLE_DEVICES=0,3" or "/dev/nvidia*"
+};
+
+GpuCount count_gpus(const EnvLookup& env) {
   if (auto cvd = env(worker_env::kCudaVisibleDevices)) {
-    if (cvd->empty() || *cvd == "-1") return 0;
-    return static_cast<int>(std::count(cvd->begin(), cvd->end(), ',')) + 1;
+    const std::string source = fmt::format("{}={}", worker_env::kCudaVisibleDevices, *cvd);
+    if (cvd->empty() || *cvd == "-1") return {0, source};
+    return {static_cast<int>(std::count(cvd->begin(), cvd->end(), ',')) + 1, source};
   }
   int n = 0;
   std::error_code ec;
@@ -38,7 +46,7 @@ int count_gpus(const EnvLookup& env) {
     const std::string name = e.path().filename().string();
     if (name.rfind("nvidia", 0) == 0 && is_digits(std::string_view(name).substr(6), 1, name.size())) ++n;
   }
-  return n;
+  return {n, "/dev/nvidia*"};
 }
 
 }  // namespace
@@ -92,32 +100,49 @@ NodeRange parse_nnodes(const std::string& text) {
   return {std::stoi(min_text), std::stoi(max_text)};
 }
 
-int parse_nproc(const std::string& text, const EnvLookup& env) {
-  // The CPUs this process may use (affinity, the cgroup's limit), not the host's.
-  const auto cpus = [&text] {
+int parse_nproc(const std::string& text, const EnvLookup& env, const NvidiaDriverProbe& nvidia_driver) {
+  // The CPUs this process may use (affinity, the cgroup's limit), not the host's; `why` says why
+  // auto counted CPUs.
+  const auto cpus = [&text](std::string_view why) {
     const CpuBudget budget = read_cpu_budget();
-    log::info("--nproc_per_node={}: {} worker(s), one per CPU this process may use: {}", text, budget.usable(),
-              budget.describe());
+    log::info("--nproc_per_node={}: {} worker(s), one per CPU this process may use: {}{}", text, budget.usable(),
+              budget.describe(), why);
     return budget.usable();
   };
-  if (text == "cpu") return cpus();
+  if (text == "cpu") return cpus("");
   // gpu and xpu: the devices counted, or where none was found.
   const auto devices = [&text](int count, std::string_view device, std::string_view where) {
     if (count == 0) {
       throw UsageError(fmt::format("--nproc_per_node={} but no {} is visible ({}); give a number or use cpu/auto", text,
                                    device, where));
     }
+    log::info("--nproc_per_node={}: {} {}(s) from {}", text, count, device, where);
     return count;
   };
-  if (text == "gpu") return devices(count_gpus(env), "GPU", "CUDA_VISIBLE_DEVICES, /dev/nvidia*");
+  // GPUs named (by CUDA_VISIBLE_DEVICES or /dev/nvidiaN) count only with a driver to run them, as
+  // torch.cuda.is_available() would say.
+  const GpuCount gpus = count_gpus(env);
+  const std::string no_driver = gpus.count > 0 ? nvidia_driver() : "";
+  if (text == "gpu") {
+    if (!no_driver.empty()) {
+      throw UsageError(
+          fmt::format("--nproc_per_node=gpu but {} names {} GPU(s) and {}; give the job the GPUs "
+                      "(docker run --gpus all, or install the NVIDIA driver), or give "
+                      "--nproc_per_node=N or cpu",
+                      gpus.source, gpus.count, no_driver));
+    }
+    return devices(gpus.count, "GPU", gpus.count > 0 ? gpus.source : "CUDA_VISIBLE_DEVICES, /dev/nvidia*");
+  }
   if (text == "xpu") {
     return devices(count_xpus(env), "Intel XPU",
                    "ZE_AFFINITY_MASK, /sys/class/drm render nodes of vendor 0x8086 with the xe or i915 driver");
   }
   if (text == "auto") {
-    if (const int gpus = count_gpus(env); gpus > 0) return gpus;
-    if (const int xpus = count_xpus(env); xpus > 0) return xpus;
-    return cpus();
+    if (gpus.count > 0 && no_driver.empty()) return devices(gpus.count, "GPU", gpus.source);
+    if (const int xpus = count_xpus(env); xpus > 0)
+      return devices(xpus, "Intel XPU", "ZE_AFFINITY_MASK, /sys/class/drm");
+    return cpus(gpus.count > 0 ? fmt::format("; no usable GPU ({} but {}) and no Intel XPU", gpus.source, no_driver)
+                               : std::string("; no GPU or Intel XPU visible"));
   }
   if (is_digits(text, 1, 9)) return std::stoi(text);
   throw UsageError(fmt::format("--nproc_per_node={} is not a number, gpu, xpu, cpu or auto", text));

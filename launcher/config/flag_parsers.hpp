@@ -17,6 +17,7 @@
 #include "common/host_port.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/config/nvidia_driver.hpp"
 
 namespace ddp::launcher {
 
@@ -47,11 +48,15 @@ struct NodeRange {
 NodeRange parse_nnodes(const std::string& text);
 
 // --nproc_per_node: a number, or gpu (the visible GPUs), xpu (the visible Intel XPUs), cpu (the
-// CPUs this process may use: cpu_budget.hpp; logged) or auto (GPUs if any, else XPUs, else cpu,
-// as torchrun's torch.accelerator does). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else
-// from /dev/nvidiaN; XPUs as in count_xpus(). Throws UsageError for other text, and for gpu or
-// xpu when none is visible (torchrun: "Cuda is not available." / "Xpu is not available.").
-int parse_nproc(const std::string& text, const EnvLookup& env);
+// CPUs this process may use: cpu_budget.hpp) or auto (GPUs if any, else XPUs, else cpu, as
+// torchrun's torch.accelerator does); each keyword logs one line saying how it counted ("2 GPU(s)
+// from CUDA_VISIBLE_DEVICES=0,3"). GPUs are counted from CUDA_VISIBLE_DEVICES in `env`, else from
+// /dev/nvidiaN, and count only when `nvidia_driver` finds the driver (torch.cuda.is_available()):
+// without it, gpu throws and auto goes on to XPUs and CPUs. XPUs are counted as in count_xpus().
+// Throws UsageError for other text, and for gpu or xpu when none is visible (torchrun: "Cuda is
+// not available." / "Xpu is not available."). Blocks only on reading /dev, sysfs and /proc.
+int parse_nproc(const std::string& text, const EnvLookup& env,
+                const NvidiaDriverProbe& nvidia_driver = nvidia_driver_missing);
 
 // Intel XPUs as torch.xpu.device_count() would see them without loading Level Zero: the entries
 // of ZE_AFFINITY_MASK in `env` when set (one device each; "" or none: 0), else the DRM render

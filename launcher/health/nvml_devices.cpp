@@ -4,11 +4,13 @@
 #include "launcher/health/nvml_devices.hpp"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
+
+#include "launcher/config/nvidia_driver.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -21,13 +23,6 @@ struct NvmlMemory {
 constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr int kNvmlMemoryErrorUncorrected = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 constexpr int kNvmlVolatileEcc = 0;             // NVML_VOLATILE_ECC: since the driver loaded
-
-// The device nodes a loaded NVIDIA driver provides: /dev/nvidiactl on Linux (and in containers
-// given GPUs), /dev/dxg under WSL 2. Without one NVML cannot answer, and looking for the library
-// (dlopen tries some 70 paths) would cost every round about a millisecond for nothing.
-bool driver_present() {
-  return ::access("/dev/nvidiactl", F_OK) == 0 || ::access("/dev/dxg", F_OK) == 0;
-}
 
 }  // namespace
 
@@ -43,8 +38,10 @@ struct NvmlDevices::Api {
 };
 
 NvmlDevices::NvmlDevices() {
-  if (!driver_present()) {
-    unavailable_ = "no NVIDIA driver: no /dev/nvidiactl";
+  // Without the driver NVML cannot answer, and looking for the library (dlopen tries some 70
+  // paths) would cost every round about a millisecond for nothing.
+  if (std::string missing = nvidia_driver_missing(); !missing.empty()) {
+    unavailable_ = std::move(missing);
     return;
   }
   library_ = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);

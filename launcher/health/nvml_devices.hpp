@@ -10,9 +10,9 @@
 namespace ddp::launcher {
 
 // Loads and initialises NVML on construction (a few milliseconds with a driver); without the
-// driver's device node (/dev/nvidiactl, or /dev/dxg under WSL 2) it does not look for the library
-// and reports "no NVIDIA driver: no /dev/nvidiactl" (microseconds); shuts it down and unloads it on destruction. Never
-// throws. Not thread-safe.
+// driver (nvidia_driver_missing(), config/nvidia_driver.hpp) it does not look for the library and
+// reports why, e.g. "no NVIDIA driver: no /dev/nvidiactl" (microseconds); shuts NVML down and
+// unloads it on destruction. Never throws. Not thread-safe.
 class NvmlDevices : public GpuDevices {
  public:
   NvmlDevices();

@@ -3,10 +3,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <iterator>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "common/format_duration.hpp"
+#include "ddplaunch/rendezvous/endpoint.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -81,7 +86,7 @@ std::string short_command(const std::string& program, const std::vector<std::str
   return text;
 }
 
-JobChoice choose_job(std::vector<JobRecord> live) {
+JobChoice choose_job(std::vector<JobRecord> live, const std::string& caller_cwd) {
   // Newest first; the store's host before the other launchers of its job.
   std::sort(live.begin(), live.end(), [](const JobRecord& a, const JobRecord& b) {
     if (a.started_ms != b.started_ms) return a.started_ms > b.started_ms;
@@ -97,10 +102,26 @@ JobChoice choose_job(std::vector<JobRecord> live) {
     }
   }
   JobChoice choice;
+  std::vector<JobRecord> here;
+  std::copy_if(jobs.begin(), jobs.end(), std::back_inserter(here),
+               [&caller_cwd](const JobRecord& j) { return j.cwd == caller_cwd; });
+  if (jobs.size() > 1 && here.size() != 1) {
+    choice.ambiguous = here.empty() ? jobs : here;
+    return choice;
+  }
   if (jobs.empty()) return choice;
-  choice.chosen = jobs.front();
-  choice.others.assign(jobs.begin() + 1, jobs.end());
+  choice.chosen = jobs.size() == 1 ? jobs.front() : here.front();
+  std::copy_if(jobs.begin(), jobs.end(), std::back_inserter(choice.others),
+               [&choice](const JobRecord& j) { return !j.same_job(*choice.chosen); });
   return choice;
+}
+
+std::string describe_job(const JobRecord& job, long long now_ms) {
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::milliseconds(std::max(0LL, now_ms - job.started_ms)));
+  return fmt::format("job '{}' at {} (pid {}, started {} ago: {}, in {})", job.run_id,
+                     rendezvous::format_endpoint(job.master_addr, static_cast<std::uint16_t>(job.port)), job.pid,
+                     format_whole_seconds(age), job.command, job.cwd);
 }
 
 std::string selecting_flags(const JobRecord& job) {

@@ -37,14 +37,21 @@ inline constexpr std::size_t kMaxCommandChars = 120;
 // `program args...` joined by spaces, cut at kMaxCommandChars (ending in "...").
 std::string short_command(const std::string& program, const std::vector<std::string>& args);
 
-// What --dump_stacks asks when several jobs run: the job started last, and one record for each
-// of the others (newest first). A job with several launchers on this machine (a multi-node job
-// on one host) counts once, by its store's host when that is here, else its newest record.
+// What --dump_stacks and --status ask without flags: the only job, else the only one started in
+// the caller's working directory `caller_cwd`; with none or several there, no guess: `ambiguous`
+// holds the jobs to choose from (those started in `caller_cwd`, or all when none was), newest
+// first. A job with several launchers on this machine (a multi-node job on one host) counts once,
+// by its store's host when that is here, else its newest record.
 struct JobChoice {
-  std::optional<JobRecord> chosen;  // nullopt: no job
-  std::vector<JobRecord> others;
+  std::optional<JobRecord> chosen;  // nullopt: no job, or ambiguous
+  std::vector<JobRecord> others;    // the jobs not chosen, newest first
+  std::vector<JobRecord> ambiguous;
 };
-JobChoice choose_job(std::vector<JobRecord> live);
+JobChoice choose_job(std::vector<JobRecord> live, const std::string& caller_cwd);
+
+// "job 'x' at 127.0.0.1:41233 (pid 4242, started 3 s ago: train.py --lr 0.1, in /home/me/exp)",
+// the age from `now_ms` (ms since the epoch).
+std::string describe_job(const JobRecord& job, long long now_ms);
 
 // The flags that make --dump_stacks ask `job` and no other: --master_port and --rdzv_id, and
 // --master_addr unless it is 127.0.0.1, the default (values shell-quoted when needed).

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -78,7 +79,23 @@ JobRegistry JobRegistry::for_user(const EnvLookup& env) {
     if (::stat(xdg->c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid && ::access(xdg->c_str(), W_OK) == 0)
       return JobRegistry(*xdg + "/ddplaunch/jobs");
   }
-  return JobRegistry(fmt::format("/tmp/ddplaunch-{}/jobs", uid));
+  return fallback();
+}
+
+JobRegistry JobRegistry::fallback() {
+  return JobRegistry(fmt::format("/tmp/ddplaunch-{}/jobs", ::geteuid()));
+}
+
+std::vector<JobRegistry> JobRegistry::every_for_user(const EnvLookup& env) {
+  std::vector<JobRegistry> all{for_user(env)};
+  // A session's runtime directory is checked as XDG_RUNTIME_DIR is (for_user); the fallback is not
+  // checked here: running() refuses it if it is not this user's.
+  const std::string session = fmt::format("/run/user/{}", ::geteuid());
+  for (JobRegistry r : {for_user(map_env({{"XDG_RUNTIME_DIR", session}})), fallback()}) {
+    const bool known = std::any_of(all.begin(), all.end(), [&r](const JobRegistry& a) { return a.dir() == r.dir(); });
+    if (!known) all.push_back(std::move(r));
+  }
+  return all;
 }
 
 void JobRegistry::prepare() const {
@@ -131,6 +148,32 @@ std::vector<JobRecord> JobRegistry::running() const {
   return live;
 }
 
+std::vector<JobRecord> running_jobs(const std::vector<JobRegistry>& registries, std::vector<std::string>& refused) {
+  std::vector<JobRecord> live;
+  for (const JobRegistry& registry : registries) {
+    try {
+      for (JobRecord& r : registry.running()) {
+        const bool seen = std::any_of(live.begin(), live.end(), [&r](const JobRecord& l) {
+          return l.pid == r.pid && l.proc_start == r.proc_start;
+        });
+        if (!seen) live.push_back(std::move(r));
+      }
+    } catch (const RegistryError& e) {
+      refused.emplace_back(e.what());
+    }
+  }
+  return live;
+}
+
+std::string describe_dirs(const std::vector<JobRegistry>& registries) {
+  std::string text;
+  for (std::size_t i = 0; i < registries.size(); ++i) {
+    if (i > 0) text += i + 1 == registries.size() ? " and " : ", ";
+    text += registries[i].dir();
+  }
+  return text;
+}
+
 std::optional<unsigned long long> process_start_ticks(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
@@ -165,21 +208,34 @@ JobRegistration::JobRegistration(boost::asio::io_context& io, JobRecord record)
 
 JobRegistration::~JobRegistration() {
   timer_.cancel();
-  if (path_.empty()) return;
-  ::unlink(path_.c_str());  // a record already gone (removed by hand) is what we want anyway
+  for (const std::string& path : paths_) {
+    ::unlink(path.c_str());  // a record already gone (removed by hand) is what we want anyway
+  }
 }
 
 void JobRegistration::write() {
   std::error_code ignored;  // a removed working directory is recorded as ""
   record_.cwd = std::filesystem::current_path(ignored).string();
   record_.proc_start = process_start_ticks(record_.pid).value_or(0);
-  try {
-    const JobRegistry registry = JobRegistry::for_user(process_env());
-    registry.prepare();
-    path_ = registry.add(record_);
-  } catch (const RegistryError& e) {
-    log::warning("job registry: {}; this job is not registered, ddplaunch --dump_stacks {} reaches it", e.what(),
+  std::string refused;  // the first place that refused the record, and why
+  std::string written;  // where it went
+  std::vector<JobRegistry> places{JobRegistry::for_user(process_env())};
+  if (places.front().dir() != JobRegistry::fallback().dir()) places.push_back(JobRegistry::fallback());
+  for (const JobRegistry& registry : places) {
+    try {
+      registry.prepare();
+      paths_.push_back(registry.add(record_));
+      written += (written.empty() ? "" : " and ") + registry.dir();
+    } catch (const RegistryError& e) {
+      if (refused.empty()) refused = e.what();
+    }
+  }
+  if (refused.empty()) return;
+  if (paths_.empty()) {
+    log::warning("job registry: {}; this job is not registered, ddplaunch --dump_stacks {} reaches it", refused,
                  selecting_flags(record_));
+  } else {
+    log::warning("job registry: {}; this job is registered in {} only", refused, written);
   }
 }
 

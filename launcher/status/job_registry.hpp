@@ -7,10 +7,14 @@
 // differs).
 //
 // The directory is $XDG_RUNTIME_DIR/ddplaunch/jobs when XDG_RUNTIME_DIR names a directory this
-// user owns and may write, else /tmp/ddplaunch-<uid>/jobs. Both levels are made 0700; a level that
-// is not a directory (a symlink included), that another user owns, or that group or others may
-// write is refused: another user could otherwise plant records that send --dump_stacks to a store
-// of theirs, or read who runs what.
+// user owns and may write, else /tmp/ddplaunch-<uid>/jobs (the fallback). Both levels are made
+// 0700; a level that is not a directory (a symlink included), that another user owns, or that
+// group or others may write is refused: another user could otherwise plant records that send
+// --dump_stacks to a store of theirs, or read who runs what.
+//
+// The caller of --dump_stacks or --status may see another XDG_RUNTIME_DIR than the job's (sudo,
+// docker exec, cron, ssh without a user session): a launcher whose registry is not the fallback
+// writes its record in the fallback too, and readers look in every place (every_for_user()).
 #pragma once
 
 #include <chrono>
@@ -43,6 +47,11 @@ class JobRegistry {
   explicit JobRegistry(std::string dir) : dir_(std::move(dir)) {}
   // This user's registry (above), as `env` gives XDG_RUNTIME_DIR.
   static JobRegistry for_user(const EnvLookup& env);
+  // /tmp/ddplaunch-<uid>/jobs, where every launcher of this user registers (above).
+  static JobRegistry fallback();
+  // Every place a job of this user can register, each once: for_user(env),
+  // /run/user/<uid>/ddplaunch/jobs (a user session's XDG_RUNTIME_DIR) and the fallback.
+  static std::vector<JobRegistry> every_for_user(const EnvLookup& env);
   const std::string& dir() const { return dir_; }
 
   // Makes the directory and its parent (0700) where missing and checks both (above). Throws
@@ -60,6 +69,14 @@ class JobRegistry {
   std::string dir_;
 };
 
+// The records of running launchers in every one of `registries`, each launcher once, in no order.
+// A registry that fails prepare()'s checks adds its error to `refused` (one line naming it and
+// why) and no record: another place may still hold the job. Blocks for file system calls only.
+std::vector<JobRecord> running_jobs(const std::vector<JobRegistry>& registries, std::vector<std::string>& refused);
+
+// "a, b and c" of the registries' directories, for messages.
+std::string describe_dirs(const std::vector<JobRegistry>& registries);
+
 // The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks after boot);
 // nullopt when there is no such process.
 std::optional<unsigned long long> process_start_ticks(int pid);
@@ -69,7 +86,9 @@ std::optional<unsigned long long> process_start_ticks(int pid);
 // --dump_stacks finds this job)`), and writes the record kRegisterAfter later on `io`'s loop, as
 // the stacks watcher starts then too (watch/stacks_request.hpp): a job shorter than that, such as
 // the launch benchmark's, pays for no file. An unusable registry is then one warning line naming
-// the flags that reach the job instead. The destructor cancels the write or removes the file.
+// the flags that reach the job instead. The record goes in this user's registry and in the
+// fallback (above); one that cannot is one warning line saying where it went. The destructor
+// cancels the write or removes the files.
 // Loop thread only; never throws (but what Asio's timer throws).
 class JobRegistration {
  public:
@@ -83,7 +102,7 @@ class JobRegistration {
 
   boost::asio::steady_timer timer_;
   JobRecord record_;
-  std::string path_;  // "" until written
+  std::vector<std::string> paths_;  // none until written
 };
 
 inline constexpr std::chrono::seconds kRegisterAfter{1};

@@ -5,13 +5,14 @@
 #include <chrono>
 #include <iostream>
 #include <optional>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
-#include "launcher/status/job_registry.hpp"
+#include "launcher/status/job_lookup.hpp"
 #include "launcher/watch/probe/worker_server.hpp"
 
 namespace ddp::launcher {
@@ -55,24 +56,20 @@ std::string describe(const JobRecord& r) {
                      r.command);
 }
 
-// The socket to ask, from the registry; nullopt after one error line.
-std::optional<std::string> find_socket(const LaunchConfig& c) {
-  const JobRegistry registry = JobRegistry::for_user(process_env());
-  std::vector<JobRecord> live;
-  try {
-    live = registry.running();
-  } catch (const RegistryError& e) {
-    log::error("job registry: {}; give ddplaunch --status the launcher's status socket (<run dir>/status.sock)",
-               e.what());
-    return std::nullopt;
-  }
+// The socket to ask, from the registries (job_lookup.hpp); otherwise the exit code after the
+// error lines (kExitUsage when several launchers could be meant).
+std::variant<std::string, int> find_socket(const LaunchConfig& c) {
   const bool by_pid = all_digits(c.program);
-  std::erase_if(live, [&](const JobRecord& r) {
-    if (r.status_socket.empty()) return true;  // a launcher without an endpoint (an older ddplaunch)
-    if (by_pid) return std::to_string(r.pid) != c.program;
-    return !c.find_job && r.run_id != c.run_id;
+  const std::string cwd = caller_cwd();
+  const JobLookup lookup = look_up_job(process_env(), cwd, [&](const JobRecord& r) {
+    if (r.status_socket.empty()) return false;  // a launcher without an endpoint (an older ddplaunch)
+    if (by_pid) return std::to_string(r.pid) == c.program;
+    return c.find_job || r.run_id == c.run_id;
   });
-  const JobChoice choice = choose_job(live);
+  const JobChoice& choice = lookup.choice;
+  if (!choice.ambiguous.empty()) {
+    return report_ambiguous(lookup, cwd, "--status", [](const JobRecord& r) { return std::to_string(r.pid); });
+  }
   if (!choice.chosen) {
     const std::string which = by_pid       ? fmt::format("with pid {}", c.program)
                               : c.find_job ? std::string("of this user")
@@ -80,15 +77,14 @@ std::optional<std::string> find_socket(const LaunchConfig& c) {
     log::error(
         "no running ddplaunch launcher {} on this machine (none in {}; a launcher registers a second after its "
         "workers start); give its status socket, <run dir>/status.sock, or ask its --status_port",
-        which, registry.dir());
-    return std::nullopt;
+        which, lookup.places);
+    return kExitFailure;
   }
   const JobRecord& chosen = *choice.chosen;
-  for (const JobRecord& other : live) {
-    if (other.pid != chosen.pid)
-      log::info("not asked: {}; ask it with ddplaunch --status {}", describe(other), other.pid);
+  for (const JobRecord& other : choice.others) {
+    log::info("not asked: {}; ask it with ddplaunch --status {}", describe(other), other.pid);
   }
-  if (live.size() > 1) log::info("asking {}", describe(chosen));
+  if (!choice.others.empty()) log::info("asking {}", describe(chosen));
   return chosen.status_socket;
 }
 
@@ -98,8 +94,10 @@ int print_status(const LaunchConfig& c) {
   std::optional<std::string> socket;
   if (c.program.find('/') != std::string::npos) {
     socket = c.program;
-  } else if (!(socket = find_socket(c))) {
-    return kExitFailure;
+  } else {
+    auto found = find_socket(c);
+    if (const int* exit_code = std::get_if<int>(&found)) return *exit_code;
+    socket = std::get<std::string>(std::move(found));
   }
   const WorkerServerReply reply = ask_unix_http(*socket, false, "/status", "GET /status", kAnswerTimeout);
   if (!reply.ok && reply.status != 0) {  // reply.error would carry the body's bytes as they came

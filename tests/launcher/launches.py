@@ -13,6 +13,14 @@ from pyfixtures import alive
 
 TIMEOUT = 60
 
+# A prefix for Launches.start/run: the launcher with an empty /tmp/ddplaunch-<uid> of its own, the
+# job registry every launcher of this user also writes (launcher/status/job_registry.hpp), so that
+# a caller of --dump_stacks or --status sees no other test's job there. A mount namespace; unshare
+# and sh exec, so the pid stays the launcher's.
+PRIVATE_REGISTRY = ("unshare", "--mount", "sh", "-c",
+                    f'mkdir -p -m 700 /tmp/ddplaunch-{os.geteuid()} && '
+                    f'mount -t tmpfs -o mode=700 tmpfs /tmp/ddplaunch-{os.geteuid()} && exec "$@"', "sh")
+
 # A worker that dumps its environment to $PIDDIR/env.$RANK (read back with Launches.read_env).
 ENV_DUMP = """#!/bin/bash
 env -0 > "$PIDDIR/env.$RANK"
@@ -35,15 +43,20 @@ class Launches:
         os.chmod(path, mode)
         return path
 
-    def start(self, args, env=None, **kwargs):
+    def start(self, args, env=None, prefix=(), **kwargs):
+        """`env` adds to the test's environment (a value None removes the variable); `prefix` runs
+        the launcher through a command that execs it (its pid stays the launcher's)."""
         e = dict(os.environ)
         e.pop("OMP_NUM_THREADS", None)
         e.pop("CUDA_VISIBLE_DEVICES", None)
         e["PIDDIR"] = self.dir
-        if env:
-            e.update(env)
-        return self.procs.start([self.launcher] + args, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=self.dir, **kwargs)
+        for name, value in (env or {}).items():
+            if value is None:
+                e.pop(name, None)
+            else:
+                e[name] = value
+        return self.procs.start([*prefix, self.launcher] + args, env=e, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=self.dir, **kwargs)
 
     def communicate(self, p, timeout=TIMEOUT):
         try:
@@ -53,8 +66,8 @@ class Launches:
             out, err = p.communicate()
             pytest.fail(f"{p.args} did not finish within {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
 
-    def run(self, args, env=None, timeout=TIMEOUT):
-        p = self.start(args, env)
+    def run(self, args, env=None, timeout=TIMEOUT, prefix=()):
+        p = self.start(args, env, prefix)
         out, err = self.communicate(p, timeout)
         return p.returncode, out, err
 

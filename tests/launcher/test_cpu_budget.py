@@ -4,7 +4,10 @@
   * in a cgroup limited to one CPU's bandwidth (v2 cpu.max where the cpu controller is on the
     unified hierarchy, else v1 cpu.cfs_quota_us, as on hybrid hosts), one worker; the log line
     names the file that set the limit;
-  * without either, one worker per CPU of the affinity mask.
+  * without either, one worker per CPU of the affinity mask;
+  * CUDA_VISIBLE_DEVICES=0,3 on a machine without an NVIDIA driver (issue 42, a container started
+    without --gpus): --nproc_per_node=gpu exits 2 in one line naming the variable's value, the
+    missing driver and the fix, and starts nothing; auto counts the CPUs and says why.
 Each run is real: the workers print RANK/WORLD_SIZE.
 
     pytest test_cpu_budget.py --ddplaunch=/path/to/ddplaunch
@@ -39,6 +42,28 @@ def test_taskset_limits_cpu_and_auto(ddplaunch):
         p = run(["taskset", "-c", "0", ddplaunch, f"--nproc_per_node={flag}", *WORKER])
         assert workers(p.stdout) == ["worker 0/1"], p.stderr
         assert f"--nproc_per_node={flag}: 1 worker(s)" in p.stderr and "(affinity: 1)" in p.stderr
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg"), reason="an NVIDIA driver is here")
+def test_gpus_named_without_a_driver(ddplaunch, tmp_path):
+    marker = tmp_path / "started"
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,3")
+    p = subprocess.run([ddplaunch, "--nproc_per_node=gpu", "sh", "-c", f"touch {marker}"], capture_output=True,
+                       text=True, timeout=TIMEOUT, env=env)
+    assert p.returncode == 2 and p.stdout == "", p
+    assert p.stderr.splitlines() == [
+        "ddplaunch: --nproc_per_node=gpu but CUDA_VISIBLE_DEVICES=0,3 names 2 GPU(s) and no NVIDIA driver: no "
+        "/dev/nvidiactl; give the job the GPUs (docker run --gpus all, or install the NVIDIA driver), or give "
+        "--nproc_per_node=N or cpu"], p.stderr
+    assert not marker.exists(), "a worker started"
+    p = subprocess.run(["taskset", "-c", "0", ddplaunch, "--nproc_per_node=auto", *WORKER], capture_output=True,
+                       text=True, timeout=TIMEOUT, env=env)
+    assert p.returncode == 0, p.stderr
+    assert workers(p.stdout) == ["worker 0/1"], p.stdout
+    line = next(line for line in p.stderr.splitlines() if "--nproc_per_node=auto" in line)
+    assert line.startswith("ddplaunch: --nproc_per_node=auto: 1 worker(s), one per CPU this process may use: "), line
+    assert line.endswith("; no usable GPU (CUDA_VISIBLE_DEVICES=0,3 but no NVIDIA driver: no /dev/nvidiactl) and no "
+                         "Intel XPU"), line
 
 
 def cpu_cgroup_parent():

@@ -13,10 +13,12 @@
     role, round and the two nodes; node 1's port answers from node 0's host;
   * once the launcher exits nothing listens: the socket file is gone, the port refuses;
   * `--status SOCKET` prints no control character of a hostile reply raw (JSON or not, 200 or not);
-  * no job: one line and exit 1; a wrong argument: exit 2.
+  * no job: one line and exit 1; a wrong argument: exit 2; two jobs started in the caller's
+    directory: both listed with the pid that chooses each, exit 2.
 
-Each test has its own registry (XDG_RUNTIME_DIR in its temporary directory); `lx` comes from
-tests/launcher/conftest.py.
+Each test has its own registry (XDG_RUNTIME_DIR in its temporary directory) and its own working
+directory, which --status prefers among the jobs of this user (other tests' jobs are also seen,
+in /tmp/ddplaunch-<uid>/jobs); `lx` comes from tests/launcher/conftest.py.
 
     pytest test_status.py --ddplaunch=/path/to/ddplaunch
 """
@@ -34,6 +36,7 @@ import time
 
 import pytest
 
+from launches import PRIVATE_REGISTRY
 from pyfixtures import netns_hosts_or_skip
 
 pytestmark = pytest.mark.timeout(60)
@@ -50,9 +53,11 @@ def xdg(tmp_path):
     return d
 
 
-def status(lx, xdg, *args, expect=0):
+
+
+def status(lx, xdg, *args, expect=0, prefix=()):
     """`ddplaunch --status ARGS` with this test's registry: the parsed JSON (or stderr)."""
-    code, out, err = lx.run(["--status", *args], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15)
+    code, out, err = lx.run(["--status", *args], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15, prefix=prefix)
     assert code == expect, f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
     return json.loads(out) if expect == 0 else err
 
@@ -336,13 +341,37 @@ def test_status_escapes_a_hostile_reply(lx, xdg, tmp_path):
 
 
 def test_no_job_and_wrong_arguments(lx, xdg):
-    err = status(lx, xdg, expect=1)
+    err = status(lx, xdg, expect=1, prefix=PRIVATE_REGISTRY)
     assert "no running ddplaunch launcher of this user on this machine" in err and len(err.splitlines()) == 1
     assert "with pid 1 " in status(lx, xdg, "1", expect=1)
     assert "cannot connect to /nonexistent/status.sock" in status(lx, xdg, "/nonexistent/status.sock", expect=1)
     assert "--status takes a launcher's pid" in status(lx, xdg, "train.py", expect=2)
     code, _, err = lx.run(["--status_port", "70000", "x.sh"])
     assert code == 2 and "70000 is not a port" in err
+
+
+def test_two_jobs_in_the_callers_directory_are_listed_and_neither_is_asked(lx, xdg):
+    prog = lx.script("sleeper.sh", '#!/bin/bash\necho $$ > "$PIDDIR/pid.$RANK.$TORCHELASTIC_RUN_ID"\nexec sleep 60\n')
+    jobs = [lx.start(["--nproc_per_node", "1", "--rdzv_id", run, prog], env={"XDG_RUNTIME_DIR": str(xdg)})
+            for run in ("first", "second")]
+    records = [xdg / "ddplaunch" / "jobs" / f"{p.pid}.json" for p in jobs]
+    deadline = time.monotonic() + 20
+    while not all(r.exists() for r in records):  # a launcher registers a second after its workers start
+        assert time.monotonic() < deadline and all(p.poll() is None for p in jobs), "the jobs did not register"
+        time.sleep(0.05)  # no event for "a file appeared" short of inotify
+    err = status(lx, xdg, expect=2)
+    lines = err.splitlines()
+    assert lines[0] == (f"ddplaunch: 2 ddplaunch jobs of this user run on this machine and several were started in "
+                        f"{lx.dir}, so ddplaunch --status asks none; choose one with the arguments below, or run it "
+                        "in the job's directory"), err
+    assert len(lines) == 3, err
+    for p, run in zip(jobs, ("first", "second")):
+        assert any(line.startswith(f"ddplaunch: job '{run}' at 127.0.0.1:") and f"(pid {p.pid}, started " in line
+                   and line.endswith(f"; choose it with ddplaunch --status {p.pid}") for line in lines[1:]), err
+        assert status(lx, xdg, str(p.pid))["job_id"] == run
+    for p in jobs:
+        lx.procs.stop(p, grace=10)
+    lx.assert_no_survivors()
 
 
 NODES = ["10.244.0.1", "10.244.0.2"]

@@ -186,6 +186,15 @@ TEST_CASE("nproc_per_node keywords cpu gpu auto", "[cli]") {
       CHECK_THAT(msg, Catch::Contains("--nproc_per_node=gpu"));
     }
   }
+  SECTION("gpu named but no NVIDIA driver: one line, exit 2") {
+    const std::string msg = usage_error({"--nproc_per_node=gpu", "prog"}, {{"CUDA_VISIBLE_DEVICES", "0,3"}},
+                                        ddp::testing::no_nvidia_driver);
+    CHECK_THAT(msg, Catch::Contains("CUDA_VISIBLE_DEVICES=0,3") && Catch::Contains("no NVIDIA driver"));
+    CHECK(msg.find('\n') == std::string::npos);
+    CHECK(
+        parse_full({"--nproc_per_node=auto", "prog"}, {{"CUDA_VISIBLE_DEVICES", "0,3"}}, ddp::testing::no_nvidia_driver)
+            .config.nproc_per_node == std::max(1, cpus));
+  }
   SECTION("auto") {
     CHECK(parse({"--nproc_per_node=auto", "prog"}, {{"CUDA_VISIBLE_DEVICES", "0,3"}}).nproc_per_node == 2);
     CHECK(parse({"--nproc_per_node=auto", "prog"}, {{"CUDA_VISIBLE_DEVICES", ""}}).nproc_per_node == std::max(1, cpus));

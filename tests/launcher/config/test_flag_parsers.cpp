@@ -65,21 +65,38 @@ TEST_CASE("flag parsers: --nnodes is N or MIN:MAX", "[flag_parsers]") {
 }
 
 TEST_CASE("flag parsers: --nproc_per_node as a number or the devices the environment shows", "[flag_parsers]") {
-  CHECK(parse_nproc("8", map_env({})) == 8);
-  CHECK(parse_nproc("gpu", map_env(Environment{{"CUDA_VISIBLE_DEVICES", "0,1,3"}})) == 3);
-  CHECK(parse_nproc("auto", map_env(Environment{{"CUDA_VISIBLE_DEVICES", "2"}})) == 1);
-  CHECK(parse_nproc("xpu", map_env(Environment{{"ZE_AFFINITY_MASK", "0,1"}})) == 2);
+  const NvidiaDriverProbe driver = [] { return std::string(); };  // a GPU node
+  CHECK(parse_nproc("8", map_env({}), driver) == 8);
+  CHECK(parse_nproc("gpu", map_env(Environment{{"CUDA_VISIBLE_DEVICES", "0,1,3"}}), driver) == 3);
+  CHECK(parse_nproc("auto", map_env(Environment{{"CUDA_VISIBLE_DEVICES", "2"}}), driver) == 1);
+  CHECK(parse_nproc("xpu", map_env(Environment{{"ZE_AFFINITY_MASK", "0,1"}}), driver) == 2);
   // No GPU (an empty or -1 CUDA_VISIBLE_DEVICES hides them all): auto takes the XPUs.
-  CHECK(parse_nproc("auto", map_env(Environment{{"CUDA_VISIBLE_DEVICES", "-1"}, {"ZE_AFFINITY_MASK", "0"}})) == 1);
-  CHECK_THROWS_WITH(parse_nproc("gpu", map_env(Environment{{"CUDA_VISIBLE_DEVICES", ""}})),
+  CHECK(parse_nproc("auto", map_env(Environment{{"CUDA_VISIBLE_DEVICES", "-1"}, {"ZE_AFFINITY_MASK", "0"}}), driver) ==
+        1);
+  CHECK_THROWS_WITH(parse_nproc("gpu", map_env(Environment{{"CUDA_VISIBLE_DEVICES", ""}}), driver),
                     Contains("--nproc_per_node=gpu but no GPU is visible") && Contains("use cpu/auto"));
-  CHECK_THROWS_WITH(parse_nproc("xpu", map_env(Environment{{"ZE_AFFINITY_MASK", ""}})),
+  CHECK_THROWS_WITH(parse_nproc("xpu", map_env(Environment{{"ZE_AFFINITY_MASK", ""}}), driver),
                     Contains("--nproc_per_node=xpu but no Intel XPU is visible"));
-  CHECK(parse_nproc("cpu", map_env({})) >= 1);
+  CHECK(parse_nproc("cpu", map_env({}), driver) >= 1);
   for (const char* bad : {"", "two", "-1", "GPU", "1.5"}) {
     INFO(bad);
-    CHECK_THROWS_AS(parse_nproc(bad, map_env({})), UsageError);
+    CHECK_THROWS_AS(parse_nproc(bad, map_env({}), driver), UsageError);
   }
+}
+
+// Issue 42: a container started without --gpus inherits CUDA_VISIBLE_DEVICES; its GPUs are not there.
+TEST_CASE("flag parsers: GPUs named without an NVIDIA driver do not count", "[flag_parsers]") {
+  const NvidiaDriverProbe no_driver = [] { return std::string("no NVIDIA driver: no /dev/nvidiactl"); };
+  const auto env = map_env(Environment{{"CUDA_VISIBLE_DEVICES", "0,3"}});
+  CHECK_THROWS_WITH(parse_nproc("gpu", env, no_driver),
+                    Contains("--nproc_per_node=gpu but CUDA_VISIBLE_DEVICES=0,3 names 2 GPU(s) and no NVIDIA driver") &&
+                        Contains("--gpus") && Contains("--nproc_per_node=N"));
+  // auto counts as torch.accelerator does: no usable GPU, no XPU → the CPUs.
+  const auto cpus_env = map_env(Environment{{"CUDA_VISIBLE_DEVICES", "0,3"}, {"ZE_AFFINITY_MASK", ""}});
+  CHECK(parse_nproc("auto", cpus_env, no_driver) == parse_nproc("cpu", cpus_env, no_driver));
+  // The probe is asked only when a GPU is named: no GPU keeps the "none visible" message.
+  CHECK_THROWS_WITH(parse_nproc("gpu", map_env(Environment{{"CUDA_VISIBLE_DEVICES", "-1"}}), no_driver),
+                    Contains("no GPU is visible"));
 }
 
 TEST_CASE("flag parsers: --redirects/--tee for every rank or as a map", "[flag_parsers]") {

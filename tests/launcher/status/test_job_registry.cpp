@@ -8,11 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "ddplaunch/common/env_lookup.hpp"
 
@@ -212,28 +214,92 @@ TEST_CASE("job record: JSON round trip, and what is not a record", "[job_registr
   CHECK(ddp::launcher::short_command("p", {std::string(200, 'a')}).size() == ddp::launcher::kMaxCommandChars);
 }
 
-TEST_CASE("job registry: the job started last is chosen, a job's launchers count once", "[job_registry]") {
-  CHECK_FALSE(choose_job({}).chosen);
+TEST_CASE("job registry: the only job, or the one started in the caller's directory, and a job's launchers count once",
+          "[job_registry]") {
+  CHECK_FALSE(choose_job({}, "/w").chosen);
+  CHECK(choose_job({}, "/w").ambiguous.empty());
   JobRecord a = record_of_this_process("a", 41000, 100);
   JobRecord b = record_of_this_process("b", 42000, 300);
   JobRecord c = record_of_this_process("c", 43000, 200);
+  a.cwd = "/exp/a";
+  b.cwd = "/exp/b";
   // Job b's other launcher on this machine (node 1 of a two-node job), registered after node 0.
   JobRecord b1 = b;
   b1.pid += 1;
   b1.hosts_store = false;
   b1.node_rank = 1;
   b1.started_ms = 301;
-  const auto choice = choose_job({a, b, c, b1});
+  // The only job is asked from any directory.
+  const auto only = choose_job({b1, b}, "/elsewhere");
+  REQUIRE(only.chosen);
+  CHECK(only.chosen->hosts_store);  // the store's host stands for its job
+  CHECK(only.others.empty());
+  // Several: the one started in the caller's directory.
+  const auto choice = choose_job({a, b, c, b1}, "/exp/a");
   REQUIRE(choice.chosen);
-  CHECK(choice.chosen->run_id == "b");
-  CHECK(choice.chosen->hosts_store);  // the store's host stands for its job
+  CHECK(choice.chosen->run_id == "a");
+  CHECK(choice.ambiguous.empty());
   REQUIRE(choice.others.size() == 2);
-  CHECK(choice.others[0].run_id == "c");
-  CHECK(choice.others[1].run_id == "a");
+  CHECK(choice.others[0].run_id == "b");  // newest first
+  CHECK(choice.others[1].run_id == "c");
+  // None started there: no guess, every job listed, newest first, each once.
+  const auto none_here = choose_job({a, b, c, b1}, "/home/me");
+  CHECK_FALSE(none_here.chosen);
+  REQUIRE(none_here.ambiguous.size() == 3);
+  CHECK(none_here.ambiguous[0].run_id == "b");
+  CHECK(none_here.ambiguous[0].hosts_store);
+  // Several started there: those listed, and only those.
+  JobRecord c2 = c;
+  c2.run_id = "c2";
+  c2.port = 44000;
+  c.cwd = c2.cwd = "/exp/c";
+  const auto several_here = choose_job({a, c, c2}, "/exp/c");
+  CHECK_FALSE(several_here.chosen);
+  REQUIRE(several_here.ambiguous.size() == 2);
+  CHECK(several_here.ambiguous[0].cwd == "/exp/c");
+  CHECK(several_here.ambiguous[1].cwd == "/exp/c");
   // Same store, another run id: another job (--rdzv_id tells them apart).
   JobRecord a2 = a;
   a2.run_id = "a2";
-  CHECK(choose_job({a, a2}).others.size() == 1);
+  CHECK(choose_job({a, a2}, "/w").ambiguous.size() == 2);
+}
+
+TEST_CASE("job registry: every place a job of this user can register, each once", "[job_registry]") {
+  TempDir t;
+  const std::string fallback = "/tmp/ddplaunch-" + std::to_string(::geteuid()) + "/jobs";
+  CHECK(JobRegistry::fallback().dir() == fallback);
+  const auto dirs = [](const std::vector<JobRegistry>& registries) {
+    std::vector<std::string> out;
+    for (const JobRegistry& r : registries) out.push_back(r.dir());
+    return out;
+  };
+  const auto with_xdg = dirs(JobRegistry::every_for_user(ddp::map_env({{"XDG_RUNTIME_DIR", t.path.string()}})));
+  REQUIRE(with_xdg.size() >= 2);
+  CHECK(with_xdg.front() == t.path.string() + "/ddplaunch/jobs");
+  CHECK(with_xdg.back() == fallback);
+  const auto without = dirs(JobRegistry::every_for_user(ddp::map_env({})));
+  CHECK(without.back() == fallback);
+  CHECK(std::count(without.begin(), without.end(), fallback) == 1);
+}
+
+TEST_CASE("job registry: the records of every place, each launcher once, a refused place said", "[job_registry]") {
+  TempDir t;
+  const JobRegistry one(t.path.string() + "/one/jobs");
+  const JobRegistry two(t.path.string() + "/two/jobs");
+  const JobRegistry bad(t.path.string() + "/bad/jobs");
+  one.prepare();
+  two.prepare();
+  bad.prepare();
+  ::chmod(bad.dir().c_str(), 0777);
+  const JobRecord r = record_of_this_process("x", 41000, 1);
+  one.add(r);
+  two.add(r);  // a launcher registers in its registry and in the fallback
+  std::vector<std::string> refused;
+  const auto live = ddp::launcher::running_jobs({one, two, bad}, refused);
+  CHECK(live.size() == 1);
+  REQUIRE(refused.size() == 1);
+  CHECK_THAT(refused[0], Catch::Contains(bad.dir()) && Catch::Contains("may be written by other users"));
+  CHECK(ddp::launcher::describe_dirs({one, two, bad}) == one.dir() + ", " + two.dir() + " and " + bad.dir());
 }
 
 TEST_CASE("job registry: the flags that choose a job", "[job_registry]") {
