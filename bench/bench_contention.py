@@ -58,11 +58,11 @@ def autogroup_off_reason():
     v1_cpu = any("cpu" in c.split(",") for _, c, _ in entries)
     unified = [path for hid, c, path in entries if hid == "0" and c == ""]
     if not v1_cpu and unified and unified[0] != "/":
-        parent = os.path.dirname(unified[0].rstrip("/"))
+        # cgroup v2: with cpu enabled below the root, every cgroup under it is a scheduling group.
         try:
-            with open(f"/sys/fs/cgroup{parent}/cgroup.subtree_control") as f:
+            with open("/sys/fs/cgroup/cgroup.subtree_control") as f:
                 if "cpu" in f.read().split():
-                    return f"this runs in the cgroup v2 {unified[0]}, which has the cpu controller"
+                    return f"this runs in the cgroup v2 {unified[0]}, under the root's cpu controller"
         except OSError:
             pass  # not readable here: assume no controller, as autogroup then applies
     return None
