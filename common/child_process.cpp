@@ -62,6 +62,7 @@ struct Prepared {
   int stdout_fd = -1, stderr_fd = -1;
   long long open_files_limit = -1;
   int death_signal = SIGKILL;
+  bool new_session = false;
   std::optional<sigset_t> caught;  // ChildOptions::caught_signals; none: looked up in the child
   int report_fd = -1;              // the write end of the report pipe: kept through the closing, not the exec
   volatile Failure* shared_report = nullptr;  // without a pipe: where a child on our memory reports
@@ -102,7 +103,12 @@ void exec_child(const Prepared& p, volatile Failure& f) {
     return fail("closing inherited descriptors", -e);
   if (p.report_fd >= 0 && (r = raw_syscall(SYS_fcntl, p.report_fd, F_SETFD, FD_CLOEXEC)) != 0)
     return fail("fcntl (report pipe)", r);
-  if ((r = raw_syscall(SYS_setpgid, 0, 0)) != 0) return fail("setpgid", r);
+  // setsid returns the new session's id (our pid); it makes us the leader of a new group as well.
+  if (p.new_session) {
+    if ((r = raw_syscall(SYS_setsid)) < 0) return fail("setsid", r);
+  } else if ((r = raw_syscall(SYS_setpgid, 0, 0)) != 0) {
+    return fail("setpgid", r);
+  }
   if ((r = raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, p.death_signal)) != 0) return fail("prctl(PR_SET_PDEATHSIG)", r);
   // The parent died before prctl took effect: give up now instead of running orphaned.
   if (raw_syscall(SYS_getppid) != p.parent) return fail("getppid (the parent is gone)", -ESRCH);
@@ -149,6 +155,7 @@ Prepared prepare(const ChildOptions& o, volatile Failure* shared_report) {
   p.stderr_fd = o.stderr_fd;
   p.open_files_limit = o.open_files_limit;
   p.death_signal = o.death_signal;
+  p.new_session = o.new_session;
   if (o.caught_signals) p.caught = *o.caught_signals;
   p.arg_strings = o.argv.empty() ? std::vector<std::string>{o.exe} : o.argv;
   for (auto& a : p.arg_strings) p.argv.push_back(a.data());

@@ -1,6 +1,8 @@
 // Starting one child process, checked at every step: vfork + exec with, between the two, the
 // set-up every process we start needs (the launcher's workers and spawn()'s copies alike):
 //   - its own process group (pgid = pid), so a signal to -pid reaches whatever it starts;
+//     optionally its own session too (setsid: sid = pgid = pid, no controlling terminal), so
+//     the scheduler's autogroups give it a share of its own (new_session);
 //   - a parent-death signal, so it never outlives the thread that started it;
 //   - every caught signal handler back to its default and an empty signal mask;
 //   - optionally, the job's cgroup (it writes "0" to the cgroup.procs it is given, so it is in
@@ -44,6 +46,10 @@ struct ChildOptions {
   int cgroup_procs_fd = -1;         // its cgroup.procs: where clone3 cannot create the child in it (Linux
                                     // before 5.7), the child joins by writing "0" there before exec
   std::vector<int> cpus;            // non-empty: the child's CPU affinity (sched_setaffinity before exec)
+  // true: setsid instead of setpgid, as torchrun's start_new_session. Where sched_autogroup is on
+  // and the child is in no cgroup with the cpu controller, each session is one scheduling group:
+  // the child gets a group's CPU share instead of sharing the parent's session's with its shell.
+  bool new_session = false;
   // The signals that have a handler of ours, as signals_with_handlers() found them on the thread
   // that installs handlers, none installed since: the child resets only these to the default.
   // Null: the child looks at every signal (64 system calls in the child, before its exec).
@@ -76,7 +82,7 @@ inline constexpr const char* kCgroupStep = "cgroup.procs";
 // raise it or start fewer processes". Never throws.
 std::string process_limit_hint();
 
-// A child could not be started. `step()` names the call that failed ("execve", "setpgid",
+// A child could not be started. `step()` names the call that failed ("execve", "setpgid", "setsid",
 // "cgroup.procs", ...) and `error_number()` its errno; the child was reaped before this was
 // thrown. A vfork that failed with EAGAIN says so with process_limit_hint().
 class StartError : public Error {

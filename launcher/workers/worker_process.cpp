@@ -80,6 +80,7 @@ WorkerProcess::WorkerProcess(boost::asio::io_context& io, const WorkerSpec& spec
   child.open_files_limit = spec.open_files_limit;
   child.keep_fds = spec.keep_fds;
   child.cpus = spec.cpus;
+  child.new_session = true;  // a scheduler autogroup of its own, as torchrun's workers (child_process.hpp)
   try {
     index_ = processes.start(std::move(child));
   } catch (const StartError& e) {

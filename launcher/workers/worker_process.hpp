@@ -1,6 +1,6 @@
 // One running worker: started in the context's ProcessSet (common/process_set.hpp: its own
-// process group, death with the launcher, only stdin/stdout/stderr inherited), its stdout/stderr
-// read by the launcher's event loop and passed on
+// session and process group, so a scheduler autogroup of its own; death with the launcher; only
+// stdin/stdout/stderr inherited), its stdout/stderr read by the launcher's event loop and passed on
 // as whole lines with a prefix. Each read becomes one block of prefixed whole lines for the
 // console writer, so the cost per line is a scan and a copy, not a queue entry. Reads go through
 // one buffer shared by every worker (the loop reads one pipe at a time), so a worker that prints

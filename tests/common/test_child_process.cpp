@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -122,6 +123,25 @@ TEST_CASE("start_child: own process group, given environment, exact argv", "[chi
   CHECK(pid == pgid);
   CHECK(only == "yes");
   CHECK(home == "nohome");
+}
+
+TEST_CASE("start_child: new_session makes the child lead a session of its own", "[child]") {
+  // /proc/PID/stat fields 5 and 6: process group and session.
+  const char* script = "echo $$ $(cut -d' ' -f5,6 /proc/$$/stat)";
+  ddp::ChildOptions o;
+  const auto read = [&] {
+    std::istringstream in(run_sh(script, o).first);
+    long pid = 0, pgid = 0, sid = 0;
+    in >> pid >> pgid >> sid;
+    return std::array<long, 3>{pid, pgid, sid};
+  };
+  const auto same = read();
+  CHECK(same[1] == same[0]);
+  CHECK(same[2] == ::getsid(0));
+  o.new_session = true;
+  const auto own = read();
+  CHECK(own[1] == own[0]);
+  CHECK(own[2] == own[0]);
 }
 
 TEST_CASE("start_child: caught handlers and the blocked mask do not reach the child", "[child]") {

@@ -11,8 +11,10 @@ torchrun. Each test is bounded by pytest-timeout and kills every process it star
 """
 import importlib.util
 import os
+import pty
 import re
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -230,6 +232,72 @@ def test_signal_to_launcher(lx, sig, expected):
     os.kill(p.pid, sig)
     out, err = lx.communicate(p)
     assert p.returncode == expected, err
+    lx.assert_no_survivors()
+
+
+# A worker that notes its pid, session and process group, leaves a child in its session, and sleeps.
+SESSION_WORKER = """import os, subprocess, sys, time
+d, r = os.environ["PIDDIR"], os.environ["RANK"]
+child = subprocess.Popen(["sleep", "60"])
+with open(f"{d}/session.{r}", "w") as f:
+    f.write(f"{os.getpid()} {os.getsid(0)} {os.getpgid(0)} {os.getsid(child.pid)}")
+with open(f"{d}/pid.{r}.child", "w") as f:
+    f.write(str(child.pid))
+with open(f"{d}/pid.{r}", "w") as f:  # last: wait_pids(4) sees every file above written
+    f.write(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("cgroup", ["1", "0"], ids=["cgroup", "process-groups"])
+def test_workers_lead_sessions_of_their_own_and_a_terminal_ctrl_c_ends_them(lx, procs, cgroup):
+    # Each worker is a session of its own, as torchrun's (start_new_session): one scheduler
+    # autogroup each, not the launcher's and its shell's. A terminal's Ctrl-C goes to the
+    # launcher's process group only, so the launcher forwards it; nothing is left after.
+    prog = lx.script("w.py", SESSION_WORKER)
+    p = lx.start(["--master_port", "0", "--nproc_per_node", "2", "--shutdown_timeout", "2", "--no_python",
+                  sys.executable, prog], env={"DDPLAUNCH_CGROUP": cgroup})
+    lx.wait_pids(4)
+    launcher_session = os.getsid(p.pid)
+    assert launcher_session == p.pid  # started in a session of its own, as a terminal's job is
+    for rank in range(2):
+        with open(os.path.join(lx.dir, f"session.{rank}")) as f:
+            pid, sid, pgid, child_sid = map(int, f.read().split())
+        assert (sid, pgid, child_sid) == (pid, pid, pid), f"rank {rank}"
+        assert sid != launcher_session
+    os.killpg(p.pid, signal.SIGINT)  # what the terminal does with Ctrl-C
+    out, err = lx.communicate(p)
+    assert p.returncode == 130, err
+    lx.assert_no_survivors()
+    procs.assert_no_survivors(timeout=5)
+
+
+def test_a_worker_reads_the_launchers_terminal(lx):
+    # The launcher in the foreground of a terminal (pty.fork: a session of its own, the pty its
+    # controlling terminal), as typed in a shell. A worker reading that terminal (breakpoint() in a
+    # rank) gets the line: it is not its controlling terminal. In a background group of the
+    # launcher's session it was stopped by SIGTTIN instead, and the job hung.
+    prog = lx.script("w.sh", WORKER + "read -r line\necho \"got:$line\"\n")
+    pid, terminal = pty.fork()
+    if pid == 0:
+        os.environ["PIDDIR"] = lx.dir
+        os.execv(lx.launcher, [lx.launcher, "--master_port", "0", "--nproc_per_node", "1", "--no_python", prog])
+    try:
+        lx.wait_pids(1)
+        os.write(terminal, b"typed\n")
+        out, deadline = b"", time.monotonic() + 30
+        while b"got:typed" not in out and time.monotonic() < deadline:
+            if select.select([terminal], [], [], deadline - time.monotonic())[0]:
+                out += os.read(terminal, 4096)
+        assert b"got:typed" in out, out.decode(errors="replace")
+        _, status = os.waitpid(pid, 0)  # the worker exits 0 once it has read: the launcher ends
+        assert os.waitstatus_to_exitcode(status) == 0, out.decode(errors="replace")
+        pid = 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(terminal)
     lx.assert_no_survivors()
 
 
