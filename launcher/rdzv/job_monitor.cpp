@@ -126,6 +126,7 @@ class StoreHeartbeats : public NodeLiveness {
     std::string beat;
     bool seen = false;
     Clock::time_point last_read;     // when the previous read of it was sent
+    Clock::time_point changed;       // when the read that first saw this beat was sent
     Clock::duration silent{0};       // counted time the beat has stood still
     Clock::duration stood_still{0};  // all time it has stood still, counted or not
     bool told = false;               // the "not counted" line was logged for this silence
@@ -146,7 +147,7 @@ class StoreHeartbeats : public NodeLiveness {
         Peer& p = peers[n];
         const Clock::duration span = sent - p.last_read;
         if (!p.seen || beat != p.beat) {
-          p = Peer{beat, true, sent};
+          p = Peer{beat, true, sent, sent};
           continue;
         }
         p.last_read = sent;
@@ -165,7 +166,11 @@ class StoreHeartbeats : public NodeLiveness {
               n, format_seconds_fixed(p.stood_still, 1), format_seconds_fixed(p.silent, 1));
         }
         if (p.silent > o_.timeout) {
-          return NodeLoss{fmt::format("lost node {}: no heartbeat for {}", n, format_seconds(o_.timeout)), n == 0};
+          // Its last beat came at most one interval before the read that first saw it.
+          const auto since = std::chrono::system_clock::now() -
+                             std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - p.changed);
+          return NodeLoss{fmt::format("lost node {}: no heartbeat for {}", n, format_seconds(o_.timeout)), n == 0, n,
+                          since};
         }
       }
       due = std::max(due + o_.interval, Clock::now());
@@ -219,7 +224,7 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
       const std::string value = store->get(o.outcome_key, std::chrono::seconds(10));
       if (!shared->is_stopped()) on_outcome(value);
     } catch (const ddp::Error& e) {
-      if (!shared->is_stopped()) on_lost(o.store_lost + " (" + std::string(e.what()) + ")", true);
+      if (!shared->is_stopped()) on_lost(NodeLoss{o.store_lost + " (" + std::string(e.what()) + ")", true});
     }
   });
   if (o.nnodes <= 1) return;
@@ -233,11 +238,11 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
         shared->liveness = liveness;
       }
       const std::optional<NodeLoss> loss = liveness->run();
-      if (loss && !shared->is_stopped()) on_lost(loss->message, loss->store_lost);
+      if (loss && !shared->is_stopped()) on_lost(*loss);
     } catch (const ddp::Error& e) {
       // Its first connection failed (the store's host stopped before this node's heartbeats
       // began): said as the watcher says it.
-      if (!shared->is_stopped()) on_lost(o.store_lost + " (" + std::string(e.what()) + ")", true);
+      if (!shared->is_stopped()) on_lost(NodeLoss{o.store_lost + " (" + std::string(e.what()) + ")", true});
     }
   });
 }

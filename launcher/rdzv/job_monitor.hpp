@@ -32,6 +32,9 @@ using StoreConnector = std::function<std::shared_ptr<rendezvous::Store>()>;
 struct NodeLoss {
   std::string message;  // e.g. "lost node 1: no heartbeat for 10 s"
   bool store_lost = false;
+  int node = -1;  // the node that stopped answering (-1: the store, or not known)
+  // When it went silent: its last heartbeat seen (within one interval); the epoch when not known.
+  std::chrono::system_clock::time_point silent_since{};
 };
 
 // How the nodes of a round learn that one of them is gone.
@@ -69,7 +72,7 @@ struct JobMonitorOptions {
 class JobMonitor {
  public:
   using OnOutcome = std::function<void(const std::string& value)>;
-  using OnLost = std::function<void(const std::string& message, bool store_lost)>;
+  using OnLost = std::function<void(const NodeLoss& loss)>;
 
   // Starts the threads. Never blocks.
   JobMonitor(StoreConnector connect, JobMonitorOptions options, OnOutcome on_outcome, OnLost on_lost);
