@@ -88,6 +88,7 @@ std::string encode_root_cause(const RootCause& c) {
               {"error_file", c.error_file},
               {"error_problem", c.error_problem},
               {"stderr_tail", c.stderr_tail},
+              {"stderr_quiet_ms", static_cast<long long>(c.stderr_quiet.count())},
               {"collective_timeout", c.collective_timeout}});
   }
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -100,6 +101,7 @@ std::optional<RootCause> decode_root_cause(std::string_view line) {
   std::string kind;
   long long ns = 0;
   long long silent_ns = 0;
+  long long quiet_ms = 0;
   const bool typed = take(j, "kind", kind) && take(j, "node", c.node) && take(j, "host", c.host) &&
                      take(j, "time_ns", ns) && take(j, "reason", c.reason) && take(j, "rank", c.rank) &&
                      take(j, "local_rank", c.local_rank) && take(j, "pid", c.pid) &&
@@ -108,11 +110,13 @@ std::optional<RootCause> decode_root_cause(std::string_view line) {
                      take(j, "traceback", c.traceback) && take(j, "error_file", c.error_file) &&
                      take(j, "error_problem", c.error_problem) && take(j, "stderr_tail", c.stderr_tail) &&
                      take(j, "collective_timeout", c.collective_timeout) && take(j, "lost_node", c.lost_node) &&
-                     take(j, "lost_host", c.lost_host) && take(j, "silent_since_ns", silent_ns);
+                     take(j, "lost_host", c.lost_host) && take(j, "silent_since_ns", silent_ns) &&
+                     take(j, "stderr_quiet_ms", quiet_ms);
   if (!typed) return std::nullopt;
   const std::optional<RootCause::Kind> k = kind_named(kind);
   if (!k || c.node < -1 || c.node > kMaxNodes || ns < 0) return std::nullopt;
-  if (c.lost_node < -1 || c.lost_node > kMaxNodes || silent_ns < 0) return std::nullopt;
+  if (c.lost_node < -1 || c.lost_node > kMaxNodes || silent_ns < 0 || quiet_ms < 0) return std::nullopt;
+  c.stderr_quiet = std::chrono::milliseconds(quiet_ms);
   if (c.exit_code < 0 || c.exit_code > 255 || c.signal < 0 || c.signal > 64) return std::nullopt;
   c.kind = *k;
   c.time = from_epoch_ns(ns);

@@ -59,6 +59,7 @@ struct RootCause {
   std::string error_file;     // the file it was read from, "" when the worker wrote none
   std::string error_problem;  // why that file could not be used, "" when it could
   std::vector<std::string> stderr_tail;  // its last stderr lines
+  std::chrono::milliseconds stderr_quiet{0};  // from the last of them to its exit (0: none, or not known)
   // Its error or stderr says a collective timed out (round_report.hpp, timed_out_in_collective):
   // the other nodes then gather their ranks' collectives before stopping.
   bool collective_timeout = false;

@@ -22,6 +22,8 @@ namespace {
 
 constexpr char kFrame = '=';  // the rules above and below a summary
 constexpr char kDivider = '-';
+// A root rank's stderr quiet for this long before it exited: its last lines are named as older.
+constexpr std::chrono::seconds kQuietTail{5};
 
 // The summary's rules: 60 columns, torchrun's width.
 std::string rule(char c) {
@@ -124,7 +126,10 @@ std::string root_cause_block(const RankOutcome& root, const FailureContext& c, c
         << "\n";
   const bool explained = record && !record->message.empty();
   if (!w.stderr_tail.empty() && !explained) {
-    out << "  last stderr lines:\n";
+    // Lines written long before the exit (a warning at start) did not say why it ended: say so.
+    const bool quiet = w.stderr_quiet >= kQuietTail;
+    out << "  last stderr lines"
+        << (quiet ? " (the last one " + format_seconds_fixed(w.stderr_quiet, 1) + " before it exited)" : "") << ":\n";
     for (const auto& line : w.stderr_tail) out << "    " << line << "\n";
   }
   const bool module_missing = std::any_of(w.stderr_tail.begin(), w.stderr_tail.end(), [](const std::string& line) {

@@ -28,6 +28,7 @@ RootCause worker_root_cause(const RankOutcome& o, int node, const std::string& h
     c.error_problem = o.record->problem;
   }
   c.stderr_tail = w.stderr_tail;
+  c.stderr_quiet = w.stderr_quiet;
   c.collective_timeout = timed_out_in_collective(o);
   return c;
 }

@@ -66,6 +66,7 @@ TEST_CASE("outcome: the root cause travels as fields beside the summary", "[outc
   root.error = "ValueError: boom\nsecond line";
   root.error_type = "ValueError";
   root.stderr_tail = {"a", "b\x1b"};
+  root.stderr_quiet = std::chrono::milliseconds(40200);
   root.collective_timeout = true;
   root.time = std::chrono::system_clock::time_point(std::chrono::nanoseconds(1764400000123456789LL));
   const Outcome o = Outcome::decode(Outcome::failure(1, "the\nsummary\n", 1, root).encode());
@@ -77,6 +78,7 @@ TEST_CASE("outcome: the root cause travels as fields beside the summary", "[outc
   CHECK(o.root_cause->host == "gpu2");
   CHECK(o.root_cause->error == "ValueError: boom\nsecond line");
   CHECK(o.root_cause->stderr_tail == std::vector<std::string>{"a", "b\x1b"});
+  CHECK(o.root_cause->stderr_quiet == std::chrono::milliseconds(40200));
   CHECK(o.root_cause->collective_timeout);
   CHECK(o.root_cause->time == root.time);
   CHECK_FALSE(Outcome::decode(Outcome::failure(1, "x", 1).encode()).root_cause);
