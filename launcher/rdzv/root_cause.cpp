@@ -71,7 +71,11 @@ const char* kind_name(RootCause::Kind kind) {
 }
 
 std::string encode_root_cause(const RootCause& c) {
-  json j{{"kind", kind_name(c.kind)}, {"node", c.node}, {"host", c.host}, {"time_ns", epoch_ns(c.time)}, {"reason", c.reason}};
+  json j{{"kind", kind_name(c.kind)},
+         {"node", c.node},
+         {"host", c.host},
+         {"time_ns", epoch_ns(c.time)},
+         {"reason", c.reason}};
   if (c.kind == RootCause::Kind::NodeLost) {
     j.update({{"lost_node", c.lost_node}, {"lost_host", c.lost_host}, {"silent_since_ns", epoch_ns(c.silent_since)}});
   }

@@ -215,7 +215,8 @@ NodeStop forged_success_stop() {
   return {"ddplaunch: stopping: " + why, node_root_cause(RootCause::Kind::StoreRecord, -1, "", why)};
 }
 
-NodeStop lost_node_stop(const NodeLoss& loss, int node, const std::string& host, const std::vector<std::string>& hosts) {
+NodeStop lost_node_stop(const NodeLoss& loss, int node, const std::string& host,
+                        const std::vector<std::string>& hosts) {
   NodeStop stop{"ddplaunch: " + loss.message + "; stopped the workers on this node",
                 node_root_cause(RootCause::Kind::NodeLost, node, host, loss.message)};
   RootCause& root = stop.root;
@@ -229,7 +230,8 @@ NodeStop lost_node_stop(const NodeLoss& loss, int node, const std::string& host,
     stop.summary += fmt::format(
         "\nddplaunch: {} stopped answering first, at {} ({} before it was found lost); failures after that "
         "are its consequences",
-        node_name(loss.node, hosts), time_text(loss.silent_since), format_seconds_fixed(root.time - loss.silent_since, 1));
+        node_name(loss.node, hosts), time_text(loss.silent_since),
+        format_seconds_fixed(root.time - loss.silent_since, 1));
   }
   return stop;
 }

@@ -80,8 +80,7 @@ TEST_CASE("ordering: other stops of no rank's come before later failures, but a 
   }
 }
 
-TEST_CASE("a lost node's stop names the node that stopped answering, since when, in words and fields",
-          "[root_cause]") {
+TEST_CASE("a lost node's stop names the node that stopped answering, since when, in words and fields", "[root_cause]") {
   NodeLoss loss{"lost node 1: no heartbeat for 10 s", false, 1, kT0};
   const auto stop = ddp::launcher::lost_node_stop(loss, 0, "gpu0", {"gpu0", "gpu1"});
   CHECK(stop.root.kind == RootCause::Kind::NodeLost);
@@ -116,8 +115,8 @@ TEST_CASE("a rank that failed after a peer went silent is not the root cause, bu
   const std::vector<std::string> hosts{"gpu0", "gpu1"};
   // Rank 1's connection to node 1 closed now, long after node 1 went silent (an hour ago).
   const Time silent = std::chrono::system_clock::now() - std::chrono::hours(1);
-  const auto stop = ddp::launcher::lost_node_stop(NodeLoss{"lost node 1: no heartbeat for 10 s", false, 1, silent}, 0,
-                                                  "gpu0", hosts);
+  const auto stop =
+      ddp::launcher::lost_node_stop(NodeLoss{"lost node 1: no heartbeat for 10 s", false, 1, silent}, 0, "gpu0", hosts);
   const Outcome cause = Outcome::failure(1, stop.summary, 0, stop.root);
   RoundReport report;
   report.add(exited_1(1), RankState::Failed);
@@ -141,9 +140,10 @@ TEST_CASE("a rank that failed after a peer went silent is not the root cause, bu
   CHECK(before.text.find("node 1's rank failed first") != std::string::npos);
   // And a silence that began after this node's rank failed does not take its place.
   const Time future = std::chrono::system_clock::now() + std::chrono::hours(1);
-  const auto late = ddp::launcher::lost_node_stop(NodeLoss{"lost node 1: no heartbeat for 10 s", false, 1, future}, 0,
-                                                  "gpu0", hosts);
-  const auto mine = end_of_round_summary(report, here, RoundEnd{Outcome::failure(1, late.summary, 0, late.root), {}, {}, hosts});
+  const auto late =
+      ddp::launcher::lost_node_stop(NodeLoss{"lost node 1: no heartbeat for 10 s", false, 1, future}, 0, "gpu0", hosts);
+  const auto mine =
+      end_of_round_summary(report, here, RoundEnd{Outcome::failure(1, late.summary, 0, late.root), {}, {}, hosts});
   CHECK(mine.root->kind == RootCause::Kind::Worker);
   CHECK(mine.root->rank == 1);
 }
