@@ -46,6 +46,16 @@ class NodeLiveness {
   virtual std::optional<NodeLoss> run() = 0;
   // Makes run() return promptly, also when called before it. Thread-safe, non-blocking.
   virtual void interrupt() = 0;
+  // A watched node that has stopped answering but is not lost yet: silent since before `t`, its
+  // heartbeat standing still for at least two intervals, still silent or back for at most a
+  // heartbeat timeout before `t` (the earliest such node); nullopt when
+  // none is, or when this liveness cannot tell (etcd's leases only say when one ran out). Unlike
+  // the loss, this counts every second, late checks too: it only says which failure came first
+  // (a rank that failed of the silence), it stops nothing. Thread-safe, non-blocking.
+  virtual std::optional<NodeLoss> silent_before(std::chrono::system_clock::time_point t) const {
+    (void)t;
+    return std::nullopt;
+  }
 };
 
 struct JobMonitorOptions;
@@ -87,6 +97,9 @@ class JobMonitor {
   // nothing to an in-process store (MemoryStore), so with one callers set the key first or
   // stop() blocks until they do. The agent always sets it first. Idempotent.
   void stop();
+
+  // NodeLiveness::silent_before() of the running liveness; nullopt before it runs. Thread-safe.
+  std::optional<NodeLoss> silent_before(std::chrono::system_clock::time_point t) const;
 
  private:
   struct Shared;

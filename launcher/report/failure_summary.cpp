@@ -228,8 +228,8 @@ NodeStop lost_node_stop(const NodeLoss& loss, int node, const std::string& host,
     // What the ranks that fail later (their connections to it closed, their collectives timed out)
     // do not say: which node went first.
     stop.summary += fmt::format(
-        "\nddplaunch: {} stopped answering first, at {} ({} before it was found lost); failures after that "
-        "are its consequences",
+        "\nddplaunch: {} stopped answering first, at {} (silent for {} when this node stopped its workers); "
+        "failures after that are its consequences",
         node_name(loss.node, hosts), time_text(loss.silent_since),
         format_seconds_fixed(root.time - loss.silent_since, 1));
   }

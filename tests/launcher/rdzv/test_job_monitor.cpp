@@ -257,4 +257,35 @@ TEST_CASE("a node whose beats stop is reported after about the timeout, with sin
   link1->reads.open();
 }
 
+TEST_CASE("a node silent for two intervals but not yet lost is named by silent_before(), since when", "[job_monitor]") {
+  auto store = std::make_shared<MemoryStore>();
+  auto link0 = std::make_shared<NodeLink>();
+  auto link1 = std::make_shared<NodeLink>();
+  Node a(store, link0, options(0, 40ms, 5000ms));
+  Node b(store, link1, options(1, 40ms, 5000ms));
+  std::this_thread::sleep_for(200ms);  // both beating and reading
+  link1->beats.close();                // node 1 stops answering
+  const auto stopped_wall = std::chrono::system_clock::now();
+  std::this_thread::sleep_for(400ms);  // ten intervals, far from the timeout: not lost
+  const auto silent = a.monitor->silent_before(std::chrono::system_clock::now());
+  REQUIRE(silent);
+  CHECK(silent->node == 1);
+  CHECK(silent->silent_since >= stopped_wall - 300ms);  // an interval, and a busy machine's delays
+  CHECK(silent->silent_since <= stopped_wall + 300ms);
+  CHECK(silent->message.rfind("node 1 stopped answering: no heartbeat for ", 0) == 0);
+  CHECK(silent->message.find("(not yet lost: --heartbeat_timeout=5 s)") != std::string::npos);
+  // A failure from before the silence began is not its consequence.
+  CHECK_FALSE(a.monitor->silent_before(stopped_wall - 1s));
+  CHECK_FALSE(a.reported());
+  link1->beats.open();  // it answers again: a failure just after may still be of its silence
+  std::this_thread::sleep_for(200ms);
+  const auto back = a.monitor->silent_before(std::chrono::system_clock::now());
+  REQUIRE(back);
+  CHECK(back->silent_since == silent->silent_since);
+  CHECK(back->message.find("(it came back before --heartbeat_timeout=5 s)") != std::string::npos);
+  // but not one more than a heartbeat timeout after it came back.
+  CHECK_FALSE(a.monitor->silent_before(std::chrono::system_clock::now() + 6s));
+  store->set("r0/outcome", "done");
+}
+
 }  // namespace

@@ -94,7 +94,8 @@ TEST_CASE("a lost node's stop names the node that stopped answering, since when,
   REQUIRE(stop.summary.rfind(first, 0) == 0);
   const std::string second = stop.summary.substr(first.size());
   CHECK(second.rfind("ddplaunch: node 1 (gpu1) stopped answering first, at ", 0) == 0);
-  CHECK(second.find(" before it was found lost); failures after that are its consequences") != std::string::npos);
+  CHECK(second.find(" when this node stopped its workers); failures after that are its consequences") !=
+        std::string::npos);
   // A loss that names no node (the store's) keeps its one line.
   const auto store = ddp::launcher::lost_node_stop(NodeLoss{"lost the store on node 0 (x)", true}, 1, "gpu1", {});
   CHECK(store.summary == "ddplaunch: lost the store on node 0 (x); stopped the workers on this node");
