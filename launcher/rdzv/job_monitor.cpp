@@ -215,6 +215,10 @@ class StoreHeartbeats : public NodeLiveness {
       }
       return;
     }
+    if (it != silences_.end()) {  // the same silence, longer: since when stays as first computed
+      it->second.stood_still = p.stood_still;
+      return;
+    }
     const auto ago = std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - p.changed);
     silences_[n] = Silence{now - ago, p.stood_still, std::nullopt};
   }
