@@ -220,9 +220,7 @@ void Agent::start_monitor() {
   monitor_ = std::make_unique<JobMonitor>(
       [this] { return connect_job(); }, mo,
       [this, round](const std::string& value) { post_for_round(round, [this, value] { on_outcome(value); }); },
-      [this, round](const std::string& message, bool store_lost) {
-        post_for_round(round, [this, message, store_lost] { on_lost(message, store_lost); });
-      });
+      [this, round](const NodeLoss& loss) { post_for_round(round, [this, loss] { on_lost(loss); }); });
 }
 
 std::string Agent::publish(const Outcome& outcome, bool quiet) {
@@ -259,7 +257,9 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   check_round_end();
 }
 
-void Agent::on_lost(const std::string& message, bool store_lost) {
+void Agent::on_lost(const NodeLoss& loss) {
+  const std::string& message = loss.message;
+  const bool store_lost = loss.store_lost;
   // With restarts left, a lost node (other than the store's host) ends the round: elastic jobs
   // carry on without it if enough remain; static ones wait for it to come back, from any address
   // (a restarted Kubernetes pod), in the next round (rdzv/static_rejoin.hpp).
@@ -268,7 +268,7 @@ void Agent::on_lost(const std::string& message, bool store_lost) {
       !store_lost && (!elastic || view_.nnodes() - 1 >= c_.min_nodes) && view_.restarts < c_.max_restarts;
   if (!status_.stoppable()) return;
   log::warning("{}", lost_node_notice(message, recover, elastic, c_.rdzv_timeout));
-  NodeStop stop = lost_node_stop(message, view_.group_rank, eff_.host);
+  NodeStop stop = lost_node_stop(loss, view_.group_rank, eff_.host, view_.hosts());
   Outcome cause = Outcome::failure(kExitFailure, std::move(stop.summary), view_.group_rank, stop.root);
   // A lost store is told as the round ends (end_round), quietly: it may live on without answering.
   lost_ = Outcome::failure(kExitFailure, message, view_.group_rank, std::move(stop.root));
@@ -289,7 +289,7 @@ void Agent::check_round_end() {
         publish(success) == success.encode())
       return finish(kExitOk);
   } catch (const Error& e) {
-    on_lost("the store became unreachable: " + std::string(e.what()), true);
+    on_lost(NodeLoss{"the store became unreachable: " + std::string(e.what()), true});
   }
 }
 

@@ -138,7 +138,7 @@ class Agent {
   // when the root cause is ours, else the other node's report followed by what happened here.
   RoundSummary final_summary(const Outcome& cause) const;
   void on_outcome(const std::string& value);
-  void on_lost(const std::string& message, bool store_lost);
+  void on_lost(const NodeLoss& loss);
   // --hang_timeout's report: logged when suspected; a collective hang fails the job (kExitHang).
   void on_hang(const HangReport& report);
   // Records this node's failure for the other nodes (node_failures.hpp), when there are others;

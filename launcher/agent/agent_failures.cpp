@@ -47,10 +47,18 @@ void Agent::on_worker_exit(const WorkerResult& w) {
     // What the other nodes print at once; this node prints the whole report when the round ends.
     const std::string summary = failure_summary(report_, failure_context());
     const RankOutcome& root = *report_.root_cause();
+    const int code = std::clamp(w.exit_code, 1, 255);
+    // A node that had stopped answering before the rank failed (not lost yet): the rank failed of
+    // it (its connection to that node closed, its collective timed out), so the node is the cause.
+    if (const std::optional<NodeLoss> silent = monitor_ ? monitor_->silent_before(root.failed_at()) : std::nullopt) {
+      NodeStop stop = lost_node_stop(*silent, view_.group_rank, eff_.host, view_.hosts());
+      publish_failure(NodeFailure{view_.group_rank, began_at(stop.root), stop.summary, stop.root});
+      return stop_round(Outcome::failure(code, std::move(stop.summary), view_.group_rank, std::move(stop.root)), true,
+                        true);
+    }
     const RootCause record = worker_root_cause(root, view_.group_rank, eff_.host);
     publish_failure(NodeFailure{view_.group_rank, root.failed_at(), summary, record});
-    return stop_round(Outcome::failure(std::clamp(w.exit_code, 1, 255), summary, view_.group_rank, record), true,
-                      true);
+    return stop_round(Outcome::failure(code, summary, view_.group_rank, record), true, true);
   }
   check_round_end();
 }

@@ -2,6 +2,7 @@
 #include "launcher/etcd/etcd_node_lease.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include <fmt/format.h>
@@ -49,9 +50,12 @@ std::optional<NodeLoss> EtcdNodeLease::watch_others() {
       if (!e.deleted) continue;
       const std::string node = e.kv.key.substr(prefix_.size());
       if (node == std::to_string(o_.node)) continue;  // our own: the keep-alive below says so
+      // Its last keep-alive came a TTL before etcd deleted its record.
+      int n = -1;
+      std::from_chars(node.data(), node.data() + node.size(), n);
       return NodeLoss{
           fmt::format("lost node {}: its etcd lease ran out (no keep-alive for {})", node, format_whole_seconds(ttl)),
-          false};
+          false, n, std::chrono::system_clock::now() - ttl};
     }
     if (Clock::now() >= next_beat) {
       if (client_.keep_alive(lease) == 0) {
@@ -70,7 +74,7 @@ std::optional<NodeLoss> EtcdNodeLease::watch_others() {
         if (!present.count(std::to_string(n))) {
           return NodeLoss{
               fmt::format("lost node {}: it never showed up alive in etcd within {}", n, format_seconds(o_.timeout)),
-              false};
+              false, n};
         }
       }
     }

@@ -108,6 +108,17 @@ json root_cause_json(const RootCause& c, const std::string& summary) {
          {"traceback", optional_text(c.traceback)}};
   // As for a rank below: its last stderr lines when its error file does not explain it.
   if (worker && c.error.empty()) j["stderr_tail"] = c.stderr_tail;
+  // From its last stderr line to its exit, in seconds (null: no line, or not a rank's failure).
+  j["stderr_quiet"] = worker && c.stderr_quiet.count() > 0 ? json(std::chrono::duration<double>(c.stderr_quiet).count())
+                                                           : json(nullptr);
+  // A lost node: the node that stopped answering, since when and for how long when it was found.
+  const bool lost = c.kind == RootCause::Kind::NodeLost;
+  const bool silence_known = lost && c.silent_since.time_since_epoch().count() > 0;
+  j["lost_node"] = lost ? node_or_null(c.lost_node) : json(nullptr);
+  j["lost_host"] = lost ? optional_text(c.lost_host) : json(nullptr);
+  j["silent_since"] = silence_known ? json(epoch_seconds(c.silent_since)) : json(nullptr);
+  j["silent_for"] =
+      silence_known ? json(std::chrono::duration<double>(c.time - c.silent_since).count()) : json(nullptr);
   return j;
 }
 

@@ -81,6 +81,21 @@ class StoreHeartbeats : public NodeLiveness {
     return loss;
   }
 
+  std::optional<NodeLoss> silent_before(std::chrono::system_clock::time_point t) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::optional<NodeLoss> earliest;
+    for (const auto& [n, s] : silences_) {
+      const bool counts = s.stood_still >= 2 * o_.interval && s.since < t && (!s.until || t <= *s.until + o_.timeout);
+      if (!counts || (earliest && earliest->silent_since <= s.since)) continue;
+      const auto lasted = (s.until ? *s.until : t) - s.since;
+      earliest = NodeLoss{fmt::format("node {} stopped answering: no heartbeat for {} ({} --heartbeat_timeout={})", n,
+                                      format_seconds_fixed(lasted, 1),
+                                      s.until ? "it came back before" : "not yet lost:", format_seconds(o_.timeout)),
+                          n == 0, n, s.since};
+    }
+    return earliest;
+  }
+
   // Also breaks both connections, so that a read waiting for the store ends at once.
   void interrupt() override {
     {
@@ -126,6 +141,7 @@ class StoreHeartbeats : public NodeLiveness {
     std::string beat;
     bool seen = false;
     Clock::time_point last_read;     // when the previous read of it was sent
+    Clock::time_point changed;       // when the read that first saw this beat was sent
     Clock::duration silent{0};       // counted time the beat has stood still
     Clock::duration stood_still{0};  // all time it has stood still, counted or not
     bool told = false;               // the "not counted" line was logged for this silence
@@ -146,7 +162,8 @@ class StoreHeartbeats : public NodeLiveness {
         Peer& p = peers[n];
         const Clock::duration span = sent - p.last_read;
         if (!p.seen || beat != p.beat) {
-          p = Peer{beat, true, sent};
+          p = Peer{beat, true, sent, sent};
+          note_silence(n, p);
           continue;
         }
         p.last_read = sent;
@@ -164,13 +181,46 @@ class StoreHeartbeats : public NodeLiveness {
               "for part of that time (woken late or answered late by the store): only {} count against it",
               n, format_seconds_fixed(p.stood_still, 1), format_seconds_fixed(p.silent, 1));
         }
+        note_silence(n, p);
         if (p.silent > o_.timeout) {
-          return NodeLoss{fmt::format("lost node {}: no heartbeat for {}", n, format_seconds(o_.timeout)), n == 0};
+          // Its last beat came at most one interval before the read that first saw it.
+          const auto since = std::chrono::system_clock::now() -
+                             std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - p.changed);
+          return NodeLoss{fmt::format("lost node {}: no heartbeat for {}", n, format_seconds(o_.timeout)), n == 0, n,
+                          since};
         }
       }
       due = std::max(due + o_.interval, Clock::now());
     } while (!sleep_until(due));
     return std::nullopt;
+  }
+
+  // What silent_before() reads: peer `n`'s silence so far. One that lasted two intervals or more
+  // is kept for a heartbeat timeout after its beat moved again (a rank may fail of it just after).
+  void note_silence(int n, const Peer& p) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto now = std::chrono::system_clock::now();
+    const bool long_enough = p.stood_still >= 2 * o_.interval;
+    auto it = silences_.find(n);
+    if (it != silences_.end() && it->second.until) {
+      if (now - *it->second.until <= o_.timeout && !long_enough) return;  // an ended one, still kept
+      silences_.erase(it);
+      it = silences_.end();
+    }
+    if (p.stood_still == Clock::duration::zero()) {  // its beat moved
+      if (it != silences_.end() && it->second.stood_still >= 2 * o_.interval) {
+        it->second.until = now;
+      } else if (it != silences_.end()) {
+        silences_.erase(it);
+      }
+      return;
+    }
+    if (it != silences_.end()) {  // the same silence, longer: since when stays as first computed
+      it->second.stood_still = p.stood_still;
+      return;
+    }
+    const auto ago = std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - p.changed);
+    silences_[n] = Silence{now - ago, p.stood_still, std::nullopt};
   }
 
   // Sleeps until `t`; true when interrupted.
@@ -183,10 +233,16 @@ class StoreHeartbeats : public NodeLiveness {
   std::shared_ptr<rendezvous::Store> beats_;
   std::shared_ptr<rendezvous::Store> reads_;  // set by run(), under mutex_
   JobMonitorOptions o_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   bool interrupted_ = false;
   std::optional<std::string> beat_error_;
+  struct Silence {
+    std::chrono::system_clock::time_point since;                 // as NodeLoss::silent_since
+    Clock::duration stood_still;                                 // as Peer::stood_still
+    std::optional<std::chrono::system_clock::time_point> until;  // when its beat moved again
+  };
+  std::map<int, Silence> silences_;  // under mutex_ (the checker writes, silent_before() reads)
 };
 }  // namespace
 
@@ -219,7 +275,7 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
       const std::string value = store->get(o.outcome_key, std::chrono::seconds(10));
       if (!shared->is_stopped()) on_outcome(value);
     } catch (const ddp::Error& e) {
-      if (!shared->is_stopped()) on_lost(o.store_lost + " (" + std::string(e.what()) + ")", true);
+      if (!shared->is_stopped()) on_lost(NodeLoss{o.store_lost + " (" + std::string(e.what()) + ")", true});
     }
   });
   if (o.nnodes <= 1) return;
@@ -233,13 +289,22 @@ JobMonitor::JobMonitor(StoreConnector connect, JobMonitorOptions o, OnOutcome on
         shared->liveness = liveness;
       }
       const std::optional<NodeLoss> loss = liveness->run();
-      if (loss && !shared->is_stopped()) on_lost(loss->message, loss->store_lost);
+      if (loss && !shared->is_stopped()) on_lost(*loss);
     } catch (const ddp::Error& e) {
       // Its first connection failed (the store's host stopped before this node's heartbeats
       // began): said as the watcher says it.
-      if (!shared->is_stopped()) on_lost(o.store_lost + " (" + std::string(e.what()) + ")", true);
+      if (!shared->is_stopped()) on_lost(NodeLoss{o.store_lost + " (" + std::string(e.what()) + ")", true});
     }
   });
+}
+
+std::optional<NodeLoss> JobMonitor::silent_before(std::chrono::system_clock::time_point t) const {
+  std::shared_ptr<NodeLiveness> liveness;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    liveness = shared_->liveness;
+  }
+  return liveness ? liveness->silent_before(t) : std::nullopt;
 }
 
 JobMonitor::~JobMonitor() {

@@ -32,6 +32,9 @@ using StoreConnector = std::function<std::shared_ptr<rendezvous::Store>()>;
 struct NodeLoss {
   std::string message;  // e.g. "lost node 1: no heartbeat for 10 s"
   bool store_lost = false;
+  int node = -1;  // the node that stopped answering (-1: the store, or not known)
+  // When it went silent: its last heartbeat seen (within one interval); the epoch when not known.
+  std::chrono::system_clock::time_point silent_since{};
 };
 
 // How the nodes of a round learn that one of them is gone.
@@ -43,6 +46,16 @@ class NodeLiveness {
   virtual std::optional<NodeLoss> run() = 0;
   // Makes run() return promptly, also when called before it. Thread-safe, non-blocking.
   virtual void interrupt() = 0;
+  // A watched node that has stopped answering but is not lost yet: silent since before `t`, its
+  // heartbeat standing still for at least two intervals, still silent or back for at most a
+  // heartbeat timeout before `t` (the earliest such node); nullopt when
+  // none is, or when this liveness cannot tell (etcd's leases only say when one ran out). Unlike
+  // the loss, this counts every second, late checks too: it only says which failure came first
+  // (a rank that failed of the silence), it stops nothing. Thread-safe, non-blocking.
+  virtual std::optional<NodeLoss> silent_before(std::chrono::system_clock::time_point t) const {
+    (void)t;
+    return std::nullopt;
+  }
 };
 
 struct JobMonitorOptions;
@@ -69,7 +82,7 @@ struct JobMonitorOptions {
 class JobMonitor {
  public:
   using OnOutcome = std::function<void(const std::string& value)>;
-  using OnLost = std::function<void(const std::string& message, bool store_lost)>;
+  using OnLost = std::function<void(const NodeLoss& loss)>;
 
   // Starts the threads. Never blocks.
   JobMonitor(StoreConnector connect, JobMonitorOptions options, OnOutcome on_outcome, OnLost on_lost);
@@ -84,6 +97,9 @@ class JobMonitor {
   // nothing to an in-process store (MemoryStore), so with one callers set the key first or
   // stop() blocks until they do. The agent always sets it first. Idempotent.
   void stop();
+
+  // NodeLiveness::silent_before() of the running liveness; nullopt before it runs. Thread-safe.
+  std::optional<NodeLoss> silent_before(std::chrono::system_clock::time_point t) const;
 
  private:
   struct Shared;

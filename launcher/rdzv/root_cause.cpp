@@ -52,6 +52,15 @@ bool take(const json& j, const char* name, T& out) {
   return true;
 }
 
+long long epoch_ns(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::chrono::system_clock::time_point from_epoch_ns(long long ns) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(ns)));
+}
+
 }  // namespace
 
 const char* kind_name(RootCause::Kind kind) {
@@ -62,8 +71,14 @@ const char* kind_name(RootCause::Kind kind) {
 }
 
 std::string encode_root_cause(const RootCause& c) {
-  const long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(c.time.time_since_epoch()).count();
-  json j{{"kind", kind_name(c.kind)}, {"node", c.node}, {"host", c.host}, {"time_ns", ns}, {"reason", c.reason}};
+  json j{{"kind", kind_name(c.kind)},
+         {"node", c.node},
+         {"host", c.host},
+         {"time_ns", epoch_ns(c.time)},
+         {"reason", c.reason}};
+  if (c.kind == RootCause::Kind::NodeLost) {
+    j.update({{"lost_node", c.lost_node}, {"lost_host", c.lost_host}, {"silent_since_ns", epoch_ns(c.silent_since)}});
+  }
   if (c.kind == RootCause::Kind::Worker) {
     j.update({{"rank", c.rank},
               {"local_rank", c.local_rank},
@@ -77,6 +92,7 @@ std::string encode_root_cause(const RootCause& c) {
               {"error_file", c.error_file},
               {"error_problem", c.error_problem},
               {"stderr_tail", c.stderr_tail},
+              {"stderr_quiet_ms", static_cast<long long>(c.stderr_quiet.count())},
               {"collective_timeout", c.collective_timeout}});
   }
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -88,6 +104,8 @@ std::optional<RootCause> decode_root_cause(std::string_view line) {
   RootCause c;
   std::string kind;
   long long ns = 0;
+  long long silent_ns = 0;
+  long long quiet_ms = 0;
   const bool typed = take(j, "kind", kind) && take(j, "node", c.node) && take(j, "host", c.host) &&
                      take(j, "time_ns", ns) && take(j, "reason", c.reason) && take(j, "rank", c.rank) &&
                      take(j, "local_rank", c.local_rank) && take(j, "pid", c.pid) &&
@@ -95,14 +113,18 @@ std::optional<RootCause> decode_root_cause(std::string_view line) {
                      take(j, "error_type", c.error_type) && take(j, "error", c.error) &&
                      take(j, "traceback", c.traceback) && take(j, "error_file", c.error_file) &&
                      take(j, "error_problem", c.error_problem) && take(j, "stderr_tail", c.stderr_tail) &&
-                     take(j, "collective_timeout", c.collective_timeout);
+                     take(j, "collective_timeout", c.collective_timeout) && take(j, "lost_node", c.lost_node) &&
+                     take(j, "lost_host", c.lost_host) && take(j, "silent_since_ns", silent_ns) &&
+                     take(j, "stderr_quiet_ms", quiet_ms);
   if (!typed) return std::nullopt;
   const std::optional<RootCause::Kind> k = kind_named(kind);
   if (!k || c.node < -1 || c.node > kMaxNodes || ns < 0) return std::nullopt;
+  if (c.lost_node < -1 || c.lost_node > kMaxNodes || silent_ns < 0 || quiet_ms < 0) return std::nullopt;
+  c.stderr_quiet = std::chrono::milliseconds(quiet_ms);
   if (c.exit_code < 0 || c.exit_code > 255 || c.signal < 0 || c.signal > 64) return std::nullopt;
   c.kind = *k;
-  c.time = std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(ns)));
+  c.time = from_epoch_ns(ns);
+  c.silent_since = from_epoch_ns(silent_ns);
   return c;
 }
 

@@ -24,7 +24,8 @@ struct RootCause {
   enum class Kind {
     Worker,       // a worker exited non-zero or died of a signal (the rank fields are set)
     Hang,         // --hang_timeout found a collective hang on `node`
-    NodeLost,     // a node (or the store) was lost: its heartbeats or its connection stopped
+    NodeLost,     // a node (or the store) was lost: its heartbeats or its connection stopped; `node`
+                  // is the node that found it, `lost_node` the one that stopped answering
     Interrupted,  // the launcher on `node` received a stopping signal (SIGINT, SIGTERM, ...)
     NotStarted,   // `node` could not start its workers
     StoreRecord,  // the store held an outcome that ddplaunch did not write (no node to blame)
@@ -37,6 +38,13 @@ struct RootCause {
   std::chrono::system_clock::time_point time;
   // One line for kinds other than Worker: what stopped the round ("node 1 (h) lost: ...").
   std::string reason;
+
+  // Kind::NodeLost only: the node that stopped answering (-1: the store, or not known), its host
+  // ("" when unknown), and since when it was silent (its last heartbeat seen; the epoch when not
+  // known). A rank's failure after that time is a consequence of the silence (root_cause_of.hpp).
+  int lost_node = -1;
+  std::string lost_host;
+  std::chrono::system_clock::time_point silent_since;
 
   // Kind::Worker only.
   int rank = -1;
@@ -51,6 +59,7 @@ struct RootCause {
   std::string error_file;     // the file it was read from, "" when the worker wrote none
   std::string error_problem;  // why that file could not be used, "" when it could
   std::vector<std::string> stderr_tail;  // its last stderr lines
+  std::chrono::milliseconds stderr_quiet{0};  // from the last of them to its exit (0: none, or not known)
   // Its error or stderr says a collective timed out (round_report.hpp, timed_out_in_collective):
   // the other nodes then gather their ranks' collectives before stopping.
   bool collective_timeout = false;

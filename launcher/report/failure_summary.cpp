@@ -22,6 +22,8 @@ namespace {
 
 constexpr char kFrame = '=';  // the rules above and below a summary
 constexpr char kDivider = '-';
+// A root rank's stderr quiet for this long before it exited: its last lines are named as older.
+constexpr std::chrono::seconds kQuietTail{5};
 
 // The summary's rules: 60 columns, torchrun's width.
 std::string rule(char c) {
@@ -124,7 +126,10 @@ std::string root_cause_block(const RankOutcome& root, const FailureContext& c, c
         << "\n";
   const bool explained = record && !record->message.empty();
   if (!w.stderr_tail.empty() && !explained) {
-    out << "  last stderr lines:\n";
+    // Lines written long before the exit (a warning at start) did not say why it ended: say so.
+    const bool quiet = w.stderr_quiet >= kQuietTail;
+    out << "  last stderr lines"
+        << (quiet ? " (the last one " + format_seconds_fixed(w.stderr_quiet, 1) + " before it exited)" : "") << ":\n";
     for (const auto& line : w.stderr_tail) out << "    " << line << "\n";
   }
   const bool module_missing = std::any_of(w.stderr_tail.begin(), w.stderr_tail.end(), [](const std::string& line) {
@@ -153,8 +158,13 @@ RoundSummary end_of_round_summary(const RoundReport& report, const FailureContex
   std::optional<NodeFailure> other = end.other_node;
   if (end.hang && (!other || end.hang->time <= other->time)) other = end.hang;
   const RankOutcome* mine = report.root_cause();
-  const bool other_earlier = other && (!mine || other->time < mine->failed_at());
   const Outcome& cause = end.cause;
+  // What stopped the round, when it is a failure of no rank's that began before this node's
+  // earliest failed rank (a peer that stopped answering before the rank's connection to it
+  // closed): the rank failed of it.
+  const bool stop_earlier = cause.root_cause && mine && began_before(*cause.root_cause, mine->failed_at());
+  const bool stop_before_other = cause.root_cause && other && began_before(*cause.root_cause, other->time);
+  const bool other_earlier = other && (!mine || other->time < mine->failed_at()) && !stop_before_other;
   // A record for a failure an older launcher told without one: the node, and no more.
   const auto reported = [&end](int origin) {
     const bool known = origin >= 0 && origin < static_cast<int>(end.hosts.size());
@@ -162,7 +172,7 @@ RoundSummary end_of_round_summary(const RoundReport& report, const FailureContex
                            "");
   };
   RoundSummary out;
-  if (mine && !other_earlier) {
+  if (mine && !other_earlier && !stop_earlier) {
     out.root = worker_root_cause(*mine, node.node_rank, node.host);
     out.root_text = failure_summary(report, node);
     out.text = out.root_text;
@@ -205,9 +215,25 @@ NodeStop forged_success_stop() {
   return {"ddplaunch: stopping: " + why, node_root_cause(RootCause::Kind::StoreRecord, -1, "", why)};
 }
 
-NodeStop lost_node_stop(const std::string& message, int node, const std::string& host) {
-  return {"ddplaunch: " + message + "; stopped the workers on this node",
-          node_root_cause(RootCause::Kind::NodeLost, node, host, message)};
+NodeStop lost_node_stop(const NodeLoss& loss, int node, const std::string& host,
+                        const std::vector<std::string>& hosts) {
+  NodeStop stop{"ddplaunch: " + loss.message + "; stopped the workers on this node",
+                node_root_cause(RootCause::Kind::NodeLost, node, host, loss.message)};
+  RootCause& root = stop.root;
+  root.lost_node = loss.node;
+  const bool known = loss.node >= 0 && loss.node < static_cast<int>(hosts.size());
+  root.lost_host = known ? hosts[static_cast<std::size_t>(loss.node)] : "";
+  root.silent_since = loss.silent_since;
+  if (loss.node >= 0 && loss.silent_since.time_since_epoch().count() > 0) {
+    // What the ranks that fail later (their connections to it closed, their collectives timed out)
+    // do not say: which node went first.
+    stop.summary += fmt::format(
+        "\nddplaunch: {} stopped answering first, at {} (silent for {} when this node stopped its workers); "
+        "failures after that are its consequences",
+        node_name(loss.node, hosts), time_text(loss.silent_since),
+        format_seconds_fixed(root.time - loss.silent_since, 1));
+  }
+  return stop;
 }
 
 NodeStop workers_not_started(int node, const std::string& host, const std::string& error) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "launcher/config/python_interpreter.hpp"
+#include "launcher/rdzv/job_monitor.hpp"  // NodeLoss
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/root_cause.hpp"
 #include "launcher/report/node_failures.hpp"
@@ -83,12 +84,14 @@ NodeStop hang_failure(const std::string& text, const std::string& stacks_file, i
 // The stops of a round for a reason other than a worker's failure:
 // - the outcome in the store is not one ddplaunch wrote (`why` says what is wrong with it);
 // - the store says the job succeeded while this node's workers still run;
-// - a node (or the store) was lost: `message` as the liveness watcher says it, on node `node`;
+// - a node (or the store) was lost, as the liveness watcher found it on node `node`: its message,
+//   and, when the loss names the silent node, that node (its host from `hosts`, as in RoundEnd)
+//   and since when it was silent, in the record and as a second line of the summary;
 // - this node could not start its workers (`error`, the usage error's text);
 // - the launcher on node `node` of `host` received the stopping signal `signo`.
 NodeStop malformed_outcome_stop(const std::string& why);
 NodeStop forged_success_stop();
-NodeStop lost_node_stop(const std::string& message, int node, const std::string& host);
+NodeStop lost_node_stop(const NodeLoss& loss, int node, const std::string& host, const std::vector<std::string>& hosts);
 NodeStop workers_not_started(int node, const std::string& host, const std::string& error);
 NodeStop interrupted_stop(int node, const std::string& host, int signo);
 

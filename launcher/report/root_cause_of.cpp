@@ -1,6 +1,7 @@
 // See root_cause_of.hpp.
 #include "launcher/report/root_cause_of.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -27,6 +28,7 @@ RootCause worker_root_cause(const RankOutcome& o, int node, const std::string& h
     c.error_problem = o.record->problem;
   }
   c.stderr_tail = w.stderr_tail;
+  c.stderr_quiet = w.stderr_quiet;
   c.collective_timeout = timed_out_in_collective(o);
   return c;
 }
@@ -39,6 +41,16 @@ RootCause node_root_cause(RootCause::Kind kind, int node, const std::string& hos
   c.time = std::chrono::system_clock::now();
   c.reason = std::move(reason);
   return c;
+}
+
+std::chrono::system_clock::time_point began_at(const RootCause& c) {
+  const bool silence_known = c.kind == RootCause::Kind::NodeLost && c.silent_since.time_since_epoch().count() > 0;
+  return silence_known ? std::min(c.silent_since, c.time) : c.time;
+}
+
+bool began_before(const RootCause& stop, std::chrono::system_clock::time_point failed_at) {
+  if (stop.kind == RootCause::Kind::Worker || stop.kind == RootCause::Kind::Reported) return false;
+  return began_at(stop) < failed_at;
 }
 
 }  // namespace ddp::launcher

@@ -5,6 +5,7 @@
 // failure of no rank's read the clock); never throw (but std::bad_alloc).
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "launcher/rdzv/root_cause.hpp"
@@ -17,5 +18,17 @@ RootCause worker_root_cause(const RankOutcome& rank, int node, const std::string
 
 // A failure of no rank's on node `node` (-1: none to blame), now; `reason` is its one line.
 RootCause node_root_cause(RootCause::Kind kind, int node, const std::string& host, std::string reason);
+
+// The ordering rule between a round's stop and its ranks' failures: `stop`, the record of what
+// stopped the round (the outcome's), came before a rank's failure at `failed_at` when it is a
+// failure of no rank's (a lost node, a hang, a signal to a launcher, workers that could not start,
+// a store value ddplaunch did not write) that began before it. A lost node began when it went
+// silent (`silent_since`, when known), not when it was found lost: a rank that fails after a peer
+// stopped answering (its connections closed, its collective timed out) fails of that. A worker's
+// record is ordered by the nodes' failure records instead, and a "reported" one has no time of its
+// own: neither comes before. Pure.
+bool began_before(const RootCause& stop, std::chrono::system_clock::time_point failed_at);
+// When `cause` began: `silent_since` for a lost node whose silence is known, else its time. Pure.
+std::chrono::system_clock::time_point began_at(const RootCause& cause);
 
 }  // namespace ddp::launcher

@@ -132,6 +132,7 @@ class PosixProcessContext final : public ProcessContext {
     r.exit_code = w.exit_code();
     r.term_signal = w.term_signal();
     r.stderr_tail.assign(w.stderr_tail().begin(), w.stderr_tail().end());
+    r.stderr_quiet = w.stderr_quiet();
     r.error_file = w.spec().error_file;
     // Every worker has ended and been reported: nothing is left to signal in their groups
     // that the round still cares about, so let their pids go.

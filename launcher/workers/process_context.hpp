@@ -3,6 +3,7 @@
 // failure, restart and teardown logic is tested without starting a process.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@ struct WorkerResult {
   int exit_code = 0;                     // the process's code, or 128+N when it died of signal N
   int term_signal = 0;                   // N, or 0
   std::vector<std::string> stderr_tail;  // its last stderr lines
+  // How long its stderr had been quiet when it exited: from its last line to its exit (0: none).
+  std::chrono::milliseconds stderr_quiet{0};
   std::string error_file;                // TORCHELASTIC_ERROR_FILE, "" if none
 };
 

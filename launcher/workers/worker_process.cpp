@@ -102,6 +102,13 @@ void WorkerProcess::set_exited(const ProcessSet::Exit& exit) {
   exited_ = true;
   code_ = exit.exit_code;
   term_signal_ = exit.term_signal;
+  exited_at_ = std::chrono::steady_clock::now();
+}
+
+std::chrono::milliseconds WorkerProcess::stderr_quiet() const {
+  const std::chrono::steady_clock::time_point none{};
+  if (last_err_line_ == none || exited_at_ == none || exited_at_ < last_err_line_) return std::chrono::milliseconds(0);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(exited_at_ - last_err_line_);
 }
 
 namespace {
@@ -191,6 +198,7 @@ void WorkerProcess::emit_lines(Stream& s, const char* data, std::size_t n) {
       line = nl + 1;
     }
     while (tail_.size() > output_.tail_lines) tail_.pop_front();
+    last_err_line_ = std::chrono::steady_clock::now();
   }
   if (!to_console) return;
   const int fd = s.is_err ? 2 : 1;

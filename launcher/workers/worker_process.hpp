@@ -7,6 +7,7 @@
 // nothing costs no buffer memory. Lives on the agent's event loop thread only.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -53,6 +54,8 @@ class WorkerProcess {
   int term_signal() const { return term_signal_; }
   // The last stderr lines (at most tail_lines).
   const std::deque<std::string>& stderr_tail() const { return tail_; }
+  // From its last stderr line to its exit (0 before either, or when it wrote none).
+  std::chrono::milliseconds stderr_quiet() const;
   // True once both pipes reached end of file (all output was passed on).
   bool output_done() const { return open_pipes_ == 0; }
   void on_output_done(std::function<void()> callback) { output_done_cb_ = std::move(callback); }
@@ -86,6 +89,8 @@ class WorkerProcess {
   Stream err_;
   int open_pipes_ = 2;
   std::deque<std::string> tail_;
+  std::chrono::steady_clock::time_point last_err_line_{};  // when the tail last grew
+  std::chrono::steady_clock::time_point exited_at_{};      // when set_exited() was called
   std::function<void()> output_done_cb_;
 };
 

@@ -4,6 +4,8 @@
     timestamp, not the first exit seen) with one traceback, the others merged into one line, and
     the rank ddplaunch stopped listed apart; --summary_json and --event_log say the same as JSON,
     and either one into a missing directory is refused before any worker starts (exit 2);
+  * a root rank whose last stderr lines came long before its exit (a warning at start) says how
+    long before (the summary and --summary_json's stderr_quiet);
   * a Python worker whose @record-decorated main raises gets an error file without --log_dir; the
     summary prints the exception and the formatted traceback from it (not the raw JSON); the
     run's directory of error files is removed after a success;
@@ -98,6 +100,20 @@ def test_error_files_are_removed_after_a_success(ddplaunch, tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"error file: /tmp/{run_id}_" in r.stdout, r.stdout
     assert glob.glob(f"/tmp/{run_id}_*") == [], "the error files' directory outlived a successful run"
+
+
+def test_last_stderr_lines_written_long_before_the_exit_say_how_long(ddplaunch, tmp_path):
+    # A warning at start, then nothing until the failure: the lines are shown, but not as its words.
+    prog = tmp_path / "quiet.sh"
+    prog.write_text('#!/bin/bash\necho "UserWarning: at start" >&2\nsleep 6\nexit 3\n')
+    prog.chmod(0o755)
+    summary = tmp_path / "summary.json"
+    r = run(ddplaunch, ["--nproc_per_node=1", f"--summary_json={summary}", str(prog)])
+    assert r.returncode == 3, r.stderr
+    assert re.search(r"  last stderr lines \(the last one \d+\.\d s before it exited\):\n    UserWarning: at start\n",
+                     r.stderr), r.stderr
+    root = json.loads(summary.read_text())["root_cause"]
+    assert 5.5 <= root["stderr_quiet"] < 30 and root["stderr_tail"] == ["UserWarning: at start"], root
 
 
 def memory_cgroup(limit_bytes):

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -116,7 +117,10 @@ TEST_CASE("no field of the root cause but its summary comes from the printed wor
 
 TEST_CASE("a failure of no rank's has the same members, the rank's ones null") {
   const std::string dir = temp_dir();
-  const NodeStop lost = lost_node_stop("node 2 (h2) lost: no heartbeat for 10 s", 0, "h0");
+  const auto silent = std::chrono::system_clock::time_point(std::chrono::seconds(1800000000));
+  const NodeLoss loss{"node 2 (h2) lost: no heartbeat for 10 s", false, 2, silent};
+  NodeStop lost = lost_node_stop(loss, 0, "h0", {"h0", "h1", "h2"});
+  lost.root.time = silent + std::chrono::milliseconds(10500);
   const json hang = summary_of(dir + "/h.json", 0, RoundReport{}, lost.root, lost.summary)["root_cause"];
   const RoundReport report = failed_round(dir);
   const json worker = summary_of(dir + "/w.json", 1, report, worker_root_cause(*report.root_cause(), 1, "gpu2"),
@@ -127,6 +131,12 @@ TEST_CASE("a failure of no rank's has the same members, the rank's ones null") {
   CHECK(hang["node_rank"] == 0);
   CHECK(hang["rank"].is_null());
   CHECK(hang["summary"] == lost.summary);
+  // The node that stopped answering, since when, and for how long when it was found lost.
+  CHECK(hang["lost_node"] == 2);
+  CHECK(hang["lost_host"] == "h2");
+  CHECK(hang["silent_since"] == 1800000000.0);
+  CHECK(hang["silent_for"] == 10.5);
+  for (const char* member : {"lost_node", "lost_host", "silent_since", "silent_for"}) CHECK(worker[member].is_null());
   std::system(("rm -rf " + dir).c_str());
 }
 

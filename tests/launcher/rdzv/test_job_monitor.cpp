@@ -117,6 +117,7 @@ struct Node {
   struct Loss {
     std::string message;
     Clock::time_point when;
+    ddp::launcher::NodeLoss loss;
   };
   std::mutex mutex;
   std::optional<Loss> loss;
@@ -126,10 +127,10 @@ struct Node {
   Node(const std::shared_ptr<MemoryStore>& store, const std::shared_ptr<NodeLink>& link, JobMonitorOptions o) {
     monitor = std::make_unique<JobMonitor>([store, link] { return std::make_shared<StallingStore>(store, link); },
                                            std::move(o), [](const std::string&) {},
-                                           [this](const std::string& message, bool) {
+                                           [this](const ddp::launcher::NodeLoss& l) {
                                              std::lock_guard<std::mutex> lock(mutex);
                                              if (loss) return;
-                                             loss = Loss{message, Clock::now()};
+                                             loss = Loss{l.message, Clock::now(), l};
                                              lost.set_value();
                                            });
   }
@@ -162,8 +163,8 @@ TEST_CASE("a silent peer is reported lost with the timeout in plain seconds", "[
   std::promise<std::pair<std::string, bool>> lost;
   auto reported = lost.get_future();
   JobMonitor monitor([store] { return store; }, o, [](const std::string&) {},
-                     [&lost](const std::string& message, bool store_lost) {
-                       lost.set_value({message, store_lost});
+                     [&lost](const ddp::launcher::NodeLoss& loss) {
+                       lost.set_value({loss.message, loss.store_lost});
                      });
 
   REQUIRE(reported.wait_for(10s) == std::future_status::ready);
@@ -224,7 +225,8 @@ TEST_CASE("a checker whose reads were held up is not fooled into blaming the pee
   store->set("r0/outcome", "done");
 }
 
-TEST_CASE("a node whose beats stop is still reported after about the timeout", "[job_monitor]") {
+TEST_CASE("a node whose beats stop is reported after about the timeout, with since when it was silent",
+          "[job_monitor]") {
   // Node 1's launcher stops as a whole (kill -STOP): neither its beats nor its reads go on.
   auto store = std::make_shared<MemoryStore>();
   auto link0 = std::make_shared<NodeLink>();
@@ -235,15 +237,55 @@ TEST_CASE("a node whose beats stop is still reported after about the timeout", "
   link1->beats.close();
   link1->reads.close();
   const auto stopped = Clock::now();
+  const auto stopped_wall = std::chrono::system_clock::now();
   REQUIRE(a.lost.get_future().wait_for(5s) == std::future_status::ready);
   const auto after = a.reported()->when - stopped;
   CHECK(a.reported()->message == "lost node 1: no heartbeat for 0.2 s");
+  // The silent node and when its silence began: the read that first saw its last beat, which came
+  // up to an interval before it stopped and was read up to an interval later; not when it was
+  // found lost (a timeout, 200 ms, after that).
+  CHECK(a.reported()->loss.node == 1);
+  CHECK_FALSE(a.reported()->loss.store_lost);
+  const auto since = a.reported()->loss.silent_since;
+  CHECK(since >= stopped_wall - 150ms);
+  CHECK(since <= stopped_wall + 100ms);
   CHECK(after >= 160ms);  // its last beat may have come up to an interval before it stopped
   CHECK(after < 1000ms);  // the timeout, one interval and the slack (100 ms), with room for a busy machine
   store->set("r0/outcome", "done");
   a.monitor->stop();
   link1->beats.open();
   link1->reads.open();
+}
+
+TEST_CASE("a node silent for two intervals but not yet lost is named by silent_before(), since when", "[job_monitor]") {
+  auto store = std::make_shared<MemoryStore>();
+  auto link0 = std::make_shared<NodeLink>();
+  auto link1 = std::make_shared<NodeLink>();
+  Node a(store, link0, options(0, 40ms, 5000ms));
+  Node b(store, link1, options(1, 40ms, 5000ms));
+  std::this_thread::sleep_for(200ms);  // both beating and reading
+  link1->beats.close();                // node 1 stops answering
+  const auto stopped_wall = std::chrono::system_clock::now();
+  std::this_thread::sleep_for(400ms);  // ten intervals, far from the timeout: not lost
+  const auto silent = a.monitor->silent_before(std::chrono::system_clock::now());
+  REQUIRE(silent);
+  CHECK(silent->node == 1);
+  CHECK(silent->silent_since >= stopped_wall - 300ms);  // an interval, and a busy machine's delays
+  CHECK(silent->silent_since <= stopped_wall + 300ms);
+  CHECK(silent->message.rfind("node 1 stopped answering: no heartbeat for ", 0) == 0);
+  CHECK(silent->message.find("(not yet lost: --heartbeat_timeout=5 s)") != std::string::npos);
+  // A failure from before the silence began is not its consequence.
+  CHECK_FALSE(a.monitor->silent_before(stopped_wall - 1s));
+  CHECK_FALSE(a.reported());
+  link1->beats.open();  // it answers again: a failure just after may still be of its silence
+  std::this_thread::sleep_for(200ms);
+  const auto back = a.monitor->silent_before(std::chrono::system_clock::now());
+  REQUIRE(back);
+  CHECK(back->silent_since == silent->silent_since);
+  CHECK(back->message.find("(it came back before --heartbeat_timeout=5 s)") != std::string::npos);
+  // but not one more than a heartbeat timeout after it came back.
+  CHECK_FALSE(a.monitor->silent_before(std::chrono::system_clock::now() + 6s));
+  store->set("r0/outcome", "done");
 }
 
 }  // namespace

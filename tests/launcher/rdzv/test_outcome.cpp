@@ -66,6 +66,7 @@ TEST_CASE("outcome: the root cause travels as fields beside the summary", "[outc
   root.error = "ValueError: boom\nsecond line";
   root.error_type = "ValueError";
   root.stderr_tail = {"a", "b\x1b"};
+  root.stderr_quiet = std::chrono::milliseconds(40200);
   root.collective_timeout = true;
   root.time = std::chrono::system_clock::time_point(std::chrono::nanoseconds(1764400000123456789LL));
   const Outcome o = Outcome::decode(Outcome::failure(1, "the\nsummary\n", 1, root).encode());
@@ -77,9 +78,36 @@ TEST_CASE("outcome: the root cause travels as fields beside the summary", "[outc
   CHECK(o.root_cause->host == "gpu2");
   CHECK(o.root_cause->error == "ValueError: boom\nsecond line");
   CHECK(o.root_cause->stderr_tail == std::vector<std::string>{"a", "b\x1b"});
+  CHECK(o.root_cause->stderr_quiet == std::chrono::milliseconds(40200));
   CHECK(o.root_cause->collective_timeout);
   CHECK(o.root_cause->time == root.time);
   CHECK_FALSE(Outcome::decode(Outcome::failure(1, "x", 1).encode()).root_cause);
+}
+
+TEST_CASE("outcome: a lost node's record names the silent node and since when it was silent", "[outcome]") {
+  RootCause root;
+  root.kind = RootCause::Kind::NodeLost;
+  root.node = 0;
+  root.host = "gpu0";
+  root.reason = "lost node 1: no heartbeat for 10 s";
+  root.lost_node = 1;
+  root.lost_host = "gpu1";
+  root.silent_since = std::chrono::system_clock::time_point(std::chrono::nanoseconds(1764400000123456789LL));
+  root.time = root.silent_since + std::chrono::seconds(10);
+  const Outcome o = Outcome::decode(Outcome::failure(1, "lost", 0, root).encode());
+  REQUIRE(o.root_cause);
+  CHECK(o.root_cause->kind == RootCause::Kind::NodeLost);
+  CHECK(o.root_cause->lost_node == 1);
+  CHECK(o.root_cause->lost_host == "gpu1");
+  CHECK(o.root_cause->silent_since == root.silent_since);
+  CHECK(o.root_cause->time == root.time);
+  // Another kind carries none of it; a lost node out of range is not ddplaunch's record.
+  root.kind = RootCause::Kind::Hang;
+  CHECK(Outcome::decode(Outcome::failure(124, "hang", 0, root).encode()).root_cause->lost_node == -1);
+  const std::string forged = ddp::launcher::encode_root_cause(RootCause{}).substr(1);
+  CHECK_FALSE(ddp::launcher::decode_root_cause("{\"lost_node\": 99999, " + forged));
+  CHECK_FALSE(ddp::launcher::decode_root_cause("{\"silent_since_ns\": -1, " + forged));
+  CHECK_FALSE(ddp::launcher::decode_root_cause("{\"lost_host\": 5, " + forged));
 }
 
 TEST_CASE("outcome: version 1 (before the record) is still read, as a failure without one", "[outcome]") {

@@ -73,6 +73,15 @@ TEST_CASE("failure summary: torchrun's layout and the last stderr lines", "[summ
   CHECK_FALSE(has(s, "hint"));
 }
 
+TEST_CASE("failure summary: last stderr lines written long before the exit say how long", "[summary]") {
+  WorkerResult w = failed_worker();
+  w.stderr_quiet = std::chrono::milliseconds(40200);  // a warning at start, then 40 s of silence
+  CHECK(has(describe_failure(w, context("train.py", "h", 0)),
+            "  last stderr lines (the last one 40.2 s before it exited):\n    Traceback (most recent call last):\n"));
+  w.stderr_quiet = std::chrono::milliseconds(4900);  // around the failure: as they are
+  CHECK(has(describe_failure(w, context("train.py", "h", 0)), "  last stderr lines:\n"));
+}
+
 TEST_CASE("failure summary: a signal is named", "[summary]") {
   WorkerResult w = failed_worker();
   w.exit_code = 128 + SIGSEGV;

@@ -63,7 +63,8 @@ TEST_CASE("short cause: another node's record after the wire, a lost node here a
   const auto got = ddp::launcher::Outcome::decode(sent.encode());
   REQUIRE(got.root_cause);
   CHECK(short_cause(*got.root_cause, 0) == "rank 3 (local_rank: 1) on node 1 (gpu2): exitcode 2: oops");
-  const auto lost = ddp::launcher::lost_node_stop("node 1 (gpu2) lost: no heartbeat for 10 s", 0, "gpu1");
+  const auto lost = ddp::launcher::lost_node_stop(
+      ddp::launcher::NodeLoss{"node 1 (gpu2) lost: no heartbeat for 10 s", false}, 0, "gpu1", {});
   CHECK(lost.summary == "ddplaunch: node 1 (gpu2) lost: no heartbeat for 10 s; stopped the workers on this node");
   CHECK(short_cause(lost.root, 0) == "node 1 (gpu2) lost: no heartbeat for 10 s; stopped the workers on this node");
   CHECK(short_cause(lost.root, 2) == "a failure reported by node 0 (gpu1): node 1 (gpu2) lost: no heartbeat for 10 s");
