@@ -17,10 +17,8 @@ std::string no_python_note(const std::vector<int>& ranks, const StackReading& fi
   if (!o.no_server.empty()) {
     why.push_back("the job runs with " + o.no_server);
     if (o.no_server == "--no_worker_server") fixes.push_back("drop --no_worker_server");
-  } else if (!first.server_error.empty()) {
-    why.push_back("no worker server answered (" + first.server_error + ")");
   } else {
-    why.push_back("they run no worker server (their program never imported torch, or a torch without one)");
+    why.push_back("no worker server answered" + (first.server_error.empty() ? "" : " (" + first.server_error + ")"));
   }
   if (!first.spy_found) {
     why.push_back(o.python.empty() ? "py-spy is not on PATH"

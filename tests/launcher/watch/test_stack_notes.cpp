@@ -38,6 +38,13 @@ TEST_CASE("a worker server that did not answer is named, and py-spy's own failur
         "none (said above)\n");
 }
 
+TEST_CASE("a Python rank whose server was not asked (it did not answer before) gets the same note", "[stack_notes]") {
+  StackReading r = native_python();
+  CHECK(stack_notes({{0, r}}, StackDumpOptions{}) ==
+        "note: no Python lines for rank 0: no worker server answered and py-spy is not on PATH; pip install py-spy "
+        "into the workers' environment\n");
+}
+
 TEST_CASE("Python lines, native programs and exited ranks need no note", "[stack_notes]") {
   StackReading served;
   served.read = served.python = served.python_frames = true;
