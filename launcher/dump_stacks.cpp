@@ -2,6 +2,7 @@
 #include "launcher/dump_stacks.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 #include <variant>
@@ -103,18 +104,34 @@ int request_stacks(const LaunchConfig& given) {
   const int nnodes = std::stoi(nnodes_text);
   const long long n = make_stacks_request(*job);
   int missing = 0;
+  int ranks = 0;
+  int read = 0;
   for (int g = 0; g < nnodes; ++g) {
     try {
       const std::string text = job->get(stacks_key(n, g), std::chrono::seconds(30));
+      // Set before the stacks; a launcher of an older release sets none.
+      if (job->check({read_key(n, g)})) {
+        int node_read = 0;
+        int node_ranks = 0;
+        const std::string counts = job->get(read_key(n, g), std::chrono::seconds(5));
+        if (std::sscanf(counts.c_str(), "%d %d", &node_read, &node_ranks) == 2) {
+          read += node_read;
+          ranks += node_ranks;
+        }
+      }
       const std::vector<RankProgress> progress = decode_progress(job->get(progress_key(n, g), std::chrono::seconds(5)));
       std::cout << text;
-      if (!progress.empty())
-        std::cout << "collective progress:\n" << describe_progress(progress, realtime_ns()) << "\n";
+      if (const std::string lines = describe_progress(progress, realtime_ns()); !lines.empty())
+        std::cout << "collective progress:\n" << lines << "\n";
       std::cout << std::flush;
     } catch (const Error& e) {
       log::error("node {} did not answer: {}", g, e.what());
       ++missing;
     }
+  }
+  if (ranks > 0 && read == 0) {
+    log::error("no stack of any of the {} rank(s) could be read; the note under them says why", ranks);
+    return kExitFailure;
   }
   return missing == 0 ? kExitOk : kExitFailure;
 }

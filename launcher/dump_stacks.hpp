@@ -12,8 +12,9 @@ namespace ddp::launcher {
 // them. When none or several were started there, it lists them and returns 2. Returns 0 when every
 // node answered, 1 when no job is found or answers, the found job needs a job secret that was
 // not given, the store refuses this host (a static job's store admits only its nodes and
-// loopback once its round formed), or a node did not answer within 30 s (each said in one line
-// on stderr). Blocks.
+// loopback once its round formed), a node did not answer within 30 s, or the nodes answered but
+// no rank's stack could be read at all (ptrace refused everywhere: the notes under the ranks say
+// why); each said in one line on stderr. Blocks.
 int request_stacks(const LaunchConfig& config);
 
 }  // namespace ddp::launcher

@@ -85,6 +85,7 @@ bool Agent::prepare() {
     wo.local_workers = c_.nproc_per_node;
     wo.real_processes = deps_.preflight;
     wo.connect_job = [this] { return connect_job(); };
+    if (!c_.worker_server) wo.no_server = "--no_worker_server";
     if (runs_with_python(c_) && c_.worker_server && deps_.preflight) {
       try {
         python_hook_dir_ = install_python_hook(eff_.log_root);

@@ -14,6 +14,7 @@
 #include "launcher/cli/empty_values.hpp"
 #include "launcher/cli/flag_app.hpp"
 #include "launcher/cli/flag_prefixes.hpp"
+#include "launcher/cli/help_formatter.hpp"
 #include "launcher/cli/mentioned_flags.hpp"
 #include "launcher/cli/pet_defaults.hpp"
 #include "launcher/cli/validate.hpp"
@@ -43,6 +44,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
     app.declare_only([mentioned](const std::string& names) { return mentioned(names); });
   }
   app.prefix_command();  // everything from the first positional argument on belongs to the program
+  app.formatter(std::make_shared<HelpFormatter>());
   CommandLineValues values;
   PetDefaults pet;
   declare_options(app, values, pet);

@@ -201,7 +201,8 @@ void declare_worker_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet
   app.add_flag("--local_rank_arg{underscore},--local-rank-arg{underscore}", v.local_rank_arg,
                "append the local rank to each worker's arguments: underscore (the default) gives "
                "--local_rank=i (torch 1.x torch.distributed.launch), dash gives --local-rank=i (torch 2.x)")
-      ->check(CLI::IsMember({"underscore", "dash"}));
+      ->check(CLI::IsMember({"underscore", "dash"}))
+      ->option_text("[=underscore|dash]");
 }
 
 // Where output goes, and what ddplaunch itself prints.

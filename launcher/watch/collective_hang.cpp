@@ -2,6 +2,7 @@
 #include "launcher/watch/collective_hang.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -169,7 +170,10 @@ std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t r
 
 namespace ddp::launcher {
 
-std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t report_ns) {
+std::string describe_progress(const std::vector<RankProgress>& all, std::int64_t report_ns) {
+  std::vector<RankProgress> ranks;
+  std::copy_if(all.begin(), all.end(), std::back_inserter(ranks),
+               [](const RankProgress& r) { return r.progress.attached(); });
   return rank_lines(ranks, report_ns, false, [](const RankProgress& r, std::int64_t now_ns) -> std::string {
     const CollectiveProgress& p = r.progress;
     if (p.entered == 0) return "no collective yet";

@@ -52,8 +52,9 @@ std::string describe_hang(const std::vector<RankProgress>& ranks, std::int64_t n
 
 // One line per rank of what it is doing when its snapshot was taken (else at `now_ns`), for
 // --dump_stacks: "  rank 0: in allreduce #57 (4.0 MiB)
-// for 3.2 s", "  rank 1: last allreduce #56 completed 0.1 s ago", "  rank 2: no collective yet",
-// "  rank 3: publishes no progress". Pure.
+// for 3.2 s", "  rank 1: last allreduce #56 completed 0.1 s ago", "  rank 2: no collective yet".
+// Ranks that publish no progress (Python workers, programs not built on the ddplaunch runtime)
+// are left out: "" when none publishes any. Pure.
 std::string describe_progress(const std::vector<RankProgress>& ranks, std::int64_t now_ns);
 
 // "4.0 MiB", "512 B". Pure.

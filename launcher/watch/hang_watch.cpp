@@ -83,9 +83,12 @@ bool HangWatch::collective_hang(std::int64_t now_ns) const {
 std::string HangWatch::take_stacks() const {
   std::map<int, int> ranks;
   for (const auto& [pid, w] : workers_) ranks[pid] = w.rank;
-  StackDumpOptions options{o_.python, std::chrono::seconds(3)};
+  StackDumpOptions options;
+  options.python = o_.python;
+  options.timeout = std::chrono::seconds(3);
   if (o_.sockets) options.sockets = o_.sockets();
-  return dump_stacks(ranks, options);
+  options.no_server = o_.no_server;
+  return dump_stacks(ranks, options).text;
 }
 
 void HangWatch::sample() {

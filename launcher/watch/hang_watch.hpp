@@ -47,6 +47,7 @@ struct HangWatchOptions {
   std::function<std::string()> unavailable;
   // The workers' worker servers (pid → socket), for their Python stacks without ptrace.
   std::function<std::map<int, std::string>()> sockets;
+  std::string no_server;  // why the workers run none ("--no_worker_server"), said under their stacks
 };
 
 struct HangReport {

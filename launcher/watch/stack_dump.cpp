@@ -20,7 +20,9 @@
 #include "common/find_executable.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/watch/probe/proc_stat.hpp"
+#include "launcher/watch/probe/ptrace_access.hpp"
 #include "launcher/watch/probe/worker_server.hpp"
+#include "launcher/watch/stack_notes.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -40,6 +42,17 @@ bool is_python(int pid) {
   std::error_code ec;
   const std::string exe = fs::read_symlink(fmt::format("/proc/{}/exe", pid), ec).filename().string();
   return exe.rfind("python", 0) == 0;
+}
+
+// A tool's output that says ptrace was refused and holds no frame: gdb's "ptrace: Operation not
+// permitted.", eu-stack's "dwfl_linux_proc_report pid N: Permission denied", py-spy's
+// "Permission Denied: Try running again with elevated permissions".
+bool refused_ptrace(const std::string& out) {
+  const bool refused = out.find("Operation not permitted") != std::string::npos ||
+                       out.find("Permission denied") != std::string::npos ||
+                       out.find("Permission Denied") != std::string::npos;
+  const bool frames = out.find("#0 ") != std::string::npos || out.find("Thread ") != std::string::npos;
+  return refused && !frames;
 }
 
 // Runs argv[0] with stdout and stderr into one pipe; returns what it printed, or "" with `why`.
@@ -107,19 +120,28 @@ std::string server_stack(const std::string& traceback) {
   return "(Python stack from the worker's own server)\n" + without_answering_thread(traceback);
 }
 
-std::string dump_stack(int pid, const StackDumpOptions& options) {
+StackReading read_stack(int pid, const StackDumpOptions& options) {
+  StackReading r;
   const char state = read_proc_stat(pid).state;
-  if (state == 0 || state == 'Z') return "(it exited before its stack could be taken)";
-  std::string server_error;
+  if (state == 0 || state == 'Z') {
+    r.text = "(it exited before its stack could be taken)";
+    return r;
+  }
   if (const auto it = options.sockets.find(pid); it != options.sockets.end()) {
     const WorkerServerReply reply = ask_worker_server(it->second, "dump_traceback", options.timeout);
-    if (reply.ok && !reply.body.empty()) return server_stack(reply.body);
-    server_error = reply.ok ? "its worker server answered nothing" : reply.error;
+    if (reply.ok && !reply.body.empty()) {
+      r.read = r.python = r.python_frames = true;
+      r.text = server_stack(reply.body);
+      return r;
+    }
+    r.server_error = reply.ok ? "its worker server answered nothing" : reply.error;
   }
   std::vector<std::string> argv;
   std::string source;
-  if (is_python(pid)) {
+  r.python = is_python(pid);
+  if (r.python) {
     if (const std::string spy = find_tool("py-spy", options.python); !spy.empty()) {
+      r.spy_found = true;
       argv = {spy, "dump", "--pid", std::to_string(pid)};
       source = "(py-spy)";
       // A stopped process cannot be suspended again: read it as it is.
@@ -136,37 +158,59 @@ std::string dump_stack(int pid, const StackDumpOptions& options) {
     }
   }
   // Why the worker's own server gave none, said with whatever comes instead.
-  const std::string server_note = server_error.empty() ? "" : " (its worker server: " + server_error + ")";
+  const std::string server_note = r.server_error.empty() ? "" : " (its worker server: " + r.server_error + ")";
   if (argv.empty()) {
-    return "no stack" + server_note +
-           ": py-spy (for Python), eu-stack and gdb not found; install py-spy into the venv or Debian's "
-           "elfutils";
+    r.text = "no stack" + server_note +
+             ": py-spy (for Python), eu-stack and gdb not found; install py-spy into the venv or Debian's "
+             "elfutils";
+    return r;
   }
   std::string why;
   std::string text = run_tool(argv, options.timeout, why);
+  const std::string tool = fs::path(argv.front()).filename().string();
+  if (refused_ptrace(text)) {
+    r.denied_tool = tool;
+    r.denial = explain_ptrace_denial(read_ptrace_facts(pid));
+    r.text = fmt::format("no stack: {} may not ptrace it (see the note below){}", tool, server_note);
+    return r;
+  }
   if (text.empty()) {
-    return fmt::format("no stack from {}: {}{}", argv.front(), why.empty() ? "it printed nothing" : why, server_note);
+    r.text = fmt::format("no stack from {}: {}{}", argv.front(), why.empty() ? "it printed nothing" : why, server_note);
+    return r;
   }
   if (!why.empty()) text += "\n(" + why + ")";
-  return source + server_note + "\n" + text;
+  r.read = true;
+  r.python_frames = tool == "py-spy";
+  r.text = source + server_note + "\n" + text;
+  return r;
 }
 
-std::string dump_stacks(const std::map<int, int>& ranks_by_pid, const StackDumpOptions& options) {
-  std::map<int, std::pair<int, std::string>> by_rank;  // rank → (pid, stack)
-  for (const auto& [pid, rank] : ranks_by_pid) by_rank[rank] = {pid, ""};
+std::string dump_stack(int pid, const StackDumpOptions& options) {
+  return read_stack(pid, options).text;
+}
+
+StacksDump dump_stacks(const std::map<int, int>& ranks_by_pid, const StackDumpOptions& options) {
+  std::map<int, std::pair<int, StackReading>> by_rank;  // rank → (pid, stack)
+  for (const auto& [pid, rank] : ranks_by_pid) by_rank[rank] = {pid, {}};
   std::vector<std::thread> threads;
   for (auto& [rank, entry] : by_rank) {
     try {
-      threads.emplace_back([&entry = entry, &options] { entry.second = dump_stack(entry.first, options); });
+      threads.emplace_back([&entry = entry, &options] { entry.second = read_stack(entry.first, options); });
     } catch (const std::system_error& e) {
-      entry.second = std::string("no stack: ") + e.what();
+      entry.second.text = std::string("no stack: ") + e.what();
     }
   }
   for (std::thread& t : threads) t.join();
-  std::string text;
-  for (const auto& [rank, entry] : by_rank)
-    text += fmt::format("rank {} (pid {}):\n{}\n\n", rank, entry.first, entry.second);
-  return text;
+  StacksDump dump;
+  std::map<int, StackReading> readings;
+  for (auto& [rank, entry] : by_rank) {
+    dump.text += fmt::format("rank {} (pid {}):\n{}\n\n", rank, entry.first, entry.second.text);
+    ++dump.ranks;
+    dump.read += entry.second.read ? 1 : 0;
+    readings[rank] = std::move(entry.second);
+  }
+  dump.text += stack_notes(readings, options);
+  return dump;
 }
 
 }  // namespace ddp::launcher

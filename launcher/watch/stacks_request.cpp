@@ -77,17 +77,21 @@ long long make_stacks_request(rendezvous::Store& job) {
   return n;
 }
 
-void StacksWatcher::answer(long long n, const std::string& progress, const std::string& flight_records,
-                           const std::string& stacks) {
+std::string read_key(long long n, int g) {
+  return fmt::format("stacks/{}/read/{}", n, g);
+}
+
+void StacksWatcher::answer(long long n, const NodeAnswer& a) {
   std::shared_ptr<rendezvous::Store> store;
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     if (!shared_->answering) shared_->answering = shared_->connect();
     store = shared_->answering;
   }
-  store->set(progress_key(n, shared_->group_rank), progress);
-  store->set(flight_records_key(n, shared_->group_rank), flight_records);
-  store->set(stacks_key(n, shared_->group_rank), stacks);
+  store->set(progress_key(n, shared_->group_rank), a.progress);
+  store->set(flight_records_key(n, shared_->group_rank), a.flight_records);
+  store->set(read_key(n, shared_->group_rank), fmt::format("{} {}", a.read, a.ranks));
+  store->set(stacks_key(n, shared_->group_rank), a.stacks);
 }
 
 }  // namespace ddp::launcher

@@ -8,6 +8,7 @@
 //                            set first (it is read without delay);
 //   "stacks/<n>/fr/<g>"      each launcher's Python ranks' Flight Recorder (watch/fr/analysis.hpp's
 //                            encode_rank_fr; "[]" without any), set with the progress;
+//   "stacks/<n>/read/<g>"    "R N": R of its N local ranks gave a stack, set before the stacks;
 //   "stacks/<n>/node/<g>"    each launcher's answer: its local ranks' stacks (stack_dump.hpp).
 // A launcher that finds a collective hang asks the same way (worker_watch.hpp).
 // A launcher starts its watcher 1 s after its workers (a short job pays nothing for it), on its
@@ -24,6 +25,15 @@
 
 namespace ddp::launcher {
 
+// One node's answer to a request.
+struct NodeAnswer {
+  std::string progress;        // its ranks' collective progress (encode_progress)
+  std::string flight_records;  // their Flight Recorders (encode_rank_fr)
+  std::string stacks;          // their stacks, as printed
+  int ranks = 0;               // its local ranks
+  int read = 0;                // of which gave a stack
+};
+
 class StacksWatcher {
  public:
   // Called on the watcher's thread with a request number; it must post the work elsewhere and
@@ -36,9 +46,9 @@ class StacksWatcher {
   StacksWatcher(const StacksWatcher&) = delete;
   StacksWatcher& operator=(const StacksWatcher&) = delete;
 
-  // Stores this node's answer to request n on its own connection: its ranks' progress
-  // (encode_progress), Flight Recorder (encode_rank_fr) and stacks. Throws what the store throws.
-  void answer(long long n, const std::string& progress, const std::string& flight_records, const std::string& stacks);
+  // Stores this node's answer to request n on its own connection, the stacks last. Throws what
+  // the store throws.
+  void answer(long long n, const NodeAnswer& answer);
 
  private:
   struct Shared;
@@ -52,5 +62,6 @@ long long make_stacks_request(rendezvous::Store& job);
 std::string stacks_key(long long n, int g);
 std::string progress_key(long long n, int g);
 std::string flight_records_key(long long n, int g);
+std::string read_key(long long n, int g);
 
 }  // namespace ddp::launcher

@@ -37,6 +37,7 @@ WorkerWatch::WorkerWatch(boost::asio::io_context& io, WorkerWatchOptions options
   }
   if (o_.hang_timeout.count() > 0) {
     HangWatchOptions ho{o_.hang_timeout, o_.run_dir, o_.python, &progress_, o_.host};
+    ho.no_server = o_.no_server;
     // Where a Flight Recorder answers, it says exactly what hangs: no guessing from CPU time.
     if (flight_) ho.exact = [this] { return flight_->answering(); };
     if (flight_) ho.unavailable = [this] { return flight_->unavailable(); };
@@ -48,6 +49,7 @@ WorkerWatch::WorkerWatch(boost::asio::io_context& io, WorkerWatchOptions options
 StackDumpOptions WorkerWatch::stack_options(std::chrono::milliseconds timeout) const {
   StackDumpOptions options{o_.python, timeout};
   options.sockets = sockets_;
+  options.no_server = o_.no_server;
   return options;
 }
 
@@ -104,7 +106,7 @@ void WorkerWatch::stopping(bool failure) {
   // worker (bench section 2).
   if (!failure || running_.empty() || o_.temporary_run_dir || !o_.real_processes) return;
   const std::string path = fmt::format("{}/stacks_round{}_node{}.txt", o_.run_dir, round_, group_rank_);
-  std::ofstream(path) << dump_stacks(running_, stack_options(std::chrono::seconds(3)));
+  std::ofstream(path) << dump_stacks(running_, stack_options(std::chrono::seconds(3))).text;
   log::info("stacks of the {} worker(s) still running when the job stopped: {}", running_.size(), path);
 }
 
@@ -143,13 +145,15 @@ void WorkerWatch::answer(long long request) {
   const std::string progress = encode_progress(local_progress());
   std::vector<RankFr> records;
   if (flight_ && flight_->answering()) records = flight_->collect(false);
-  std::string text = fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host,
-                                 dump_stacks(running_, stack_options(std::chrono::seconds(10))));
+  const StacksDump dump = dump_stacks(running_, stack_options(std::chrono::seconds(10)));
+  NodeAnswer a{progress, encode_rank_fr(records),
+               fmt::format("=== node {} ({}) ===\n{}", group_rank_, o_.host, dump.text), dump.ranks, dump.read};
   if (!records.empty()) {
-    text += "last collectives (PyTorch's Flight Recorder):\n" + describe_flight_records(records, realtime_ns()) + "\n";
+    a.stacks +=
+        "last collectives (PyTorch's Flight Recorder):\n" + describe_flight_records(records, realtime_ns()) + "\n";
   }
   try {
-    stacks_watcher_->answer(request, progress, encode_rank_fr(records), text);
+    stacks_watcher_->answer(request, a);
   } catch (const Error& e) {
     log::warning("--dump_stacks: could not answer request {}: {}", request, e.what());
   }
@@ -218,7 +222,9 @@ void WorkerWatch::on_suspect(std::vector<RankFr> local, std::chrono::millisecond
   for (const RankFr& r : local) {
     if (r.traceback.empty() && running_.count(r.pid)) silent[r.pid] = r.rank;
   }
-  std::string text = silent.empty() ? "" : dump_stacks(silent, StackDumpOptions{o_.python, std::chrono::seconds(3)});
+  StackDumpOptions options = stack_options(std::chrono::seconds(3));
+  options.sockets.clear();  // they did not answer
+  std::string text = silent.empty() ? "" : dump_stacks(silent, options).text;
   std::sort(local.begin(), local.end(), [](const RankFr& a, const RankFr& b) { return a.rank < b.rank; });
   for (const RankFr& r : local) {
     if (!r.traceback.empty())

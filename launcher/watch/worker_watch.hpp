@@ -46,6 +46,7 @@ struct WorkerWatchOptions {
   int local_workers = 1;                      // slots in the progress table
   bool real_processes = true;                 // false with fake processes (tests): no stacks, no request watcher
   std::string socket_dir;                     // Python workers' worker servers (worker_spec.hpp); "": none
+  std::string no_server;                      // why they run none ("--no_worker_server"), said under stacks
   StoreConnector connect_job;                 // connections for the --dump_stacks watcher
 };
 

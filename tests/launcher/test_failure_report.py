@@ -494,7 +494,7 @@ def test_dump_stacks_prints_every_rank_on_every_node_of_a_running_job(ddplaunch,
         assert "=== node 0 (" in r.stdout and "=== node 1 (" in r.stdout, r.stdout
         assert "rank 0 (pid " in r.stdout and "rank 1 (pid " in r.stdout, r.stdout
         assert "nanosleep" in r.stdout, r.stdout  # the native stacks of sleep
-        assert "collective progress:\n  rank 0: publishes no progress" in r.stdout, r.stdout
+        assert "collective progress:" not in r.stdout and "publishes no progress" not in r.stdout, r.stdout
         assert all(n.poll() is None for n in nodes), "asking for stacks stopped the job"
         wrong = subprocess.run([ddplaunch, "--dump_stacks", f"--master_port={port}", "--rdzv_id=other"],
                                capture_output=True, text=True, timeout=TIMEOUT)

@@ -90,7 +90,7 @@ def test_a_rank_sleeping_before_all_reduce_is_named_with_its_line(launches, tmp_
     ended = time.time()
     assert rc == 124, err
     assert "ddplaunch: hang: " in err and "PyTorch's Flight Recorder, --hang_timeout 5 s" in err, err
-    assert re.search(r"Collective #4 of process group 0 \(default_pg, ranks 0-3\)", err), err
+    assert re.search(r"Collective #4 of process group 0 \(the default group, ranks 0-3\)", err), err
     assert "gloo:all_reduce" in err and "[1000]" in err, err
     assert re.search(r"rank 1 \(node 0[^)]*\): never entered it", err), err
     for r in (0, 2, 3):

@@ -163,8 +163,8 @@ std::string waiting_line(const FrEntry& e, std::int64_t as_of_ns) {
 }
 
 std::string header(const GroupView& v) {
-  return fmt::format("process group {} ({}, ranks {})", v.name, v.desc.empty() ? "no description" : v.desc,
-                     rank_ranges(v.ranks()));
+  const std::string desc = readable_group_desc(v.desc);
+  return fmt::format("process group {} ({}ranks {})", v.name, desc.empty() ? "" : desc + ", ", rank_ranges(v.ranks()));
 }
 
 // A finding before its text: the group, the operation some member waits in, and who waits.

@@ -73,7 +73,7 @@ FrFinding analyse_flight_records(const std::vector<RankFr>& ranks, std::chrono::
 std::string finding_headline(const FrFinding& finding);
 
 // One line per rank of its last collectives per group, for --dump_stacks:
-//   "  rank 0: group 0 (default_pg): in gloo:all_reduce #4 for 3.2 s; group 1 (undefined): last gloo:broadcast #1
+//   "  rank 0: group 0 (the default group): in gloo:all_reduce #4 for 3.2 s; group 1: last gloo:broadcast #1
 //   completed" "  rank 2: no flight record (no answer from /run/w2.sock to fr_trace_json within 2000 ms)"
 std::string describe_flight_records(const std::vector<RankFr>& ranks, std::int64_t now_ns);
 

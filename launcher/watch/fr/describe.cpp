@@ -51,7 +51,9 @@ std::string group_state(const FrGroup& g, const std::vector<FrEntry>& entries, s
     if (!e.completed && waiting == nullptr) waiting = &e;
     last = &e;
   }
-  const std::string name = fmt::format("group {} ({})", g.name.empty() ? "pg_id " + g.id : g.name, g.desc);
+  const std::string desc = readable_group_desc(g.desc);
+  const std::string name =
+      fmt::format("group {}{}", g.name.empty() ? "pg_id " + g.id : g.name, desc.empty() ? "" : " (" + desc + ")");
   if (waiting) {
     return fmt::format("{}: in {} {}#{} for {}", name, waiting->op, waiting->p2p ? "p2p " : "",
                        waiting->p2p ? waiting->p2p_seq : waiting->seq, time_between(waiting->created_ns, as_of_ns));

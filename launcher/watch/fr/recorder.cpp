@@ -246,4 +246,10 @@ FrSnapshot parse_fr_status(const std::string& text_in) {
   return s;
 }
 
+std::string readable_group_desc(const std::string& desc) {
+  if (desc == "default_pg") return "the default group";
+  if (desc == "undefined") return "";
+  return desc;
+}
+
 }  // namespace ddp::launcher

@@ -69,6 +69,10 @@ struct FrSnapshot {
 // out as torch writes it.
 FrSnapshot parse_fr_status(const std::string& json);
 
+// A group's description as a report prints it: "the default group" for "default_pg", "" for
+// torch's "undefined" (a new_group given no group_desc) or none, else the group_desc. Pure.
+std::string readable_group_desc(const std::string& desc);
+
 // Everything: the groups and every entry.
 FrSnapshot parse_fr_trace(const std::string& json);
 

@@ -408,6 +408,18 @@ TEST_CASE("help and version exit early with text", "[cli]") {
   CHECK_THAT(*version.early_exit_text, Catch::StartsWith("ddplaunch "));
 }
 
+TEST_CASE("help's usage line names ddplaunch and the program, and no flag shows CLI11's markup", "[cli]") {
+  const char* argv[] = {"/opt/venv/bin/ddplaunch", "--help", nullptr};
+  const auto help =
+      ddp::launcher::parse_command_line(2, argv, ddp::testing::lookup({}), ddp::launcher::rendezvous_backends())
+          .early_exit_text;
+  REQUIRE(help);
+  CHECK_THAT(*help, Catch::Contains("\nUsage: ddplaunch [OPTIONS] PROGRAM [ARGS...]\n"));
+  CHECK_THAT(*help, !Catch::Contains("/opt/venv/bin"));
+  CHECK_THAT(*help, Catch::Contains("  --local_rank_arg,--local-rank-arg [=underscore|dash]\n"));
+  CHECK_THAT(*help, !Catch::Contains("{underscore"));
+}
+
 TEST_CASE("help says what the code does: the port default, the interpreter, every exit code and rdzv_conf key",
           "[cli]") {
   const auto help = parse_full({"--help"}).early_exit_text;

@@ -61,10 +61,10 @@ TEST_CASE("hang2: rank 1 never entered all_reduce #4, where rank 0 waits", "[fr_
   CHECK(f.waiting == std::vector<int>{0});
   CHECK(f.never_entered == std::vector<int>{1});
   INFO(f.text);
-  CHECK(f.text.rfind(
-            "Collective #4 of process group 0 (default_pg, ranks 0-1) never completed: gloo:all_reduce, input [1000] "
-            "Float\n  rank 0 (node 0 on vm, pid 100): waiting in it for ",
-            0) == 0);
+  CHECK(f.text.rfind("Collective #4 of process group 0 (the default group, ranks 0-1) never completed: "
+                     "gloo:all_reduce, input [1000] "
+                     "Float\n  rank 0 (node 0 on vm, pid 100): waiting in it for ",
+                     0) == 0);
   CHECK(has(f.text, "  rank 1 (node 0 on vm, pid 101): never entered it; its last, gloo:all_reduce #3, completed\n"));
   CHECK(has(f.text, "Never entered collective #4: rank 1 (node 0 on vm), at:\n  File \""));
   CHECK(has(f.text, "capture_fr.py\", line "));  // the frame of its time.sleep(600), not torch's frames
@@ -79,7 +79,7 @@ TEST_CASE("hang4: three wait, one never entered", "[fr_analysis]") {
   REQUIRE(f.kind == FrFindingKind::Hang);
   CHECK(f.waiting == std::vector<int>{0, 1, 2});
   CHECK(f.never_entered == std::vector<int>{3});
-  CHECK(has(f.text, "(default_pg, ranks 0-3)"));
+  CHECK(has(f.text, "(the default group, ranks 0-3)"));
 }
 
 TEST_CASE("desync4: rank 1 calls all_gather as #4 where the others all_reduce", "[fr_analysis]") {
@@ -88,7 +88,8 @@ TEST_CASE("desync4: rank 1 calls all_gather as #4 where the others all_reduce", 
   CHECK(f.seq == 4);
   CHECK(f.waiting == std::vector<int>{0, 1, 2, 3});
   INFO(f.text);
-  CHECK(has(f.text, "Collective #4 of process group 0 (default_pg, ranks 0-3) differs between ranks (a desync):\n"));
+  CHECK(has(f.text,
+            "Collective #4 of process group 0 (the default group, ranks 0-3) differs between ranks (a desync):\n"));
   CHECK(has(f.text, "  gloo:all_gather, input [1000] -> [4, 1000] Float: rank 1, at:\n    File \""));
   CHECK(has(f.text, "  gloo:all_reduce, input [1000] Float: ranks 0,2-3 (3 ranks), rank 0 at:\n    File \""));
   CHECK(has(f.text, "  rank 1 (node 0 on vm, pid 101): waiting in gloo:all_gather for "));
@@ -103,7 +104,7 @@ TEST_CASE("subgroup4: the hang in new_group([1, 3]), its global ranks, not the d
   CHECK(f.seq == 3);
   CHECK(f.waiting == std::vector<int>{1});
   CHECK(f.never_entered == std::vector<int>{3});
-  CHECK(has(f.text, "Collective #3 of process group 1 (undefined, ranks 1,3) never completed"));
+  CHECK(has(f.text, "Collective #3 of process group 1 (ranks 1,3) never completed"));
   CHECK(has(f.text, "its last, gloo:all_reduce #2, completed"));
 }
 
@@ -118,7 +119,8 @@ TEST_CASE("a p2p op never completed: its op, and the others' last p2p op", "[fr_
   CHECK(f.op == "nccl:recv");
   CHECK(f.seq == 2);
   INFO(f.text);
-  CHECK(has(f.text, "Point-to-point nccl:recv (p2p #2) of process group 0 (default_pg, ranks 0-1) never completed"));
+  CHECK(has(f.text,
+            "Point-to-point nccl:recv (p2p #2) of process group 0 (the default group, ranks 0-1) never completed"));
   CHECK(has(f.text, "rank 1 (node 0 on vm, pid 101): its last point-to-point op, nccl:recv (p2p #1), completed"));
 }
 
@@ -181,8 +183,8 @@ TEST_CASE("describe_flight_records: a line per rank, per group", "[fr_analysis]"
   const std::string text = describe_flight_records(ranks, 0);
   INFO(text);
   CHECK(has(text,
-            "  rank 1: group 0 (default_pg): last gloo:all_reduce #2 completed; group 1 (undefined): in "
-            "gloo:all_reduce #3 for 5.0 s; group 2 (undefined): last gloo:broadcast #1 completed\n"));
+            "  rank 1: group 0 (the default group): last gloo:all_reduce #2 completed; group 1: in "
+            "gloo:all_reduce #3 for 5.0 s; group 2: last gloo:broadcast #1 completed\n"));
   CHECK(has(text, "  rank 2: no flight record (no worker server)\n"));
 }
 

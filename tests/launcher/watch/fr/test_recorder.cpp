@@ -131,3 +131,9 @@ TEST_CASE("a full 2000-entry record: the fast parse agrees and is faster", "[fli
   same_groups(fast, full);
   CHECK(t2 - t1 < t1 - t0);
 }
+
+TEST_CASE("group descriptions read as words: the default group, nothing for torch's 'undefined'", "[fr_recorder]") {
+  CHECK(ddp::launcher::readable_group_desc("default_pg") == "the default group");
+  CHECK(ddp::launcher::readable_group_desc("undefined").empty());
+  CHECK(ddp::launcher::readable_group_desc("tp_group") == "tp_group");
+}
