@@ -30,6 +30,7 @@ import pytest
 import torch.distributed as dist
 
 from pyfixtures import free_port
+from store_fill import fill
 
 TIMEOUT = 60
 pytestmark = pytest.mark.timeout(120)
@@ -238,23 +239,6 @@ def test_a_worker_never_sees_the_secret(ddplaunch, tmp_path):
     assert "token=[]" in r.stdout and SECRET not in r.stdout + r.stderr
 
 
-def fill(port, size=1 << 20):
-    """Issue 41's stranger: stores values under fresh keys until the store refuses, each refusal
-    closing its connection, then again on a new one with half the size, down to 1 byte. Returns
-    the bytes stored."""
-    stored, n, s = 0, 0, stranger(port)
-    while size > 0:
-        try:
-            s.set(f"fill/{n}", b"x" * size)
-            n += 1
-            s.check([f"fill/{n - 1}"])  # a SET has no reply: this one sees the refusal
-            stored += size
-        except (RuntimeError, dist.DistNetworkError):
-            size //= 2
-            s = stranger(port)
-    return stored
-
-
 STORE_WORKER = """\
 import torch, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -283,7 +267,7 @@ def test_with_a_secret_a_store_filled_by_a_stranger_still_forms_and_trains(ddpla
     args = ("--rdzv_conf", "store_memory=8MiB", "--rdzv_timeout=20")
     nodes = start_job(ddplaunch, str(prog), port, secrets=(SECRET,), ranks=(0,), args=args)
     try:
-        stored = fill(port)
+        stored = fill(lambda: stranger(port))
     except BaseException:
         finish(nodes)
         raise

@@ -141,6 +141,7 @@ def stranger(hosts, script, timeout=90):
     """Runs `script` (Python with torch, `store()` opens a new TCPStore connection) on the
     stranger's host; returns its stdout lines."""
     prelude = textwrap.dedent(f"""\
+        import sys
         import time
         from datetime import timedelta
         import torch.distributed as dist
@@ -300,21 +301,12 @@ def test_dump_stacks_from_a_stranger_host_says_why_it_is_refused(ddplaunch, host
     assert not left, f"processes left running: {left}"
 
 
-# Issue 41's stranger: stores values under fresh keys until the store refuses, each refusal closing
-# its connection, then again on a new one with half the size, down to 1 byte.
+# Issue 41's stranger (store_fill.py), run on the stranger's host.
 FILL = """\
-    stored, n, size, s = 0, 0, 1 << 20, store()
-    while size > 0:
-        try:
-            s.set(f"fill/{n}", b"x" * size)
-            n += 1
-            s.check([f"fill/{n - 1}"])  # a SET has no reply: this one sees the refusal
-            stored += size
-        except Exception:
-            size //= 2
-            s = store()
-    print(f"stored {stored}")
-    """
+    sys.path.insert(0, {here!r})
+    from store_fill import fill
+    print(f"stored {{fill(store)}}")
+    """.format(here=os.path.dirname(os.path.abspath(__file__)))
 SMALL_STORE = ("--rdzv_conf", "store_memory=8MiB")  # stored data 6 MiB, a stranger's part 512 KiB
 
 
