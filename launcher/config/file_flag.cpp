@@ -41,6 +41,8 @@ std::string fix_for(const FileFlag& f) {
       return "give a regular file path (it is created if missing), or /dev/null";
     case FileUse::Directory:
       return "give a directory path (it is created if missing)";
+    case FileUse::Log:
+      return "remove it: the launcher makes the workers' log files itself";
   }
   return "";
 }
@@ -48,6 +50,7 @@ std::string fix_for(const FileFlag& f) {
 // Whether what exists at `f`'s path is what the flag promises (file_flag.hpp's rule).
 bool fits(const FileFlag& f, const FoundFile& found) {
   if (f.use == FileUse::Directory) return S_ISDIR(found.mode);
+  if (f.use == FileUse::Log) return !S_ISFIFO(found.mode) && !S_ISSOCK(found.mode) && !S_ISDIR(found.mode);
   if (S_ISREG(found.mode)) return true;
   // /dev/null takes anything at once; the launcher's own stdout or stderr (a terminal, a pipe)
   // blocks no more than the launcher's own messages do.

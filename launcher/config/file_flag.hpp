@@ -31,6 +31,9 @@ enum class FileUse {
   ReadLater,  // a regular file read at each round (--progress_file); it may be missing
   Write,      // a regular file written or appended to, /dev/null, or the launcher's stdout/stderr
   Directory,  // a directory (--log_dir), created when missing
+  Log,        // a worker's log file under --log_dir, written as it is: anything that cannot block
+              // the launcher (not a FIFO, a socket or a directory); a device such as /dev/full is
+              // written, and its errors are the log's
 };
 
 struct FileFlag {

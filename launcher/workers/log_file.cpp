@@ -2,6 +2,8 @@
 #include "launcher/workers/log_file.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,12 +11,20 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "launcher/config/file_flag.hpp"
 
 namespace ddp::launcher {
 
 LogFile::LogFile(const std::string& path, LogFileTally& tally, bool append) : path_(path), tally_(tally) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
-  if (fd_ < 0) fail(errno, 0);
+  // Workers may write the run directory, so what stands at a later attempt's path is checked on
+  // the descriptor, opened non-blocking (a FIFO there would block the launcher for ever).
+  const OpenedFile opened =
+      open_file(FileFlag{"a worker's log file", path, FileUse::Log}, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC));
+  fd_ = opened.fd;
+  if (fd_ >= 0) return;
+  const FoundFile found = find_file(path);
+  fail(opened.error != 0 ? opened.error : EINVAL, 0,
+       found.error == 0 && !S_ISREG(found.mode) ? fmt::format("{}: {}, not a file", path, file_kind(found.mode)) : "");
 }
 
 LogFile::~LogFile() {
@@ -43,11 +53,11 @@ bool LogFile::write(const char* data, std::size_t n) {
   return true;
 }
 
-void LogFile::fail(int error, std::size_t lines) {
+void LogFile::fail(int error, std::size_t lines, const std::string& why) {
   tally_.lines_lost += lines;
   if (error_ != 0) return;
   error_ = error;
-  const std::string what = path_ + ": " + std::strerror(error);
+  const std::string what = why.empty() ? path_ + ": " + std::strerror(error) : why;
   if (tally_.first_error.empty()) {
     tally_.first_error = what;
     log::error("cannot write the log file {}; its lines go to the console from now on", what);

@@ -22,7 +22,9 @@ class LogFile {
  public:
   // Opens (creates, truncates) `path`, or with `append` creates it or adds to its end (a file
   // several writers share, each write whole lines). An open failure counts as the first failed
-  // write: it is reported, and ok() is false from the start. `tally` must outlive the file.
+  // write: it is reported, and ok() is false from the start; so does anything there but a
+  // regular file or /dev/null (a FIFO put where a later attempt's file goes is refused, never
+  // waited on: config/file_flag.hpp). `tally` must outlive the file.
   LogFile(const std::string& path, LogFileTally& tally, bool append = false);
   ~LogFile();
   LogFile(const LogFile&) = delete;
@@ -35,7 +37,8 @@ class LogFile {
   const std::string& path() const { return path_; }
 
  private:
-  void fail(int error, std::size_t lines);
+  // `why`: "<file>: <why>" when the error number alone would not say it (a FIFO, a directory).
+  void fail(int error, std::size_t lines, const std::string& why = "");
 
   std::string path_;
   LogFileTally& tally_;

@@ -106,3 +106,23 @@ def test_a_fifo_as_a_workers_error_file_does_not_hang_the_launcher(lx, procs):
     assert code == 3, err
     assert "TORCHELASTIC_ERROR_FILE=" in err and "is a FIFO, not a regular file" in err, err
     procs.assert_no_survivors()
+
+
+def test_a_fifo_where_a_later_attempts_log_file_goes_does_not_hang_the_launcher(lx, procs):
+    # A worker can write the run directory: at attempt 0 it puts a FIFO where attempt 1's stderr
+    # log goes, then fails. Opening that file used to block the launcher for ever at the restart.
+    prog = lx.script("w.sh", """#!/bin/bash
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+  next=$(echo "$LOGS"/*/)attempt_1/0/stderr.log  # the run's directory: the only one there
+  mkdir -p "$(dirname "$next")" && mkfifo "$next"
+  exit 1
+fi
+echo "second attempt" >&2
+""")
+    logs = os.path.join(lx.dir, "logs")
+    code, _, err = lx.run(["--no_python", "--max_restarts=1", f"--log_dir={logs}", "--redirects=3", prog],
+                          timeout=30, env=dict(os.environ, LOGS=logs))
+    assert "stderr.log: a FIFO, not a file" in err, err
+    assert "second attempt" in err, err  # its lines went to the console instead
+    assert code == 0, err
+    procs.assert_no_survivors()

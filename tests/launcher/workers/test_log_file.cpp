@@ -1,9 +1,13 @@
 // A worker stream's log file (launcher/workers/log_file.hpp): whole lines written, truncated or
 // appended; a failed write (ENOSPC from /dev/full) or open counted in lines and reported once,
-// after which the file takes no more writes; the first error of the run kept in the tally.
+// after which the file takes no more writes; the first error of the run kept in the tally; a FIFO
+// at the path refused without blocking.
 #include "launcher/workers/log_file.hpp"
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -83,4 +87,26 @@ TEST_CASE("log file: an open that fails counts as the first failed write, and th
   CHECK_FALSE(write(full, "z\n"));
   CHECK(tally.lines_lost == 3);
   CHECK(tally.first_error == missing + ": No such file or directory");  // the first, not the latest
+}
+
+TEST_CASE("log file: a FIFO where the file goes is refused at once, with or without a reader", "[log_file]") {
+  // A worker may write the run directory, and so put a FIFO where a later attempt's log goes:
+  // opening it must not block the launcher (issue 41).
+  ddp::testing::TempDir dir("log_file");
+  const std::string fifo = (dir.path / "stderr.log").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  LogFileTally tally;
+  LogFile without_reader(fifo, tally);
+  CHECK_FALSE(without_reader.ok());
+  CHECK(tally.first_error == fifo + ": a FIFO, not a file");
+  CHECK_FALSE(write(without_reader, "x\n"));
+  CHECK(tally.lines_lost == 1);
+
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(reader >= 0);
+  LogFileTally second;
+  LogFile with_reader(fifo, second);
+  CHECK_FALSE(with_reader.ok());
+  CHECK(second.first_error == fifo + ": a FIFO, not a file");
+  ::close(reader);
 }
