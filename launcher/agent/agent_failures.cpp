@@ -68,7 +68,7 @@ void Agent::on_hang(const HangReport& report) {
   if (!report.collective) return log::error("{}", report.text);
   if (!status_.stoppable()) return;
   // A failure of this node's, found at this time: the other nodes print it as such.
-  NodeStop stop = hang_failure(report.text, report.stacks_file, view_.group_rank, eff_.host);
+  NodeStop stop = hang_failure(report.text, report.stacks_file, view_.group_rank, eff_.host, report.record);
   hang_ = NodeFailure{view_.group_rank, stop.root.time, stop.summary, stop.root};
   publish_failure(*hang_);
   stop_round(Outcome::failure(kExitHang, std::move(stop.summary), view_.group_rank, std::move(stop.root)), true, true);

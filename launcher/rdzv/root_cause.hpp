@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/rdzv/hung_collective.hpp"
+
 namespace ddp::launcher {
 
 struct RootCause {
@@ -45,6 +47,10 @@ struct RootCause {
   int lost_node = -1;
   std::string lost_host;
   std::chrono::system_clock::time_point silent_since;
+
+  // Kind::Hang only, when the report named a collective (a Flight Recorder finding, or the
+  // ddplaunch runtime's progress): its group, #N, ops, waiting and missing ranks, Python lines.
+  std::optional<HungCollective> collective;
 
   // Kind::Worker only.
   int rank = -1;

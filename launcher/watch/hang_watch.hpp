@@ -24,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,7 @@ struct HangReport {
   std::vector<RankProgress> progress;  // collective: this node's ranks
   std::string stacks;                  // this node's ranks' stacks
   std::string stacks_file;             // suspected: where they were written ("" when not)
+  std::optional<HungCollective> record;  // collective: the collective it is about, when known
 };
 
 class HangWatch {

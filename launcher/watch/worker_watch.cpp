@@ -250,6 +250,7 @@ void WorkerWatch::check_flight_records(std::vector<RankFr> ranks, std::chrono::m
   if (finding.kind == FrFindingKind::None || (finding.kind != FrFindingKind::Desync && !hang_check)) return;
   HangReport report;
   report.collective = true;
+  report.record = hung_collective(finding);
   const std::string dumps = dump_flight_records();
   report.text =
       fmt::format("{}: {} (PyTorch's Flight Recorder{})", finding.kind == FrFindingKind::Desync ? "desync" : "hang",
@@ -295,6 +296,7 @@ void WorkerWatch::report_collective_hang(HangReport report, const std::vector<Ra
       fmt::format("=== node {} ({}) ===\n{}{}", group_rank_, o_.host, report.stacks, other_stacks);
   report.stacks_file = fmt::format("{}/hang_round{}_node{}.txt", o_.run_dir, round_, group_rank_);
   const std::string body = describe_hang(all, realtime_ns());
+  report.record = hung_collective(all);
   if (!(std::ofstream(report.stacks_file) << report.text << "\n" << body << "\n" << stacks)) report.stacks_file.clear();
   report.text = fmt::format("{}\n{}Stacks{}:\n{}", report.text, body,
                             report.stacks_file.empty() ? "" : " (also in " + report.stacks_file + ")", stacks);

@@ -13,9 +13,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "launcher/rdzv/hung_collective.hpp"
 #include "launcher/watch/fr/recorder.hpp"
 
 namespace ddp::launcher {
@@ -49,6 +52,10 @@ struct FrFinding {
   std::string op;                    // the first waiting rank's op ("gloo:all_reduce")
   std::vector<int> waiting;          // members waiting in it
   std::vector<int> never_entered;    // members known to have not entered it (Hang)
+  std::string group_desc;            // FrGroup::desc ("default_pg"), "" unknown
+  bool p2p = false;                  // a point-to-point op
+  std::vector<CollectiveCall> calls;  // a desync: each variant; else the waiting ranks' op
+  std::map<int, std::string> lines;   // the waiting and never-entered ranks' Python lines, where known
   std::string text;                  // the report (analysis.hpp's top), "" for None
 };
 
@@ -67,6 +74,9 @@ struct FrFinding {
 // the first of them called it.
 FrFinding analyse_flight_records(const std::vector<RankFr>& ranks, std::chrono::milliseconds waited_at_least,
                                  std::int64_t now_ns);
+
+// The finding as a record (for the root cause, root_cause.hpp); nullopt for None. Pure.
+std::optional<HungCollective> hung_collective(const FrFinding& finding);
 
 // The finding in one line, for the first line of a report: "rank 0 waited in gloo:all_reduce #4
 // of process group 0 (ranks 0-1), which rank 1 never entered"; "" for None.
