@@ -1,8 +1,6 @@
 // See hung_collective.hpp.
 #include "launcher/rdzv/hung_collective.hpp"
 
-#include <regex>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -81,19 +79,6 @@ std::optional<HungCollective> decode_hung_collective(const json& j) {
     }
   }
   return c;
-}
-
-std::string python_line(const std::string& frames) {
-  const std::string first = frames.substr(0, frames.find('\n'));
-  const std::size_t start = first.find_first_not_of(" \t");
-  if (start == std::string::npos) return "";
-  const std::string line = first.substr(start);
-  static const std::regex kTraceback(R"re(^File "(.*)", line (\d+) in (.*)$)re");
-  static const std::regex kRecorder(R"(^(.*):(\d+) in (.*)$)");
-  std::smatch m;
-  if (std::regex_match(line, m, kTraceback) || std::regex_match(line, m, kRecorder))
-    return fmt::format("{}:{} {}", m[1].str(), m[2].str(), m[3].str());
-  return line;
 }
 
 }  // namespace ddp::launcher

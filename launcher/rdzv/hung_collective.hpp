@@ -2,7 +2,7 @@
 // which process group, which collective (its #N), the op each call site called, which ranks wait
 // in it and which never entered it, and the Python line each named rank is at. Built from the
 // Flight Recorder analysis (watch/fr/analysis.hpp) or the ddplaunch runtime's progress table
-// (watch/collective_hang.hpp); read as fields by --summary_json (run_recorder.hpp).
+// (watch/collective_hang.hpp, watch/hang_record.hpp); read as fields by --summary_json (run_recorder.hpp).
 //
 // Wire form: a JSON object, the "collective" member of the root cause's line. Unknown members are
 // ignored; a member of the wrong type makes it unreadable (and with it the root cause).
@@ -46,10 +46,5 @@ std::string op_name(const std::string& op, long long seq, bool p2p = false);
 // throw (but std::bad_alloc).
 nlohmann::json encode_hung_collective(const HungCollective& c);
 std::optional<HungCollective> decode_hung_collective(const nlohmann::json& j);
-
-// "/tmp/fr/hang.py:8 <module>" from the first frame of `frames`: a dump_traceback line
-// ('File "/tmp/fr/hang.py", line 8 in <module>') or a Flight Recorder frame ("/tmp/fr/hang.py:8
-// in <module>"); the line as it is when it is neither, "" for none. Pure.
-std::string python_line(const std::string& frames);
 
 }  // namespace ddp::launcher

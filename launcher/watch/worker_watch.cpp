@@ -12,6 +12,7 @@
 #include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "launcher/watch/fr/codec.hpp"
+#include "launcher/watch/hang_record.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
 namespace ddp::launcher {

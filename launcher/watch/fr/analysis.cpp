@@ -3,6 +3,7 @@
 #include "launcher/watch/fr/analysis.hpp"
 
 #include <algorithm>
+#include <regex>
 #include <set>
 #include <tuple>
 
@@ -382,15 +383,6 @@ FrFinding analyse_flight_records(const std::vector<RankFr>& ranks, std::chrono::
   return f;
 }
 
-std::optional<HungCollective> hung_collective(const FrFinding& f) {
-  static const std::map<FrFindingKind, const char*> kNames{
-      {FrFindingKind::Hang, "hang"}, {FrFindingKind::Desync, "desync"}, {FrFindingKind::Stuck, "stuck"}};
-  const auto name = kNames.find(f.kind);
-  if (name == kNames.end()) return std::nullopt;
-  return HungCollective{name->second, f.group_name, f.group_desc, f.group_ranks, f.seq,    f.p2p,
-                        f.op,         f.calls,      f.waiting,    f.never_entered, f.lines};
-}
-
 std::string finding_headline(const FrFinding& f) {
   const std::string group =
       fmt::format("process group {}{}", f.group_name,
@@ -414,6 +406,19 @@ std::string finding_headline(const FrFinding& f) {
       break;
   }
   return "";
+}
+
+std::string python_line(const std::string& frames) {
+  const std::string first = frames.substr(0, frames.find('\n'));
+  const std::size_t start = first.find_first_not_of(" \t");
+  if (start == std::string::npos) return "";
+  const std::string line = first.substr(start);
+  static const std::regex kTraceback(R"re(^File "(.*)", line (\d+) in (.*)$)re");
+  static const std::regex kRecorder(R"(^(.*):(\d+) in (.*)$)");
+  std::smatch m;
+  if (std::regex_match(line, m, kTraceback) || std::regex_match(line, m, kRecorder))
+    return fmt::format("{}:{} {}", m[1].str(), m[2].str(), m[3].str());
+  return line;
 }
 
 }  // namespace ddp::launcher
