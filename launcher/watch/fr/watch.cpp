@@ -23,12 +23,25 @@ void note_progress(FrProgress& p, const FrSnapshot& status) {
   FrProgress now;
   for (const auto& [id, g] : status.groups) {
     now.completed += std::max(0LL, g.last_completed);
-    if (g.last_enqueued > g.last_completed && now.waiting_in.empty())
+    if (g.last_enqueued > g.last_completed && now.waiting_in.empty()) {
       now.waiting_in = fmt::format("#{} in group {}", g.last_enqueued, g.name.empty() ? g.id : g.name);
+      now.group_id = id;
+      now.seq = g.last_enqueued;
+    }
   }
+  if (now.waiting_in == p.waiting_in) now.op = p.op;  // the same wait: its name holds
   if (now.completed == p.completed && now.waiting_in == p.waiting_in && p.changed_ns != 0) return;
   now.changed_ns = realtime_ns();
   p = now;
+}
+
+// The op of collective #seq of group `group_id` in a whole record, as --dump_stacks words it
+// ("gloo:barrier #2"); "" when the record does not hold it.
+std::string op_in(const FrSnapshot& record, const std::string& group_id, long long seq) {
+  for (const FrEntry& e : record.entries) {
+    if (!e.p2p && e.seq == seq && e.group_id == group_id) return fmt::format("{} #{}", e.op, seq);
+  }
+  return "";
 }
 
 using std::chrono::milliseconds;
@@ -128,6 +141,7 @@ void FlightRecorderWatch::run() {
 void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
   milliseconds longest{0};
   std::vector<std::pair<std::string, long long>> open;  // the longest waiters' (group, #N)
+  std::vector<FrWorker> unnamed;                         // waiting as at the last poll, its op not named
   for (const FrWorker& w : workers) {
     const WorkerServerReply reply = ask_worker_server(w.socket, "ddplaunch_fr_status", kStatusTimeout);
     // Seen now, not when the poll began: a slow answer before this one must not make a wait
@@ -146,7 +160,10 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
     }
     answering_ = true;
     last_status_[w.rank] = status;
-    note_progress(progress_[w.rank], status);
+    FrProgress& progress = progress_[w.rank];
+    const std::string was_in = progress.waiting_in;
+    note_progress(progress, status);
+    if (!progress.waiting_in.empty() && progress.waiting_in == was_in && progress.op.empty()) unnamed.push_back(w);
     for (const auto& [id, g] : status.groups) {
       const auto key = std::make_pair(w.rank, id);
       if (g.last_enqueued <= g.last_completed) {
@@ -160,6 +177,7 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
       open.emplace_back(id, it->second.seq);
     }
   }
+  for (const FrWorker& w : unnamed) name_op(w);
   // The checks due: the desync check first, then the hang check, each once per (group, #N).
   std::vector<milliseconds> delays{
       std::min(o_.desync_after, o_.hang_timeout.count() > 0 ? o_.hang_timeout : o_.desync_after)};
@@ -175,6 +193,22 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
     log::debug("flight recorder: a rank has waited {} ms in one collective: checking the records", longest.count());
     on_suspect_(collect(false), delay);
   }
+}
+
+void FlightRecorderWatch::name_op(const FrWorker& w) {
+  std::string group_id;
+  long long seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    group_id = progress_[w.rank].group_id;
+    seq = progress_[w.rank].seq;
+  }
+  const WorkerServerReply reply = ask_worker_server(w.socket, "ddplaunch_fr", kFullTimeout);
+  if (!reply.ok) return;
+  const std::string op = op_in(parse_fr_trace(reply.body), group_id, seq);
+  std::lock_guard<std::mutex> lock(mutex_);
+  FrProgress& p = progress_[w.rank];
+  if (p.group_id == group_id && p.seq == seq && p.op.empty()) p.op = op;
 }
 
 RankFr FlightRecorderWatch::ask_full(const FrWorker& w, bool dump) {
