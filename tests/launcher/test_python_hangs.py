@@ -15,6 +15,7 @@ Each test ends its launchers by pid and checks that no worker is left.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pickle
 import re
@@ -85,10 +86,26 @@ def py_env(**extra):
 def test_a_rank_sleeping_before_all_reduce_is_named_with_its_line(launches, tmp_path):
     prog = launches.script("sleeper.py", SLEEPER)
     start = time.time()
-    rc, _, err = launches.run(["--nproc_per_node=4", "--hang_timeout=5", f"--log_dir={tmp_path}/logs", prog],
+    rc, _, err = launches.run(["--nproc_per_node=4", "--hang_timeout=5", f"--log_dir={tmp_path}/logs",
+                               f"--summary_json={tmp_path}/summary.json", prog],
                               env=py_env(LATE_RANK="1"), timeout=180)
     ended = time.time()
     assert rc == 124, err
+    # The same as fields of the summary's record, not words.
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    root = summary["root_cause"]
+    assert root["kind"] == "hang", root
+    c = root["collective"]
+    assert (c["finding"], c["group"], c["group_desc"], c["group_ranks"]) == ("hang", "0", "default_pg", [0, 1, 2, 3]), c
+    assert (c["seq"], c["p2p"], c["op"], c["name"]) == (4, False, "gloo:all_reduce", "gloo:all_reduce #4"), c
+    assert (c["waiting"], c["missing"]) == ([0, 2, 3], [1]), c
+    assert c["calls"] == [{"op": "gloo:all_reduce", "input": "[1000] Float", "ranks": [0, 2, 3],
+                           "line": c["lines"].get("0", "")}], c
+    assert c["lines"]["1"].endswith(f"sleeper.py:{line_of(SLEEPER, 'LATE LINE')} <module>"), c
+    [failed] = summary["rounds"]
+    assert failed["root_cause"]["collective"] == c, failed
+    assert start <= failed["started"] <= failed["ended"] <= ended, failed
+    assert abs(failed["duration"] - (failed["ended"] - failed["started"])) < 0.01, failed
     assert "ddplaunch: hang: " in err and "PyTorch's Flight Recorder, --hang_timeout 5 s" in err, err
     assert re.search(r"Collective #4 of process group 0 \(the default group, ranks 0-3\)", err), err
     assert "gloo:all_reduce" in err and "[1000]" in err, err
@@ -149,13 +166,21 @@ def assert_desync(err, backend="gloo"):
         assert f'desync.py", line {n}' in err or f"desync.py:{n}" in err, (marker, err)
 
 
-def test_a_desync_names_both_call_sites_before_any_timeout(launches):
+def test_a_desync_names_both_call_sites_before_any_timeout(launches, tmp_path):
     prog = launches.script("desync.py", DESYNC)
     # gloo would wait its 30 minutes; the desync check comes after 10 s of waiting, no flag needed
     start = time.time()
-    rc, _, err = launches.run(["--nproc_per_node=4", prog], env=py_env(), timeout=180)
+    rc, _, err = launches.run(["--nproc_per_node=4", f"--summary_json={tmp_path}/summary.json", prog], env=py_env(),
+                              timeout=180)
     assert rc == 124, err
     assert_desync(err)
+    # Each call site as a record: its op, its ranks, its line.
+    c = json.loads((tmp_path / "summary.json").read_text())["root_cause"]["collective"]
+    assert (c["finding"], c["seq"], c["waiting"], c["missing"]) == ("desync", 4, [0, 1, 2, 3], []), c
+    calls = {call["op"]: call for call in c["calls"]}
+    assert calls["gloo:all_gather"]["ranks"] == [1] and calls["gloo:all_reduce"]["ranks"] == [0, 2, 3], c
+    assert f"desync.py:{line_of(DESYNC, 'GATHER LINE')} " in calls["gloo:all_gather"]["line"], c
+    assert f"desync.py:{line_of(DESYNC, 'REDUCE LINE')} " in calls["gloo:all_reduce"]["line"], c
     assert time.time() - start < 120
     launches.assert_no_survivors()
 
