@@ -63,17 +63,17 @@ json failed_round_json(const FailedRound& r, const RoundTimes& times) {
   json root = root_cause_json(r.root, "");
   root.erase("summary");  // the round's words: the short cause above
   const bool started = times.joined.time_since_epoch().count() > 0;
-  return json{{"round", r.round},
-              {"started", started ? json(epoch_seconds(times.joined)) : json(nullptr)},
-              {"ended", epoch_seconds(times.failed)},
-              {"duration", started ? json(std::chrono::duration<double>(times.failed - times.joined).count())
-                                   : json(nullptr)},
-              {"exit_code", r.code},
-              {"origin_node", r.origin_node < 0 ? json(nullptr) : json(r.origin_node)},
-              {"cause", r.cause()},
-              {"progress", optional_text(r.progress)},
-              {"progress_nodes", r.progress_nodes},
-              {"root_cause", root}};
+  return json{
+      {"round", r.round},
+      {"started", started ? json(epoch_seconds(times.joined)) : json(nullptr)},
+      {"ended", epoch_seconds(times.failed)},
+      {"duration", started ? json(std::chrono::duration<double>(times.failed - times.joined).count()) : json(nullptr)},
+      {"exit_code", r.code},
+      {"origin_node", r.origin_node < 0 ? json(nullptr) : json(r.origin_node)},
+      {"cause", r.cause()},
+      {"progress", optional_text(r.progress)},
+      {"progress_nodes", r.progress_nodes},
+      {"root_cause", root}};
 }
 
 // A summary file: --summary_json's, or summary.json in the log directory (named by the same flag).

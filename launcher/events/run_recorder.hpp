@@ -63,7 +63,7 @@ class RunRecorder : public RoundListener {
   RunRecorderOptions o_;
   std::vector<std::pair<FailedRound, RoundTimes>> failed_rounds_;
   std::chrono::system_clock::time_point joined_;  // when the last round was joined (epoch: none yet)
-  bool standby_ = false;  // in the last round joined
+  bool standby_ = false;                          // in the last round joined
   int fd_ = -1;
   bool warned_ = false;
 };

@@ -47,10 +47,17 @@ json encode_hung_collective(const HungCollective& c) {
     calls.push_back({{"op", call.op}, {"input", call.input}, {"ranks", call.ranks}, {"line", call.line}});
   json lines = json::object();
   for (const auto& [rank, line] : c.lines) lines[std::to_string(rank)] = line;
-  return json{{"finding", c.finding}, {"group", c.group},     {"group_desc", c.group_desc},
-              {"group_ranks", c.group_ranks}, {"seq", c.seq}, {"p2p", c.p2p},
-              {"op", c.op},           {"calls", calls},       {"waiting", c.waiting},
-              {"missing", c.missing}, {"lines", lines}};
+  return json{{"finding", c.finding},
+              {"group", c.group},
+              {"group_desc", c.group_desc},
+              {"group_ranks", c.group_ranks},
+              {"seq", c.seq},
+              {"p2p", c.p2p},
+              {"op", c.op},
+              {"calls", calls},
+              {"waiting", c.waiting},
+              {"missing", c.missing},
+              {"lines", lines}};
 }
 
 std::optional<HungCollective> decode_hung_collective(const json& j) {
@@ -73,7 +80,8 @@ std::optional<HungCollective> decode_hung_collective(const json& j) {
   if (const auto lines = j.find("lines"); lines != j.end()) {
     if (!lines->is_object()) return std::nullopt;
     for (const auto& [key, line] : lines->items()) {
-      if (!line.is_string() || key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+      if (!line.is_string() || key.empty() || key.size() > 9 ||
+          key.find_first_not_of("0123456789") != std::string::npos)
         return std::nullopt;
       c.lines[std::stoi(key)] = line.get<std::string>();
     }

@@ -26,13 +26,13 @@ struct CollectiveCall {
 };
 
 struct HungCollective {
-  std::string finding;          // "hang", "desync" (members called different ops), "stuck" (all entered)
-  std::string group;            // the process group's name, the same on every rank ("0": the default)
-  std::string group_desc;       // its description ("default_pg", new_group's group_desc); "" unknown
-  std::vector<int> group_ranks; // its members, as far as known
-  long long seq = 0;            // the collective's number in its group (#N); a p2p op's p2p number
-  bool p2p = false;             // a point-to-point op (send/recv), not a collective
-  std::string op;               // the op a waiting rank is in ("gloo:barrier")
+  std::string finding;                // "hang", "desync" (members called different ops), "stuck" (all entered)
+  std::string group;                  // the process group's name, the same on every rank ("0": the default)
+  std::string group_desc;             // its description ("default_pg", new_group's group_desc); "" unknown
+  std::vector<int> group_ranks;       // its members, as far as known
+  long long seq = 0;                  // the collective's number in its group (#N); a p2p op's p2p number
+  bool p2p = false;                   // a point-to-point op (send/recv), not a collective
+  std::string op;                     // the op a waiting rank is in ("gloo:barrier")
   std::vector<CollectiveCall> calls;  // per call site
   std::vector<int> waiting;           // ranks waiting in it
   std::vector<int> missing;           // ranks known to have never entered it

@@ -10,8 +10,8 @@ std::optional<HungCollective> hung_collective(const FrFinding& f) {
       {FrFindingKind::Hang, "hang"}, {FrFindingKind::Desync, "desync"}, {FrFindingKind::Stuck, "stuck"}};
   const auto name = kNames.find(f.kind);
   if (name == kNames.end()) return std::nullopt;
-  HungCollective c{name->second, f.group_name, f.group_desc, f.group_ranks, f.seq, f.p2p, f.op,
-                   {},           f.waiting,    f.never_entered, f.lines};
+  HungCollective c{name->second, f.group_name, f.group_desc, f.group_ranks,   f.seq,  f.p2p,
+                   f.op,         {},           f.waiting,    f.never_entered, f.lines};
   for (const FrCall& call : f.calls) c.calls.push_back({call.op, call.input, call.ranks, call.line});
   return c;
 }

@@ -60,8 +60,8 @@ struct FrFinding {
   std::vector<int> never_entered;    // members known to have not entered it (Hang)
   std::string group_desc;            // FrGroup::desc ("default_pg"), "" unknown
   bool p2p = false;                  // a point-to-point op
-  std::vector<FrCall> calls;          // a desync: each variant; else the waiting ranks' op
-  std::map<int, std::string> lines;   // the waiting and never-entered ranks' Python lines, where known
+  std::vector<FrCall> calls;         // a desync: each variant; else the waiting ranks' op
+  std::map<int, std::string> lines;  // the waiting and never-entered ranks' Python lines, where known
   std::string text;                  // the report (analysis.hpp's top), "" for None
 };
 

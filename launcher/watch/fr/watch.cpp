@@ -141,7 +141,7 @@ void FlightRecorderWatch::run() {
 void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
   milliseconds longest{0};
   std::vector<std::pair<std::string, long long>> open;  // the longest waiters' (group, #N)
-  std::vector<FrWorker> unnamed;                         // waiting as at the last poll, its op not named
+  std::vector<FrWorker> unnamed;                        // waiting as at the last poll, its op not named
   for (const FrWorker& w : workers) {
     const WorkerServerReply reply = ask_worker_server(w.socket, "ddplaunch_fr_status", kStatusTimeout);
     // Seen now, not when the poll began: a slow answer before this one must not make a wait

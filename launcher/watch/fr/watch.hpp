@@ -51,8 +51,8 @@ struct FrWorker {
 // A rank's collectives as the last poll of its Flight Recorder saw them (the live status reads it,
 // status/status_board.hpp).
 struct FrProgress {
-  long long completed = 0;      // collectives completed, over all its groups
-  std::string waiting_in;       // "#12 in group 0" while one is enqueued and not completed; else ""
+  long long completed = 0;  // collectives completed, over all its groups
+  std::string waiting_in;   // "#12 in group 0" while one is enqueued and not completed; else ""
   // The op it waits in, as --dump_stacks words it ("gloo:barrier #12"), once a poll has seen the
   // same wait twice (its name is in the whole record, read once per such wait); else "".
   std::string op;

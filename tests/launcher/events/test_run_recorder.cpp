@@ -185,7 +185,8 @@ TEST_CASE("a hang's root cause carries its collective as members; every failed r
   CHECK(got["name"] == "gloo:barrier #2");
   CHECK(got["waiting"] == json::array({0}));
   CHECK(got["missing"] == json::array({1}));
-  CHECK(got["calls"] == json::parse(R"([{"op": "gloo:barrier", "input": "", "ranks": [0], "line": "/t/hang.py:8 <module>"}])"));
+  CHECK(got["calls"] ==
+        json::parse(R"([{"op": "gloo:barrier", "input": "", "ranks": [0], "line": "/t/hang.py:8 <module>"}])"));
   CHECK(got["lines"] == json::parse(R"({"0": "/t/hang.py:8 <module>", "1": "/t/hang.py:6 <module>"})"));
   // The round's entry: the same record, and when it began and ended.
   REQUIRE(summary["rounds"].size() == 1);
@@ -196,7 +197,8 @@ TEST_CASE("a hang's root cause carries its collective as members; every failed r
   CHECK(round["started"].get<double>() >= from - 0.001);
   CHECK(round["ended"].get<double>() <= to + 0.001);
   CHECK(round["ended"].get<double>() >= round["started"].get<double>());
-  CHECK(round["duration"].get<double>() == Approx(round["ended"].get<double>() - round["started"].get<double>()).margin(1e-4));
+  CHECK(round["duration"].get<double>() ==
+        Approx(round["ended"].get<double>() - round["started"].get<double>()).margin(1e-4));
   // A failure of another kind has the member, null.
   RunRecorder other(RunRecorderOptions{"", {dir + "/i.json"}, "job", "h0"});
   other.on_event(JobEnded{view, 130, RoundReport{}, interrupted_stop(0, "h0", 2).root, "int"});
