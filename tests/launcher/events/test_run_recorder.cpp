@@ -151,7 +151,7 @@ TEST_CASE("a success has no root cause, whatever record is handed over") {
   std::system(("rm -rf " + dir).c_str());
 }
 
-TEST_CASE("a hang's root cause carries its collective as members; every failed round its times") {
+TEST_CASE("a hang's root cause carries its collective as members, every failed round its times") {
   const std::string dir = temp_dir();
   HungCollective c;
   c.finding = "hang";

@@ -111,7 +111,7 @@ TEST_CASE("outcome: a lost node's record names the silent node and since when it
   CHECK_FALSE(ddp::launcher::decode_root_cause("{\"lost_host\": 5, " + forged));
 }
 
-TEST_CASE("outcome: a hang's record carries its collective; a malformed one is not ddplaunch's", "[outcome]") {
+TEST_CASE("outcome: a hang's record carries its collective, a malformed one is not ddplaunch's", "[outcome]") {
   RootCause root;
   root.kind = RootCause::Kind::Hang;
   root.node = 0;
