@@ -35,13 +35,13 @@ void note_progress(FrProgress& p, const FrSnapshot& status) {
   p = now;
 }
 
-// The op of collective #seq of group `group_id` in a whole record, as --dump_stacks words it
-// ("gloo:barrier #2"); "" when the record does not hold it.
-std::string op_in(const FrSnapshot& record, const std::string& group_id, long long seq) {
+// Names the op `p` waits in from a whole record of the rank, as --dump_stacks words it
+// ("gloo:barrier #2"), when it is not named yet and the record holds it.
+void name_from(FrProgress& p, const FrSnapshot& record) {
+  if (p.waiting_in.empty() || !p.op.empty()) return;
   for (const FrEntry& e : record.entries) {
-    if (!e.p2p && e.seq == seq && e.group_id == group_id) return fmt::format("{} #{}", e.op, seq);
+    if (!e.p2p && e.seq == p.seq && e.group_id == p.group_id) p.op = fmt::format("{} #{}", e.op, p.seq);
   }
-  return "";
 }
 
 using std::chrono::milliseconds;
@@ -177,7 +177,6 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
       open.emplace_back(id, it->second.seq);
     }
   }
-  for (const FrWorker& w : unnamed) name_op(w);
   // The checks due: the desync check first, then the hang check, each once per (group, #N).
   std::vector<milliseconds> delays{
       std::min(o_.desync_after, o_.hang_timeout.count() > 0 ? o_.hang_timeout : o_.desync_after)};
@@ -193,22 +192,20 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
     log::debug("flight recorder: a rank has waited {} ms in one collective: checking the records", longest.count());
     on_suspect_(collect(false), delay);
   }
+  // After the checks, which they must not delay (and whose records may have named them already).
+  for (const FrWorker& w : unnamed) name_op(w);
 }
 
 void FlightRecorderWatch::name_op(const FrWorker& w) {
-  std::string group_id;
-  long long seq = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    group_id = progress_[w.rank].group_id;
-    seq = progress_[w.rank].seq;
+    if (!progress_[w.rank].op.empty()) return;  // named by a check's records meanwhile
   }
   const WorkerServerReply reply = ask_worker_server(w.socket, "ddplaunch_fr", kFullTimeout);
   if (!reply.ok) return;
-  const std::string op = op_in(parse_fr_trace(reply.body), group_id, seq);
+  const FrSnapshot record = parse_fr_trace(reply.body);
   std::lock_guard<std::mutex> lock(mutex_);
-  FrProgress& p = progress_[w.rank];
-  if (p.group_id == group_id && p.seq == seq && p.op.empty()) p.op = op;
+  name_from(progress_[w.rank], record);
 }
 
 RankFr FlightRecorderWatch::ask_full(const FrWorker& w, bool dump) {
@@ -246,6 +243,7 @@ std::vector<RankFr> FlightRecorderWatch::collect(bool dump) {
     RankFr r = f.get();
     if (r.reachable) {
       last_full_[r.rank] = r;
+      if (const auto p = progress_.find(r.rank); p != progress_.end()) name_from(p->second, r.fr);
     } else if (const auto kept = last_full_.find(r.rank); kept != last_full_.end()) {
       // Gone (it died, maybe of this very collective's timeout): what it said last, as of then.
       const std::string why = r.why_not;
