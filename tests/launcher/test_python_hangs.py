@@ -2,7 +2,9 @@
 Recorder read through each worker's worker server (launcher/watch/fr/watch.hpp):
   * 1 node x 4 and 2 nodes x 2: a rank sleeping before all_reduce #4 is named as the one that
     never entered it, with its Python line; exit 124 on every node, the dumps in torch's format;
-  * a desync (rank 1 calls all_gather where the others call all_reduce), both call sites;
+    the same as fields of --summary_json's root cause (its `collective`), alike on both nodes;
+  * a desync (rank 1 calls all_gather where the others call all_reduce), both call sites, also
+    as the record's `calls`;
   * a hang inside a new_group, a rank stuck waiting for its data-loader worker, an Accelerate
     script whose rank 1 hangs;
   * no flag: ranks that fail of gloo's own collective timeout get the same report in the summary;
@@ -135,11 +137,18 @@ def test_two_nodes_both_name_the_rank_on_the_other_node(launches, tmp_path):
     port = free_port()
     common = ["--nnodes=2", "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
               "--hang_timeout=5"]
-    nodes = [launches.start(common + [f"--node_rank={n}", prog], env=py_env(LATE_RANK="3")) for n in (0, 1)]
+    nodes = [launches.start(common + [f"--node_rank={n}", f"--summary_json={tmp_path}/summary{n}.json", prog],
+                            env=py_env(LATE_RANK="3")) for n in (0, 1)]
     errs = [launches.communicate(p, timeout=180)[1] for p in nodes]
     for p, err in zip(nodes, errs):
         assert p.returncode == 124, err
         assert "rank 3 (node 1" in err and "never entered" in err, err
+    # Both nodes' summaries hold the same record: the node that found it told the other.
+    records = [json.loads((tmp_path / f"summary{n}.json").read_text())["root_cause"] for n in (0, 1)]
+    assert records[0]["collective"] == records[1]["collective"], records
+    c = records[0]["collective"]
+    assert (c["name"], c["waiting"], c["missing"]) == ("gloo:all_reduce #4", [0, 1, 2], [3]), c
+    assert c["lines"]["3"].endswith(f"sleeper.py:{line_of(SLEEPER, 'LATE LINE')} <module>"), c
     # The node that found it lists every rank of both nodes, with rank 3's line.
     finder = next(err for err in errs if "): never entered it" in err)
     for r in (0, 1, 2):
