@@ -131,7 +131,7 @@ json root_cause_json(const RootCause& c, const std::string& summary) {
   j["silent_since"] = silence_known ? json(epoch_seconds(c.silent_since)) : json(nullptr);
   j["silent_for"] =
       silence_known ? json(std::chrono::duration<double>(c.time - c.silent_since).count()) : json(nullptr);
-  j["collective"] = c.kind == RootCause::Kind::Hang && c.collective ? collective_json(*c.collective) : json(nullptr);
+  j["collective"] = c.collective ? collective_json(*c.collective) : json(nullptr);
   return j;
 }
 

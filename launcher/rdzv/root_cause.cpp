@@ -79,7 +79,7 @@ std::string encode_root_cause(const RootCause& c) {
   if (c.kind == RootCause::Kind::NodeLost) {
     j.update({{"lost_node", c.lost_node}, {"lost_host", c.lost_host}, {"silent_since_ns", epoch_ns(c.silent_since)}});
   }
-  if (c.kind == RootCause::Kind::Hang && c.collective) j["collective"] = encode_hung_collective(*c.collective);
+  if (c.collective) j["collective"] = encode_hung_collective(*c.collective);
   if (c.kind == RootCause::Kind::Worker) {
     j.update({{"rank", c.rank},
               {"local_rank", c.local_rank},

@@ -48,8 +48,10 @@ struct RootCause {
   std::string lost_host;
   std::chrono::system_clock::time_point silent_since;
 
-  // Kind::Hang only, when the report named a collective (a Flight Recorder finding, or the
-  // ddplaunch runtime's progress): its group, #N, ops, waiting and missing ranks, Python lines.
+  // The collective a hang is about (Kind::Hang: a Flight Recorder finding, or the ddplaunch
+  // runtime's progress), or the one the Flight Recorders showed when a rank failed of a collective
+  // timeout (Kind::Worker, collective_timeout): its group, #N, ops, waiting and missing ranks,
+  // Python lines. nullopt when none was named.
   std::optional<HungCollective> collective;
 
   // Kind::Worker only.

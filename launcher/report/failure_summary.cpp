@@ -173,7 +173,7 @@ RoundSummary end_of_round_summary(const RoundReport& report, const FailureContex
   };
   RoundSummary out;
   if (mine && !other_earlier && !stop_earlier) {
-    out.root = worker_root_cause(*mine, node.node_rank, node.host);
+    out.root = worker_root_cause(report, node.node_rank, node.host);
     out.root_text = failure_summary(report, node);
     out.text = out.root_text;
     if (cause.origin_node >= 0 && cause.origin_node != node.node_rank) {

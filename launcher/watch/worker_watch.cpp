@@ -278,15 +278,16 @@ std::string WorkerWatch::dumps_note() const {
       o_.run_dir);
 }
 
-std::string WorkerWatch::flight_records_at_failure() {
-  if (!flight_ || !flight_->answering()) return "";
+CollectivesAtFailure WorkerWatch::flight_records_at_failure() {
+  if (!flight_ || !flight_->answering()) return {};
   // Whatever a rank was waiting for when one failed counts: the failure ended the wait. No dumps
   // here: writing them would hold the teardown.
   std::vector<RankFr> ranks = flight_->collect(false);
   const FrFinding finding = analyse_flight_records(ranks, std::chrono::milliseconds(0), realtime_ns());
-  if (finding.kind == FrFindingKind::None) return "";
-  return fmt::format("What the ranks' Flight Recorders show ({}):\n{}",
-                     finding.kind == FrFindingKind::Desync ? "a desync" : "a hang", finding.text);
+  if (finding.kind == FrFindingKind::None) return {};
+  return {fmt::format("What the ranks' Flight Recorders show ({}):\n{}",
+                      finding.kind == FrFindingKind::Desync ? "a desync" : "a hang", finding.text),
+          hung_collective(finding)};
 }
 
 void WorkerWatch::report_collective_hang(HangReport report, const std::vector<RankProgress>& others,

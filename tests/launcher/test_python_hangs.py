@@ -7,7 +7,8 @@ Recorder read through each worker's worker server (launcher/watch/fr/watch.hpp):
     as the record's `calls`;
   * a hang inside a new_group, a rank stuck waiting for its data-loader worker, an Accelerate
     script whose rank 1 hangs;
-  * no flag: ranks that fail of gloo's own collective timeout get the same report in the summary;
+  * no flag: ranks that fail of gloo's own collective timeout get the same report in the summary
+    (and its record in --summary_json);
   * a script that never imports torch: no server, no socket; multiprocessing spawn children of a
     worker start none; a SIGSTOPped rank (its server stopped too) is named from its last answer;
   * --dump_stacks on a job whose workers cannot be ptraced (non-dumpable, launcher unprivileged).
@@ -330,13 +331,18 @@ for i in range(1, 8):
 
 def test_without_a_flag_a_collective_timeout_carries_the_report(launches, tmp_path):
     prog = launches.script("timeout.py", TIMEOUT_NO_FLAG)
-    rc, _, err = launches.run(["--nproc_per_node=3", f"--log_dir={tmp_path}/logs", prog],
+    rc, _, err = launches.run(["--nproc_per_node=3", f"--log_dir={tmp_path}/logs",
+                               f"--summary_json={tmp_path}/summary.json", prog],
                               env=py_env(COLLECTIVE_TIMEOUT="15"), timeout=180)
     assert rc != 0 and rc != 124, err
     assert "Root cause (the earliest failure):" in err, err
     assert "What the ranks' Flight Recorders show (a hang):" in err, err
     assert re.search(r"rank 1 \(node 0[^)]*\): never entered it", err), err
     assert f'timeout.py", line {line_of(TIMEOUT_NO_FLAG, "LATE LINE")}' in err, err
+    # The rank's record carries the same as fields.
+    root = json.loads((tmp_path / "summary.json").read_text())["root_cause"]
+    assert root["kind"] == "worker" and root["collective"]["missing"] == [1], root
+    assert root["collective"]["lines"]["1"].endswith(f"timeout.py:{line_of(TIMEOUT_NO_FLAG, 'LATE LINE')} <module>"), root
     launches.assert_no_survivors()
 
 
