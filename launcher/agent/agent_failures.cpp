@@ -43,7 +43,10 @@ void Agent::on_worker_exit(const WorkerResult& w) {
   if (failed_first) {
     // A collective timed out: before anything is stopped, what the others were doing in their
     // collectives (the rank that never entered it). Only then: it holds the teardown a moment.
-    if (timed_out_in_collective(report_.ranks().back())) report_.set_collectives(watch_->flight_records_at_failure());
+    if (timed_out_in_collective(report_.ranks().back())) {
+      CollectivesAtFailure seen = watch_->flight_records_at_failure();
+      report_.set_collectives(std::move(seen.text), std::move(seen.record));
+    }
     // What the other nodes print at once; this node prints the whole report when the round ends.
     const std::string summary = failure_summary(report_, failure_context());
     const RankOutcome& root = *report_.root_cause();
@@ -56,7 +59,7 @@ void Agent::on_worker_exit(const WorkerResult& w) {
       return stop_round(Outcome::failure(code, std::move(stop.summary), view_.group_rank, std::move(stop.root)), true,
                         true);
     }
-    const RootCause record = worker_root_cause(root, view_.group_rank, eff_.host);
+    const RootCause record = worker_root_cause(report_, view_.group_rank, eff_.host);
     publish_failure(NodeFailure{view_.group_rank, root.failed_at(), summary, record});
     return stop_round(Outcome::failure(code, summary, view_.group_rank, record), true, true);
   }
@@ -68,7 +71,7 @@ void Agent::on_hang(const HangReport& report) {
   if (!report.collective) return log::error("{}", report.text);
   if (!status_.stoppable()) return;
   // A failure of this node's, found at this time: the other nodes print it as such.
-  NodeStop stop = hang_failure(report.text, report.stacks_file, view_.group_rank, eff_.host);
+  NodeStop stop = hang_failure(report.text, report.stacks_file, view_.group_rank, eff_.host, report.record);
   hang_ = NodeFailure{view_.group_rank, stop.root.time, stop.summary, stop.root};
   publish_failure(*hang_);
   stop_round(Outcome::failure(kExitHang, std::move(stop.summary), view_.group_rank, std::move(stop.root)), true, true);
@@ -110,7 +113,8 @@ void Agent::on_outcome(const std::string& value) {
   // Another node's rank timed out in a collective (its record says so): this node's part of what
   // the ranks were doing, before its workers are stopped.
   if (outcome.root_cause && outcome.root_cause->collective_timeout && report_.collectives().empty()) {
-    report_.set_collectives(watch_->flight_records_at_failure());
+    CollectivesAtFailure seen = watch_->flight_records_at_failure();
+    report_.set_collectives(std::move(seen.text), std::move(seen.record));
   }
   stop_round(std::move(outcome), true, false);
 }

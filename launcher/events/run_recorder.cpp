@@ -52,16 +52,28 @@ json rank_json(const RankOutcome& o) {
   return j;
 }
 
-json failed_round_json(const FailedRound& r) {
+// A hang's collective: its wire form, with the op named as --dump_stacks and --status name it.
+json collective_json(const HungCollective& c) {
+  json j = encode_hung_collective(c);
+  j["name"] = op_name(c.op, c.seq, c.p2p);
+  return j;
+}
+
+json failed_round_json(const FailedRound& r, const RoundTimes& times) {
   json root = root_cause_json(r.root, "");
   root.erase("summary");  // the round's words: the short cause above
-  return json{{"round", r.round},
-              {"exit_code", r.code},
-              {"origin_node", r.origin_node < 0 ? json(nullptr) : json(r.origin_node)},
-              {"cause", r.cause()},
-              {"progress", optional_text(r.progress)},
-              {"progress_nodes", r.progress_nodes},
-              {"root_cause", root}};
+  const bool started = times.joined.time_since_epoch().count() > 0;
+  return json{
+      {"round", r.round},
+      {"started", started ? json(epoch_seconds(times.joined)) : json(nullptr)},
+      {"ended", epoch_seconds(times.failed)},
+      {"duration", started ? json(std::chrono::duration<double>(times.failed - times.joined).count()) : json(nullptr)},
+      {"exit_code", r.code},
+      {"origin_node", r.origin_node < 0 ? json(nullptr) : json(r.origin_node)},
+      {"cause", r.cause()},
+      {"progress", optional_text(r.progress)},
+      {"progress_nodes", r.progress_nodes},
+      {"root_cause", root}};
 }
 
 // A summary file: --summary_json's, or summary.json in the log directory (named by the same flag).
@@ -119,6 +131,7 @@ json root_cause_json(const RootCause& c, const std::string& summary) {
   j["silent_since"] = silence_known ? json(epoch_seconds(c.silent_since)) : json(nullptr);
   j["silent_for"] =
       silence_known ? json(std::chrono::duration<double>(c.time - c.silent_since).count()) : json(nullptr);
+  j["collective"] = c.collective ? collective_json(*c.collective) : json(nullptr);
   return j;
 }
 
@@ -158,6 +171,7 @@ void RunRecorder::on_event(const RoundEvent& event) {
         }
         if constexpr (std::is_same_v<E, RoundJoined>) {
           standby_ = e.view.standby;
+          joined_ = std::chrono::system_clock::now();
           if (fd_ < 0) return;
           json j = event_line("round_joined");
           j.update({{"run_id", o_.run_id},
@@ -195,10 +209,10 @@ void RunRecorder::on_event(const RoundEvent& event) {
           j.update({{"round", e.view.round}, {"stacks_file", optional_text(e.stacks_file)}});
           append(j);
         } else if constexpr (std::is_same_v<E, RoundFailed>) {
-          failed_rounds_.push_back(e.failed);
+          failed_rounds_.push_back({e.failed, {joined_, std::chrono::system_clock::now()}});
           if (fd_ < 0) return;
           json j = event_line("round_failed");
-          j.update(failed_round_json(e.failed));
+          j.update(failed_round_json(e.failed, failed_rounds_.back().second));
           append(j);
         } else if constexpr (std::is_same_v<E, JobRestarting>) {
           json j = event_line("restart");
@@ -223,7 +237,7 @@ void RunRecorder::write_summary(const JobEnded& end) {
   for (const RankOutcome* o : by_rank) ranks.push_back(rank_json(*o));
   const json root = end.root && end.exit_code != 0 ? root_cause_json(*end.root, end.root_text) : json(nullptr);
   json rounds = json::array();
-  for (const FailedRound& r : failed_rounds_) rounds.push_back(failed_round_json(r));
+  for (const auto& [r, times] : failed_rounds_) rounds.push_back(failed_round_json(r, times));
   const json summary{{"version", 1},
                      {"run_id", o_.run_id},
                      {"node_rank", end.view.group_rank},

@@ -12,8 +12,10 @@
 // the job's exit code. Not thread-safe: the agent's event loop only.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -23,6 +25,12 @@
 #include "launcher/report/restart_history.hpp"
 
 namespace ddp::launcher {
+
+// When a failed round was joined (the epoch when this launcher saw no round_joined for it) and
+// when it failed.
+struct RoundTimes {
+  std::chrono::system_clock::time_point joined, failed;
+};
 
 struct RunRecorderOptions {
   std::string event_log;                  // "" = none
@@ -53,8 +61,9 @@ class RunRecorder : public RoundListener {
   void write_summary(const JobEnded& end);
 
   RunRecorderOptions o_;
-  std::vector<FailedRound> failed_rounds_;
-  bool standby_ = false;  // in the last round joined
+  std::vector<std::pair<FailedRound, RoundTimes>> failed_rounds_;
+  std::chrono::system_clock::time_point joined_;  // when the last round was joined (epoch: none yet)
+  bool standby_ = false;                          // in the last round joined
   int fd_ = -1;
   bool warned_ = false;
 };

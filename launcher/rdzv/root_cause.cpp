@@ -79,6 +79,7 @@ std::string encode_root_cause(const RootCause& c) {
   if (c.kind == RootCause::Kind::NodeLost) {
     j.update({{"lost_node", c.lost_node}, {"lost_host", c.lost_host}, {"silent_since_ns", epoch_ns(c.silent_since)}});
   }
+  if (c.collective) j["collective"] = encode_hung_collective(*c.collective);
   if (c.kind == RootCause::Kind::Worker) {
     j.update({{"rank", c.rank},
               {"local_rank", c.local_rank},
@@ -117,6 +118,10 @@ std::optional<RootCause> decode_root_cause(std::string_view line) {
                      take(j, "lost_host", c.lost_host) && take(j, "silent_since_ns", silent_ns) &&
                      take(j, "stderr_quiet_ms", quiet_ms);
   if (!typed) return std::nullopt;
+  if (const auto collective = j.find("collective"); collective != j.end()) {
+    c.collective = decode_hung_collective(*collective);
+    if (!c.collective) return std::nullopt;
+  }
   const std::optional<RootCause::Kind> k = kind_named(kind);
   if (!k || c.node < -1 || c.node > kMaxNodes || ns < 0) return std::nullopt;
   if (c.lost_node < -1 || c.lost_node > kMaxNodes || silent_ns < 0 || quiet_ms < 0) return std::nullopt;

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/rdzv/hung_collective.hpp"
+
 namespace ddp::launcher {
 
 struct RootCause {
@@ -45,6 +47,12 @@ struct RootCause {
   int lost_node = -1;
   std::string lost_host;
   std::chrono::system_clock::time_point silent_since;
+
+  // The collective a hang is about (Kind::Hang: a Flight Recorder finding, or the ddplaunch
+  // runtime's progress), or the one the Flight Recorders showed when a rank failed of a collective
+  // timeout (Kind::Worker, collective_timeout): its group, #N, ops, waiting and missing ranks,
+  // Python lines. nullopt when none was named.
+  std::optional<HungCollective> collective;
 
   // Kind::Worker only.
   int rank = -1;

@@ -173,7 +173,7 @@ RoundSummary end_of_round_summary(const RoundReport& report, const FailureContex
   };
   RoundSummary out;
   if (mine && !other_earlier && !stop_earlier) {
-    out.root = worker_root_cause(*mine, node.node_rank, node.host);
+    out.root = worker_root_cause(report, node.node_rank, node.host);
     out.root_text = failure_summary(report, node);
     out.text = out.root_text;
     if (cause.origin_node >= 0 && cause.origin_node != node.node_rank) {
@@ -254,7 +254,8 @@ std::string lost_node_notice(const std::string& message, bool recover, bool elas
                      format_seconds(rdzv_timeout));
 }
 
-NodeStop hang_failure(const std::string& text, const std::string& stacks_file, int node, const std::string& host) {
+NodeStop hang_failure(const std::string& text, const std::string& stacks_file, int node, const std::string& host,
+                      std::optional<HungCollective> collective) {
   // The stacks of many ranks can be long: what goes through the store stays far below its value
   // limit, and the file keeps the whole report.
   constexpr std::size_t kMaxSummary = 512 * 1024;
@@ -264,7 +265,9 @@ NodeStop hang_failure(const std::string& text, const std::string& stacks_file, i
     summary += fmt::format("\n... (cut at {} KiB; the whole report is in {} on node {})", kMaxSummary / 1024,
                            stacks_file.empty() ? "no file" : stacks_file, node);
   }
-  return {summary, node_root_cause(RootCause::Kind::Hang, node, host, first_line(text))};
+  NodeStop stop{summary, node_root_cause(RootCause::Kind::Hang, node, host, first_line(text))};
+  stop.root.collective = std::move(collective);
+  return stop;
 }
 
 std::string short_cause(const RootCause& c, int this_node) {

@@ -78,8 +78,10 @@ struct NodeStop {
 
 // A collective hang found on node `node` (group rank) of `host`: the summary is "ddplaunch: " and
 // the hang report `text`, cut to 512 KiB (it goes through the store; `stacks_file`, where the
-// whole report is, is named at the cut); the record's reason is the report's first line.
-NodeStop hang_failure(const std::string& text, const std::string& stacks_file, int node, const std::string& host);
+// whole report is, is named at the cut); the record's reason is the report's first line, its
+// collective `collective` (the report's, when it names one).
+NodeStop hang_failure(const std::string& text, const std::string& stacks_file, int node, const std::string& host,
+                      std::optional<HungCollective> collective = std::nullopt);
 
 // The stops of a round for a reason other than a worker's failure:
 // - the outcome in the store is not one ddplaunch wrote (`why` says what is wrong with it);

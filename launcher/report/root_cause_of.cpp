@@ -33,6 +33,12 @@ RootCause worker_root_cause(const RankOutcome& o, int node, const std::string& h
   return c;
 }
 
+RootCause worker_root_cause(const RoundReport& report, int node, const std::string& host) {
+  RootCause c = worker_root_cause(*report.root_cause(), node, host);
+  if (c.collective_timeout) c.collective = report.collective_record();
+  return c;
+}
+
 RootCause node_root_cause(RootCause::Kind kind, int node, const std::string& host, std::string reason) {
   RootCause c;
   c.kind = kind;

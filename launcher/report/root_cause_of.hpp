@@ -15,6 +15,9 @@ namespace ddp::launcher {
 
 // Rank `rank`'s failure on node `node` (group rank) of host `host`, at its own time (failed_at()).
 RootCause worker_root_cause(const RankOutcome& rank, int node, const std::string& host);
+// The root rank of `report` (it has one) so, with, when it timed out in a collective, the
+// collective this node's Flight Recorders showed (RoundReport::collective_record()).
+RootCause worker_root_cause(const RoundReport& report, int node, const std::string& host);
 
 // A failure of no rank's on node `node` (-1: none to blame), now; `reason` is its one line.
 RootCause node_root_cause(RootCause::Kind kind, int node, const std::string& host, std::string reason);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/rdzv/hung_collective.hpp"
 #include "launcher/report/error_file.hpp"
 #include "launcher/workers/process_context.hpp"
 
@@ -43,6 +44,7 @@ class RoundReport {
   void clear() {
     ranks_.clear();
     collectives_.clear();
+    collective_record_.reset();
   }
   // Reads the worker's error file, once, for every rank that did not succeed (blocks on the file
   // system only). A worker given as Stopped whose error file holds an exception counts as Failed:
@@ -54,13 +56,18 @@ class RoundReport {
   // What this node's ranks' Flight Recorders showed when the root cause failed, here or on
   // another node (a hang or a desync in a collective: worker_watch.hpp's
   // flight_records_at_failure()), "" when nothing; printed with the root cause, or with this
-  // node's part of the summary.
-  void set_collectives(std::string text) { collectives_ = std::move(text); }
+  // node's part of the summary; `record`, the collective they show as fields (nullopt: none).
+  void set_collectives(std::string text, std::optional<HungCollective> record = std::nullopt) {
+    collectives_ = std::move(text);
+    collective_record_ = std::move(record);
+  }
   const std::string& collectives() const { return collectives_; }
+  const std::optional<HungCollective>& collective_record() const { return collective_record_; }
 
  private:
   std::vector<RankOutcome> ranks_;
   std::string collectives_;
+  std::optional<HungCollective> collective_record_;
 };
 
 }  // namespace ddp::launcher

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/config/version.hpp"
+#include "launcher/rdzv/hung_collective.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -39,6 +40,7 @@ json flight_recorder_progress(const StatusSnapshot& s, const RankStatus& r) {
   return {{"source", "flight_recorder"},
           {"collectives_completed", p.completed},
           {"in_collective", p.waiting_in.empty() ? json(nullptr) : json(p.waiting_in)},
+          {"op", p.op.empty() || p.waiting_in.empty() ? json(nullptr) : json(p.op)},
           {"time", seconds(p.changed_ns)},
           {"age_s", seconds(s.now_ns - p.changed_ns)}};
 }
@@ -54,6 +56,7 @@ json last_progress(const StatusSnapshot& s, const RankStatus& r) {
   json out = {{"source", "collectives"},
               {"collectives_completed", p.completed},
               {"in_collective", p.inside() ? json(to_string(p.kind)) : json(nullptr)},
+              {"op", p.inside() ? json(op_name(to_string(p.kind), static_cast<long long>(p.entered))) : json(nullptr)},
               {"time", at > 0 ? json(seconds(at)) : json(nullptr)},
               {"age_s", at > 0 ? json(seconds(s.now_ns - at)) : json(nullptr)}};
   return out;

@@ -121,22 +121,49 @@ std::vector<RankProgress> decode_progress(const std::string& value) {
   return ranks;
 }
 
+namespace {
+
+// The hung collective: the first rank (of `ranks`, in rank order) that entered the latest any
+// rank entered; nullptr when no rank publishes progress.
+const RankProgress* hung_in(const std::vector<RankProgress>& ranks) {
+  std::uint64_t n = 0;
+  for (const RankProgress& r : ranks) {
+    if (r.progress.attached() && r.progress.entered > n) n = r.progress.entered;
+  }
+  for (const RankProgress& r : ranks) {
+    if (r.progress.attached() && r.progress.entered == n) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<HungCollective> hung_collective(const std::vector<RankProgress>& input) {
+  std::vector<RankProgress> ranks = input;
+  std::sort(ranks.begin(), ranks.end(), [](const RankProgress& a, const RankProgress& b) { return a.rank < b.rank; });
+  const RankProgress* first_in = hung_in(ranks);
+  if (first_in == nullptr) return std::nullopt;
+  const CollectiveProgress& hung = first_in->progress;
+  HungCollective c;
+  c.finding = "hang";
+  c.group = "0";  // the runtime's collectives are the whole job's
+  c.seq = static_cast<long long>(hung.entered);
+  c.op = to_string(hung.kind);
+  for (const RankProgress& r : ranks) {
+    c.group_ranks.push_back(r.rank);
+    if (!r.progress.attached()) continue;
+    if (r.progress.entered == hung.entered && r.progress.inside()) c.waiting.push_back(r.rank);
+    if (r.progress.entered < hung.entered) c.missing.push_back(r.rank);
+  }
+  c.calls.push_back({c.op, byte_size(hung.bytes), c.waiting, ""});
+  return c;
+}
+
 std::string describe_hang(const std::vector<RankProgress>& input, std::int64_t report_ns) {
   std::vector<RankProgress> ranks = input;
   std::sort(ranks.begin(), ranks.end(), [](const RankProgress& a, const RankProgress& b) { return a.rank < b.rank; });
-  // The hung collective: the latest any rank entered.
-  std::uint64_t n = 0;
-  const RankProgress* first_in = nullptr;
-  for (const RankProgress& r : ranks) {
-    if (!r.progress.attached()) continue;
-    if (r.progress.entered > n) n = r.progress.entered;
-  }
-  for (const RankProgress& r : ranks) {
-    if (r.progress.attached() && r.progress.entered == n) {
-      first_in = &r;
-      break;
-    }
-  }
+  const RankProgress* first_in = hung_in(ranks);
+  const std::uint64_t n = first_in ? first_in->progress.entered : 0;
   if (first_in == nullptr) return "No rank publishes collective progress (none uses the ddplaunch runtime).\n";
   std::string text = fmt::format("Collective #{} ({}, {}) never completed:\n", n, to_string(first_in->progress.kind),
                                  byte_size(first_in->progress.bytes));

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/collective_progress.hpp"
+#include "launcher/rdzv/hung_collective.hpp"
 
 namespace ddp::launcher {
 
@@ -49,6 +51,10 @@ std::vector<RankProgress> decode_progress(const std::string& value);
 // Ranks that publish no progress (a program not built on the ddplaunch runtime) are listed as
 // such. Pure.
 std::string describe_hang(const std::vector<RankProgress>& ranks, std::int64_t now_ns);
+
+// The collective describe_hang() reports, as a record (group "0": the runtime's collectives are
+// the whole job's; no Python lines); nullopt when no rank publishes progress. Pure.
+std::optional<HungCollective> hung_collective(const std::vector<RankProgress>& ranks);
 
 // One line per rank of what it is doing when its snapshot was taken (else at `now_ns`), for
 // --dump_stacks: "  rank 0: in allreduce #57 (4.0 MiB)

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,11 +52,12 @@ struct HangWatchOptions {
 };
 
 struct HangReport {
-  bool collective = false;             // found by collective progress (the job fails); else suspected
-  std::string text;                    // suspected: the whole report; collective: its first line
-  std::vector<RankProgress> progress;  // collective: this node's ranks
-  std::string stacks;                  // this node's ranks' stacks
-  std::string stacks_file;             // suspected: where they were written ("" when not)
+  bool collective = false;               // found by collective progress (the job fails); else suspected
+  std::string text;                      // suspected: the whole report; collective: its first line
+  std::vector<RankProgress> progress;    // collective: this node's ranks
+  std::string stacks;                    // this node's ranks' stacks
+  std::string stacks_file;               // suspected: where they were written ("" when not)
+  std::optional<HungCollective> record;  // collective: the collective it is about, when known
 };
 
 class HangWatch {

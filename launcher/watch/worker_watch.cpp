@@ -12,6 +12,7 @@
 #include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "launcher/watch/fr/codec.hpp"
+#include "launcher/watch/hang_record.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
 namespace ddp::launcher {
@@ -250,6 +251,7 @@ void WorkerWatch::check_flight_records(std::vector<RankFr> ranks, std::chrono::m
   if (finding.kind == FrFindingKind::None || (finding.kind != FrFindingKind::Desync && !hang_check)) return;
   HangReport report;
   report.collective = true;
+  report.record = hung_collective(finding);
   const std::string dumps = dump_flight_records();
   report.text =
       fmt::format("{}: {} (PyTorch's Flight Recorder{})", finding.kind == FrFindingKind::Desync ? "desync" : "hang",
@@ -276,15 +278,16 @@ std::string WorkerWatch::dumps_note() const {
       o_.run_dir);
 }
 
-std::string WorkerWatch::flight_records_at_failure() {
-  if (!flight_ || !flight_->answering()) return "";
+CollectivesAtFailure WorkerWatch::flight_records_at_failure() {
+  if (!flight_ || !flight_->answering()) return {};
   // Whatever a rank was waiting for when one failed counts: the failure ended the wait. No dumps
   // here: writing them would hold the teardown.
   std::vector<RankFr> ranks = flight_->collect(false);
   const FrFinding finding = analyse_flight_records(ranks, std::chrono::milliseconds(0), realtime_ns());
-  if (finding.kind == FrFindingKind::None) return "";
-  return fmt::format("What the ranks' Flight Recorders show ({}):\n{}",
-                     finding.kind == FrFindingKind::Desync ? "a desync" : "a hang", finding.text);
+  if (finding.kind == FrFindingKind::None) return {};
+  return {fmt::format("What the ranks' Flight Recorders show ({}):\n{}",
+                      finding.kind == FrFindingKind::Desync ? "a desync" : "a hang", finding.text),
+          hung_collective(finding)};
 }
 
 void WorkerWatch::report_collective_hang(HangReport report, const std::vector<RankProgress>& others,
@@ -295,6 +298,7 @@ void WorkerWatch::report_collective_hang(HangReport report, const std::vector<Ra
       fmt::format("=== node {} ({}) ===\n{}{}", group_rank_, o_.host, report.stacks, other_stacks);
   report.stacks_file = fmt::format("{}/hang_round{}_node{}.txt", o_.run_dir, round_, group_rank_);
   const std::string body = describe_hang(all, realtime_ns());
+  report.record = hung_collective(all);
   if (!(std::ofstream(report.stacks_file) << report.text << "\n" << body << "\n" << stacks)) report.stacks_file.clear();
   report.text = fmt::format("{}\n{}Stacks{}:\n{}", report.text, body,
                             report.stacks_file.empty() ? "" : " (also in " + report.stacks_file + ")", stacks);

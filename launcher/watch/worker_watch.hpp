@@ -27,6 +27,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/collective_progress.hpp"
+#include "launcher/rdzv/hung_collective.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
 #include "launcher/watch/fr/watch.hpp"
 #include "launcher/watch/hang_watch.hpp"
@@ -35,6 +36,13 @@
 #include "launcher/watch/worker_timers.hpp"
 
 namespace ddp::launcher {
+
+// What the Flight Recorders showed when a rank failed of a collective timeout: the words and the
+// collective as a record (hang_record.hpp); "" and nullopt when nothing.
+struct CollectivesAtFailure {
+  std::string text;
+  std::optional<HungCollective> record;
+};
 
 struct WorkerWatchOptions {
   std::string run_dir;                        // the run's directory (node_setup.hpp)
@@ -80,10 +88,10 @@ class WorkerWatch {
   void stopping(bool failure);
   // A worker failed first of a collective timeout: what the Flight Recorders of this node's Python
   // ranks say about the collectives at this moment (a hang or desync they show,
-  // watch/fr/analysis.hpp); "" when they show none or no worker server answers. Blocks for the
+  // watch/fr/analysis.hpp), words and record; none when they show none or no worker server answers. Blocks for the
   // answers (tens of ms; up to about 5 s for ranks that do not answer), only where worker servers
   // answer. Never throws.
-  std::string flight_records_at_failure();
+  CollectivesAtFailure flight_records_at_failure();
   // How far this round's collectives got on this node: the highest sequence number of a completed
   // collective over the local ranks, from the progress table (the ddplaunch runtime) and the
   // Flight Recorders' last polled status (Python workers, polled every 2 s); nullopt when neither

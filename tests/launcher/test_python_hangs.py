@@ -2,10 +2,13 @@
 Recorder read through each worker's worker server (launcher/watch/fr/watch.hpp):
   * 1 node x 4 and 2 nodes x 2: a rank sleeping before all_reduce #4 is named as the one that
     never entered it, with its Python line; exit 124 on every node, the dumps in torch's format;
-  * a desync (rank 1 calls all_gather where the others call all_reduce), both call sites;
+    the same as fields of --summary_json's root cause (its `collective`), alike on both nodes;
+  * a desync (rank 1 calls all_gather where the others call all_reduce), both call sites, also
+    as the record's `calls`;
   * a hang inside a new_group, a rank stuck waiting for its data-loader worker, an Accelerate
     script whose rank 1 hangs;
-  * no flag: ranks that fail of gloo's own collective timeout get the same report in the summary;
+  * no flag: ranks that fail of gloo's own collective timeout get the same report in the summary
+    (and its record in --summary_json);
   * a script that never imports torch: no server, no socket; multiprocessing spawn children of a
     worker start none; a SIGSTOPped rank (its server stopped too) is named from its last answer;
   * --dump_stacks on a job whose workers cannot be ptraced (non-dumpable, launcher unprivileged).
@@ -15,6 +18,7 @@ Each test ends its launchers by pid and checks that no worker is left.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pickle
 import re
@@ -85,10 +89,26 @@ def py_env(**extra):
 def test_a_rank_sleeping_before_all_reduce_is_named_with_its_line(launches, tmp_path):
     prog = launches.script("sleeper.py", SLEEPER)
     start = time.time()
-    rc, _, err = launches.run(["--nproc_per_node=4", "--hang_timeout=5", f"--log_dir={tmp_path}/logs", prog],
+    rc, _, err = launches.run(["--nproc_per_node=4", "--hang_timeout=5", f"--log_dir={tmp_path}/logs",
+                               f"--summary_json={tmp_path}/summary.json", prog],
                               env=py_env(LATE_RANK="1"), timeout=180)
     ended = time.time()
     assert rc == 124, err
+    # The same as fields of the summary's record, not words.
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    root = summary["root_cause"]
+    assert root["kind"] == "hang", root
+    c = root["collective"]
+    assert (c["finding"], c["group"], c["group_desc"], c["group_ranks"]) == ("hang", "0", "default_pg", [0, 1, 2, 3]), c
+    assert (c["seq"], c["p2p"], c["op"], c["name"]) == (4, False, "gloo:all_reduce", "gloo:all_reduce #4"), c
+    assert (c["waiting"], c["missing"]) == ([0, 2, 3], [1]), c
+    assert c["calls"] == [{"op": "gloo:all_reduce", "input": "[1000] Float", "ranks": [0, 2, 3],
+                           "line": c["lines"].get("0", "")}], c
+    assert c["lines"]["1"].endswith(f"sleeper.py:{line_of(SLEEPER, 'LATE LINE')} <module>"), c
+    [failed] = summary["rounds"]
+    assert failed["root_cause"]["collective"] == c, failed
+    assert start <= failed["started"] <= failed["ended"] <= ended, failed
+    assert abs(failed["duration"] - (failed["ended"] - failed["started"])) < 0.01, failed
     assert "ddplaunch: hang: " in err and "PyTorch's Flight Recorder, --hang_timeout 5 s" in err, err
     assert re.search(r"Collective #4 of process group 0 \(the default group, ranks 0-3\)", err), err
     assert "gloo:all_reduce" in err and "[1000]" in err, err
@@ -118,11 +138,18 @@ def test_two_nodes_both_name_the_rank_on_the_other_node(launches, tmp_path):
     port = free_port()
     common = ["--nnodes=2", "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={port}",
               "--hang_timeout=5"]
-    nodes = [launches.start(common + [f"--node_rank={n}", prog], env=py_env(LATE_RANK="3")) for n in (0, 1)]
+    nodes = [launches.start(common + [f"--node_rank={n}", f"--summary_json={tmp_path}/summary{n}.json", prog],
+                            env=py_env(LATE_RANK="3")) for n in (0, 1)]
     errs = [launches.communicate(p, timeout=180)[1] for p in nodes]
     for p, err in zip(nodes, errs):
         assert p.returncode == 124, err
         assert "rank 3 (node 1" in err and "never entered" in err, err
+    # Both nodes' summaries hold the same record: the node that found it told the other.
+    records = [json.loads((tmp_path / f"summary{n}.json").read_text())["root_cause"] for n in (0, 1)]
+    assert records[0]["collective"] == records[1]["collective"], records
+    c = records[0]["collective"]
+    assert (c["name"], c["waiting"], c["missing"]) == ("gloo:all_reduce #4", [0, 1, 2], [3]), c
+    assert c["lines"]["3"].endswith(f"sleeper.py:{line_of(SLEEPER, 'LATE LINE')} <module>"), c
     # The node that found it lists every rank of both nodes, with rank 3's line.
     finder = next(err for err in errs if "): never entered it" in err)
     for r in (0, 1, 2):
@@ -149,13 +176,21 @@ def assert_desync(err, backend="gloo"):
         assert f'desync.py", line {n}' in err or f"desync.py:{n}" in err, (marker, err)
 
 
-def test_a_desync_names_both_call_sites_before_any_timeout(launches):
+def test_a_desync_names_both_call_sites_before_any_timeout(launches, tmp_path):
     prog = launches.script("desync.py", DESYNC)
     # gloo would wait its 30 minutes; the desync check comes after 10 s of waiting, no flag needed
     start = time.time()
-    rc, _, err = launches.run(["--nproc_per_node=4", prog], env=py_env(), timeout=180)
+    rc, _, err = launches.run(["--nproc_per_node=4", f"--summary_json={tmp_path}/summary.json", prog], env=py_env(),
+                              timeout=180)
     assert rc == 124, err
     assert_desync(err)
+    # Each call site as a record: its op, its ranks, its line.
+    c = json.loads((tmp_path / "summary.json").read_text())["root_cause"]["collective"]
+    assert (c["finding"], c["seq"], c["waiting"], c["missing"]) == ("desync", 4, [0, 1, 2, 3], []), c
+    calls = {call["op"]: call for call in c["calls"]}
+    assert calls["gloo:all_gather"]["ranks"] == [1] and calls["gloo:all_reduce"]["ranks"] == [0, 2, 3], c
+    assert f"desync.py:{line_of(DESYNC, 'GATHER LINE')} " in calls["gloo:all_gather"]["line"], c
+    assert f"desync.py:{line_of(DESYNC, 'REDUCE LINE')} " in calls["gloo:all_reduce"]["line"], c
     assert time.time() - start < 120
     launches.assert_no_survivors()
 
@@ -296,13 +331,18 @@ for i in range(1, 8):
 
 def test_without_a_flag_a_collective_timeout_carries_the_report(launches, tmp_path):
     prog = launches.script("timeout.py", TIMEOUT_NO_FLAG)
-    rc, _, err = launches.run(["--nproc_per_node=3", f"--log_dir={tmp_path}/logs", prog],
+    rc, _, err = launches.run(["--nproc_per_node=3", f"--log_dir={tmp_path}/logs",
+                               f"--summary_json={tmp_path}/summary.json", prog],
                               env=py_env(COLLECTIVE_TIMEOUT="15"), timeout=180)
     assert rc != 0 and rc != 124, err
     assert "Root cause (the earliest failure):" in err, err
     assert "What the ranks' Flight Recorders show (a hang):" in err, err
     assert re.search(r"rank 1 \(node 0[^)]*\): never entered it", err), err
     assert f'timeout.py", line {line_of(TIMEOUT_NO_FLAG, "LATE LINE")}' in err, err
+    # The rank's record carries the same as fields.
+    root = json.loads((tmp_path / "summary.json").read_text())["root_cause"]
+    assert root["kind"] == "worker" and root["collective"]["missing"] == [1], root
+    assert root["collective"]["lines"]["1"].endswith(f"timeout.py:{line_of(TIMEOUT_NO_FLAG, 'LATE LINE')} <module>"), root
     launches.assert_no_survivors()
 
 

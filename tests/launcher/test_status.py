@@ -276,6 +276,25 @@ def test_python_ranks_show_flight_recorder_progress(lx, xdg):
     lx.assert_no_survivors()
 
 
+def test_a_python_rank_waiting_names_its_op_as_dump_stacks_does(lx, xdg):
+    # Rank 0 waits in a barrier rank 1 never enters: once two polls saw the same wait, --status names
+    # the op as --dump_stacks does ("gloo:barrier #2"); rank 1, in no collective, names none.
+    prog = lx.script("barrier.py", "import os, time, torch, torch.distributed as dist\n"
+                     "open(os.path.join(os.environ['PIDDIR'], 'pid.' + os.environ['RANK']), 'w').write(str(os.getpid()))\n"
+                     "dist.init_process_group('gloo')\n"
+                     "dist.all_reduce(torch.ones(4))\n"
+                     "time.sleep(600) if dist.get_rank() == 1 else dist.barrier()\n", mode=0o644)
+    env = {"XDG_RUNTIME_DIR": str(xdg), "PYTHON_EXEC": sys.executable, "OMP_NUM_THREADS": "1"}
+    p = lx.start(["--nproc_per_node", "2", prog], env=env)
+    s = wait_status(lx, xdg, lambda s: len(s["ranks"]) == 2 and all(r["last_progress"] for r in s["ranks"])
+                    and s["ranks"][0]["last_progress"].get("op"), timeout=60)
+    by_rank = {r["rank"]: r["last_progress"] for r in s["ranks"]}
+    assert by_rank[0]["op"] == "gloo:barrier #2" and by_rank[0]["in_collective"] == "#2 in group 0", by_rank
+    assert by_rank[1]["op"] is None and by_rank[1]["in_collective"] is None, by_rank
+    lx.procs.stop(p, grace=10)
+    lx.assert_no_survivors()
+
+
 class FakeStatusSocket:
     """A unix socket that answers every request with `reply` (raw HTTP bytes), on a thread."""
 

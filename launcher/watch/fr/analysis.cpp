@@ -3,6 +3,7 @@
 #include "launcher/watch/fr/analysis.hpp"
 
 #include <algorithm>
+#include <regex>
 #include <set>
 #include <tuple>
 
@@ -266,6 +267,16 @@ std::string site_block(const Member& m, const FrEntry* e, const std::string& int
   return site.empty() ? "" : intro + " at:\n" + site;
 }
 
+std::string input_of(const FrEntry& e) {
+  return e.sizes.empty() && e.dtypes.empty() ? "" : fmt::format("{} {}", e.sizes, e.dtypes);
+}
+
+// The member's Python line (its entry's frames, else its traceback's), for the record.
+void note_line(FrFinding& f, const Member& m, const FrEntry* e) {
+  const std::string line = python_line(call_site(m, e, ""));
+  if (!line.empty()) f.lines[m.rank] = line;
+}
+
 std::string collective_text(const GroupView& v, const Candidate& c, FrFinding& f, std::int64_t now_ns) {
   std::string text;
   if (c.kind == FrFindingKind::Desync) {
@@ -276,6 +287,7 @@ std::string collective_text(const GroupView& v, const Candidate& c, FrFinding& f
         if (m.rank == variant.second.front()) first = &m;
       }
       const std::string site = call_site(*first, variant.first, "    ");
+      f.calls.push_back({variant.first->op, input_of(*variant.first), variant.second, python_line(site)});
       text += fmt::format("  {}: {}{}", what(*variant.first), ranks_phrase(variant.second),
                           site.empty()                 ? "\n"
                           : variant.second.size() == 1 ? ", at:\n" + site
@@ -291,8 +303,14 @@ std::string collective_text(const GroupView& v, const Candidate& c, FrFinding& f
     const FrEntry* e = m.known() ? m.collective(c.seq) : nullptr;
     if (e && !e->completed) f.waiting.push_back(m.rank);
     if (m.known() && e == nullptr && m.last_enqueued() < c.seq) never.push_back(&m);
+    if (e && !e->completed) note_line(f, m, e);
   }
-  for (const Member* m : never) f.never_entered.push_back(m->rank);
+  for (const Member* m : never) {
+    f.never_entered.push_back(m->rank);
+    note_line(f, *m, nullptr);
+  }
+  if (c.kind != FrFindingKind::Desync)
+    f.calls.push_back({c.entry->op, input_of(*c.entry), f.waiting, python_line(call_site(*c.waiter, c.entry, ""))});
   if (c.kind == FrFindingKind::Desync) return text;
   if (never.empty()) return text + site_block(*c.waiter, c.entry, fmt::format("{} waits", where(*c.waiter)), "  ");
   std::vector<std::string> names;
@@ -314,6 +332,8 @@ std::string p2p_text(const GroupView& v, const Candidate& c, FrFinding& f, std::
   std::string text = fmt::format("Point-to-point {} (p2p #{}) of {} never completed: input {} {}\n", c.entry->op, c.seq,
                                  header(v), c.entry->sizes, c.entry->dtypes);
   f.waiting.push_back(c.waiter->rank);
+  note_line(f, *c.waiter, c.entry);
+  f.calls.push_back({c.entry->op, input_of(*c.entry), f.waiting, f.lines[c.waiter->rank]});
   for (const Member& m : v.members) {
     std::string state;
     const FrEntry* last = m.known() ? m.last(true) : nullptr;
@@ -355,6 +375,8 @@ FrFinding analyse_flight_records(const std::vector<RankFr>& ranks, std::chrono::
   f.group_id = c.entry->group_id;
   f.group_name = v.name;
   f.group_ranks = v.ranks();
+  f.group_desc = v.desc;
+  f.p2p = c.order == 2;
   f.seq = c.seq;
   f.op = c.entry->op;
   f.text = c.order == 2 ? p2p_text(v, c, f, now_ns) : collective_text(v, c, f, now_ns);
@@ -384,6 +406,19 @@ std::string finding_headline(const FrFinding& f) {
       break;
   }
   return "";
+}
+
+std::string python_line(const std::string& frames) {
+  const std::string first = frames.substr(0, frames.find('\n'));
+  const std::size_t start = first.find_first_not_of(" \t");
+  if (start == std::string::npos) return "";
+  const std::string line = first.substr(start);
+  static const std::regex kTraceback(R"re(^File "(.*)", line (\d+) in (.*)$)re");
+  static const std::regex kRecorder(R"(^(.*):(\d+) in (.*)$)");
+  std::smatch m;
+  if (std::regex_match(line, m, kTraceback) || std::regex_match(line, m, kRecorder))
+    return fmt::format("{}:{} {}", m[1].str(), m[2].str(), m[3].str());
+  return line;
 }
 
 }  // namespace ddp::launcher

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,14 @@ struct RankFr {
   std::int64_t taken_ns = 0;  // when (CLOCK_REALTIME ns); 0: unknown (the analysis' now_ns is used)
 };
 
+// One way the members called the collective (a desync has several).
+struct FrCall {
+  std::string op;          // "gloo:all_reduce"
+  std::string input;       // "[1000] Float"; "" when the record says no sizes
+  std::vector<int> ranks;  // who called it so
+  std::string line;        // where the first of them did (python_line()); "" unknown
+};
+
 struct FrFinding {
   FrFindingKind kind = FrFindingKind::None;
   std::string group_id, group_name;  // group_id: the first waiting rank's pg_id; group_name: FrGroup::name
@@ -49,6 +58,10 @@ struct FrFinding {
   std::string op;                    // the first waiting rank's op ("gloo:all_reduce")
   std::vector<int> waiting;          // members waiting in it
   std::vector<int> never_entered;    // members known to have not entered it (Hang)
+  std::string group_desc;            // FrGroup::desc ("default_pg"), "" unknown
+  bool p2p = false;                  // a point-to-point op
+  std::vector<FrCall> calls;         // a desync: each variant; else the waiting ranks' op
+  std::map<int, std::string> lines;  // the waiting and never-entered ranks' Python lines, where known
   std::string text;                  // the report (analysis.hpp's top), "" for None
 };
 
@@ -80,5 +93,10 @@ std::string describe_flight_records(const std::vector<RankFr>& ranks, std::int64
 // The innermost frames (at most `most`) of the main thread of a dump_traceback text, outside
 // torch and site-packages: "File \"/tmp/fr/hang.py\", line 8 in <module>" lines. "" if none.
 std::string user_frames(const std::string& traceback, int most);
+
+// "/tmp/fr/hang.py:8 <module>" from the first frame of `frames`: a dump_traceback line
+// ('File "/tmp/fr/hang.py", line 8 in <module>') or a Flight Recorder frame ("/tmp/fr/hang.py:8
+// in <module>"); the line as it is when it is neither, "" for none. Pure.
+std::string python_line(const std::string& frames);
 
 }  // namespace ddp::launcher

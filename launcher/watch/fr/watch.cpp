@@ -23,12 +23,25 @@ void note_progress(FrProgress& p, const FrSnapshot& status) {
   FrProgress now;
   for (const auto& [id, g] : status.groups) {
     now.completed += std::max(0LL, g.last_completed);
-    if (g.last_enqueued > g.last_completed && now.waiting_in.empty())
+    if (g.last_enqueued > g.last_completed && now.waiting_in.empty()) {
       now.waiting_in = fmt::format("#{} in group {}", g.last_enqueued, g.name.empty() ? g.id : g.name);
+      now.group_id = id;
+      now.seq = g.last_enqueued;
+    }
   }
+  if (now.waiting_in == p.waiting_in) now.op = p.op;  // the same wait: its name holds
   if (now.completed == p.completed && now.waiting_in == p.waiting_in && p.changed_ns != 0) return;
   now.changed_ns = realtime_ns();
   p = now;
+}
+
+// Names the op `p` waits in from a whole record of the rank, as --dump_stacks words it
+// ("gloo:barrier #2"), when it is not named yet and the record holds it.
+void name_from(FrProgress& p, const FrSnapshot& record) {
+  if (p.waiting_in.empty() || !p.op.empty()) return;
+  for (const FrEntry& e : record.entries) {
+    if (!e.p2p && e.seq == p.seq && e.group_id == p.group_id) p.op = fmt::format("{} #{}", e.op, p.seq);
+  }
 }
 
 using std::chrono::milliseconds;
@@ -128,6 +141,7 @@ void FlightRecorderWatch::run() {
 void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
   milliseconds longest{0};
   std::vector<std::pair<std::string, long long>> open;  // the longest waiters' (group, #N)
+  std::vector<FrWorker> unnamed;                        // waiting as at the last poll, its op not named
   for (const FrWorker& w : workers) {
     const WorkerServerReply reply = ask_worker_server(w.socket, "ddplaunch_fr_status", kStatusTimeout);
     // Seen now, not when the poll began: a slow answer before this one must not make a wait
@@ -146,7 +160,10 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
     }
     answering_ = true;
     last_status_[w.rank] = status;
-    note_progress(progress_[w.rank], status);
+    FrProgress& progress = progress_[w.rank];
+    const std::string was_in = progress.waiting_in;
+    note_progress(progress, status);
+    if (!progress.waiting_in.empty() && progress.waiting_in == was_in && progress.op.empty()) unnamed.push_back(w);
     for (const auto& [id, g] : status.groups) {
       const auto key = std::make_pair(w.rank, id);
       if (g.last_enqueued <= g.last_completed) {
@@ -175,6 +192,20 @@ void FlightRecorderWatch::poll(const std::vector<FrWorker>& workers) {
     log::debug("flight recorder: a rank has waited {} ms in one collective: checking the records", longest.count());
     on_suspect_(collect(false), delay);
   }
+  // After the checks, which they must not delay (and whose records may have named them already).
+  for (const FrWorker& w : unnamed) name_op(w);
+}
+
+void FlightRecorderWatch::name_op(const FrWorker& w) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!progress_[w.rank].op.empty()) return;  // named by a check's records meanwhile
+  }
+  const WorkerServerReply reply = ask_worker_server(w.socket, "ddplaunch_fr", kFullTimeout);
+  if (!reply.ok) return;
+  const FrSnapshot record = parse_fr_trace(reply.body);
+  std::lock_guard<std::mutex> lock(mutex_);
+  name_from(progress_[w.rank], record);
 }
 
 RankFr FlightRecorderWatch::ask_full(const FrWorker& w, bool dump) {
@@ -212,6 +243,7 @@ std::vector<RankFr> FlightRecorderWatch::collect(bool dump) {
     RankFr r = f.get();
     if (r.reachable) {
       last_full_[r.rank] = r;
+      if (const auto p = progress_.find(r.rank); p != progress_.end()) name_from(p->second, r.fr);
     } else if (const auto kept = last_full_.find(r.rank); kept != last_full_.end()) {
       // Gone (it died, maybe of this very collective's timeout): what it said last, as of then.
       const std::string why = r.why_not;

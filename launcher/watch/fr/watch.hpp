@@ -4,7 +4,8 @@
 //   "ddplaunch_fr_status"  every process group's last enqueued and completed collective, and its
 //                          members (torch's dump without its entries: ~0.1 ms in the worker);
 //   "ddplaunch_fr"         the whole record (torch's JSON, ~40 ms for 2000 entries), asked only
-//                          when a rank has waited long in one collective;
+//                          when a rank has waited long in one collective, or once when two polls
+//                          in a row see it wait in the same one (to name its op for --status);
 //   "ddplaunch_fr_dump"    the same with each entry's Python frames, also written by the worker
 //                          in torch's own dump format (once a hang or desync is found) to
 //                          <run dir>/fr_<backend>_rank_<rank> (torch's fr_trace reads it);
@@ -50,8 +51,13 @@ struct FrWorker {
 // A rank's collectives as the last poll of its Flight Recorder saw them (the live status reads it,
 // status/status_board.hpp).
 struct FrProgress {
-  long long completed = 0;      // collectives completed, over all its groups
-  std::string waiting_in;       // "#12 in group 0" while one is enqueued and not completed; else ""
+  long long completed = 0;  // collectives completed, over all its groups
+  std::string waiting_in;   // "#12 in group 0" while one is enqueued and not completed; else ""
+  // The op it waits in, as --dump_stacks words it ("gloo:barrier #12"), once a poll has seen the
+  // same wait twice (its name is in the whole record, read once per such wait); else "".
+  std::string op;
+  std::string group_id;  // the pg_id of the group of `waiting_in`, and its #N
+  long long seq = 0;
   std::int64_t changed_ns = 0;  // CLOCK_REALTIME of the poll that first saw the present counts
 };
 
@@ -98,6 +104,7 @@ class FlightRecorderWatch {
   void run();
   void poll(const std::vector<FrWorker>& workers);
   RankFr ask_full(const FrWorker& worker, bool dump);
+  void name_op(const FrWorker& worker);
 
   FlightRecorderWatchOptions o_;
   OnSuspect on_suspect_;

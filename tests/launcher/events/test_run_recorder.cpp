@@ -150,3 +150,60 @@ TEST_CASE("a success has no root cause, whatever record is handed over") {
   CHECK(read_json(dir + "/s.json")["root_cause"].is_null());
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("a hang's root cause carries its collective as members, every failed round its times") {
+  const std::string dir = temp_dir();
+  HungCollective c;
+  c.finding = "hang";
+  c.group = "0";
+  c.group_desc = "default_pg";
+  c.group_ranks = {0, 1};
+  c.seq = 2;
+  c.op = "gloo:barrier";
+  c.calls = {{"gloo:barrier", "", {0}, "/t/hang.py:8 <module>"}};
+  c.waiting = {0};
+  c.missing = {1};
+  c.lines = {{0, "/t/hang.py:8 <module>"}, {1, "/t/hang.py:6 <module>"}};
+  const NodeStop stop = hang_failure("hang: rank 0 waited in gloo:barrier #2", "", 0, "h0", c);
+  RunRecorder recorder(RunRecorderOptions{"", {dir + "/s.json"}, "job", "h0"});
+  RoundView view;
+  const auto before = std::chrono::system_clock::now();
+  recorder.on_event(RoundJoined{view});
+  const FailedRound failed{0, 124, 0, stop.root, 0, "", {}};
+  recorder.on_event(RoundFailed{view, failed});
+  const auto after = std::chrono::system_clock::now();
+  recorder.on_event(JobEnded{view, 124, RoundReport{}, stop.root, stop.summary});
+  const json summary = read_json(dir + "/s.json");
+  const json& got = summary["root_cause"]["collective"];
+  CHECK(got["finding"] == "hang");
+  CHECK(got["group"] == "0");
+  CHECK(got["group_desc"] == "default_pg");
+  CHECK(got["group_ranks"] == json::array({0, 1}));
+  CHECK(got["seq"] == 2);
+  CHECK(got["p2p"] == false);
+  CHECK(got["op"] == "gloo:barrier");
+  CHECK(got["name"] == "gloo:barrier #2");
+  CHECK(got["waiting"] == json::array({0}));
+  CHECK(got["missing"] == json::array({1}));
+  CHECK(got["calls"] ==
+        json::parse(R"([{"op": "gloo:barrier", "input": "", "ranks": [0], "line": "/t/hang.py:8 <module>"}])"));
+  CHECK(got["lines"] == json::parse(R"({"0": "/t/hang.py:8 <module>", "1": "/t/hang.py:6 <module>"})"));
+  // The round's entry: the same record, and when it began and ended.
+  REQUIRE(summary["rounds"].size() == 1);
+  const json& round = summary["rounds"][0];
+  CHECK(round["root_cause"]["collective"] == got);
+  const double from = std::chrono::duration<double>(before.time_since_epoch()).count();
+  const double to = std::chrono::duration<double>(after.time_since_epoch()).count();
+  CHECK(round["started"].get<double>() >= from - 0.001);
+  CHECK(round["ended"].get<double>() <= to + 0.001);
+  CHECK(round["ended"].get<double>() >= round["started"].get<double>());
+  CHECK(round["duration"].get<double>() ==
+        Approx(round["ended"].get<double>() - round["started"].get<double>()).margin(1e-4));
+  // A failure of another kind has the member, null.
+  RunRecorder other(RunRecorderOptions{"", {dir + "/i.json"}, "job", "h0"});
+  other.on_event(JobEnded{view, 130, RoundReport{}, interrupted_stop(0, "h0", 2).root, "int"});
+  const json interrupted = read_json(dir + "/i.json")["root_cause"];
+  CHECK(interrupted.contains("collective"));
+  CHECK(interrupted["collective"].is_null());
+  std::system(("rm -rf " + dir).c_str());
+}

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,64 @@ TEST_CASE("outcome: a lost node's record names the silent node and since when it
   CHECK_FALSE(ddp::launcher::decode_root_cause("{\"lost_node\": 99999, " + forged));
   CHECK_FALSE(ddp::launcher::decode_root_cause("{\"silent_since_ns\": -1, " + forged));
   CHECK_FALSE(ddp::launcher::decode_root_cause("{\"lost_host\": 5, " + forged));
+}
+
+TEST_CASE("outcome: a hang's record carries its collective, a malformed one is not ddplaunch's", "[outcome]") {
+  RootCause root;
+  root.kind = RootCause::Kind::Hang;
+  root.node = 0;
+  root.reason = "desync: ...";
+  ddp::launcher::HungCollective c;
+  c.finding = "desync";
+  c.group = "1";
+  c.group_desc = "tp";
+  c.group_ranks = {0, 1};
+  c.seq = 2;
+  c.op = "gloo:barrier";
+  c.calls = {{"gloo:barrier", "", {0}, "/t/a.py:8 <module>"}, {"gloo:all_reduce", "[8] Float", {1}, ""}};
+  c.waiting = {0, 1};
+  c.lines = {{0, "/t/a.py:8 <module>"}};
+  root.collective = c;
+  const Outcome o = Outcome::decode(Outcome::failure(124, "hang", 0, root).encode());
+  REQUIRE(o.root_cause);
+  REQUIRE(o.root_cause->collective);
+  const auto& d = *o.root_cause->collective;
+  CHECK(d.finding == "desync");
+  CHECK(d.group == "1");
+  CHECK(d.group_desc == "tp");
+  CHECK(d.group_ranks == std::vector<int>{0, 1});
+  CHECK(d.seq == 2);
+  CHECK(d.op == "gloo:barrier");
+  REQUIRE(d.calls.size() == 2);
+  CHECK(d.calls[1].op == "gloo:all_reduce");
+  CHECK(d.calls[1].input == "[8] Float");
+  CHECK(d.calls[1].ranks == std::vector<int>{1});
+  CHECK(d.calls[0].line == "/t/a.py:8 <module>");
+  CHECK(d.waiting == std::vector<int>{0, 1});
+  CHECK(d.missing.empty());
+  CHECK(d.lines == std::map<int, std::string>{{0, "/t/a.py:8 <module>"}});
+  // Unknown members are ignored (a newer launcher's); a member of the wrong type is not ours.
+  const std::string line = ddp::launcher::encode_root_cause(root);
+  const std::string member = "\"collective\":";
+  const std::size_t at = line.find(member);
+  REQUIRE(at != std::string::npos);
+  // Its collective replaced by `value`, the original kept under a name no launcher reads.
+  const auto with = [&](const std::string& value) {
+    return std::string(line).replace(at, member.size(), member + value + ",\"renamed\":");
+  };
+  CHECK(ddp::launcher::decode_root_cause(with("{\"seq\":3,\"new\":[1]}"))->collective->seq == 3);
+  CHECK_FALSE(ddp::launcher::decode_root_cause(with("{\"seq\":\"3\"}")));
+  CHECK_FALSE(ddp::launcher::decode_root_cause(with("{\"lines\":{\"x\":\"a\"}}")));
+  CHECK_FALSE(ddp::launcher::decode_root_cause(with("{\"calls\":[{\"ranks\":[\"0\"]}]}")));
+  CHECK_FALSE(ddp::launcher::decode_root_cause(with("[]")));
+  // A record without one reads back without one.
+  root.collective.reset();
+  CHECK_FALSE(Outcome::decode(Outcome::failure(124, "hang", 0, root).encode()).root_cause->collective);
+}
+
+TEST_CASE("outcome: an op named as --dump_stacks and --status name it", "[outcome]") {
+  CHECK(ddp::launcher::op_name("gloo:barrier", 2) == "gloo:barrier #2");
+  CHECK(ddp::launcher::op_name("gloo:send", 3, true) == "gloo:send p2p #3");
 }
 
 TEST_CASE("outcome: version 1 (before the record) is still read, as a failure without one", "[outcome]") {

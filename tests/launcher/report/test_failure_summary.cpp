@@ -382,6 +382,16 @@ TEST_CASE("another node's failure, a hang and the event log's reason are worded 
   CHECK(hang.root.reason == "hang: rank 1");
   CHECK(hang.root.node == 2);
   CHECK(hang.root.host == "gpu2");
+  // The report's collective, when it names one, is the record's.
+  CHECK_FALSE(hang.root.collective);
+  ddp::launcher::HungCollective c;
+  c.seq = 4;
+  c.op = "gloo:all_reduce";
+  c.missing = {1};
+  const auto named = hang_failure("hang: rank 1\nstacks", "", 2, "gpu2", c);
+  REQUIRE(named.root.collective);
+  CHECK(named.root.collective->seq == 4);
+  CHECK(named.root.collective->missing == std::vector<int>{1});
   const std::string cut = hang_failure(std::string(600 * 1024, 'x'), "", 2, "gpu2").summary;
   CHECK(cut.substr(0, 512 * 1024) == "ddplaunch: " + std::string(512 * 1024 - 11, 'x'));
   CHECK(cut.substr(512 * 1024) == "\n... (cut at 512 KiB; the whole report is in no file on node 2)");

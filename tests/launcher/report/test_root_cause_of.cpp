@@ -148,3 +148,32 @@ TEST_CASE("a rank that failed after a peer went silent is not the root cause, bu
   CHECK(mine.root->kind == RootCause::Kind::Worker);
   CHECK(mine.root->rank == 1);
 }
+
+TEST_CASE("a rank that timed out in a collective carries what the Flight Recorders showed, others none",
+          "[root_cause]") {
+  ddp::launcher::HungCollective shown;
+  shown.finding = "hang";
+  shown.seq = 4;
+  shown.op = "gloo:all_reduce";
+  shown.missing = {1};
+  ddp::launcher::RoundReport report;
+  ddp::launcher::WorkerResult w = exited_1(0);
+  w.stderr_tail = {"RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms for recv"};
+  report.add(w, ddp::launcher::RankState::Failed);
+  report.set_collectives("What the ranks' Flight Recorders show (a hang):\n...", shown);
+  const RootCause timed_out = ddp::launcher::worker_root_cause(report, 0, "h0");
+  CHECK(timed_out.collective_timeout);
+  REQUIRE(timed_out.collective);
+  CHECK(timed_out.collective->seq == 4);
+  CHECK(timed_out.collective->missing == std::vector<int>{1});
+  // It travels with the record.
+  const auto decoded = ddp::launcher::decode_root_cause(ddp::launcher::encode_root_cause(timed_out));
+  REQUIRE(decoded);
+  REQUIRE(decoded->collective);
+  CHECK(decoded->collective->op == "gloo:all_reduce");
+  // A rank that failed otherwise: no collective, whatever the report holds.
+  ddp::launcher::RoundReport other;
+  other.add(exited_1(0), ddp::launcher::RankState::Failed);
+  other.set_collectives("...", shown);
+  CHECK_FALSE(ddp::launcher::worker_root_cause(other, 0, "h0").collective);
+}

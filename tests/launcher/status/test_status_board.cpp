@@ -180,6 +180,7 @@ TEST_CASE("collective progress comes from the table, for this round's worker in 
   CHECK(p["source"] == "collectives");
   CHECK(p["collectives_completed"] == 1);
   CHECK(p["in_collective"] == "barrier");
+  CHECK(p["op"] == "barrier #2");  // as --dump_stacks names it
   CHECK(p["age_s"].get<double>() >= 0);
   CHECK(j["ranks"][1]["last_progress"].is_null());  // slot 1: no worker attached
 }

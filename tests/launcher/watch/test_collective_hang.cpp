@@ -2,6 +2,7 @@
 // when, who never entered it (and what it did last), who publishes nothing; and the JSON a node
 // answers with, read back as it was written, a stranger's value read as nothing.
 #include "launcher/watch/collective_hang.hpp"
+#include "launcher/watch/hang_record.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -50,6 +51,62 @@ TEST_CASE("the report names the collective, the waiting ranks and the one that n
         "  rank 2 (node 1 on gpu1, pid 102, stopped (SIGSTOP or a job-control signal)): never entered it; its last, "
         "allreduce #56, completed 8.0 s ago\n"
         "Never entered collective #57: rank 2 (node 1 on gpu1)\n");
+}
+
+TEST_CASE("the hang as a record: #N, the op, who waits, who never entered", "[collective_hang]") {
+  const std::vector<RankProgress> ranks{rank(2, 1, 'T', 56, 56, 9, 8), rank(0, 0, 'S', 57, 56, 7, 8),
+                                        rank(1, 0, 'S', 57, 56, 6, 8)};
+  const auto c = ddp::launcher::hung_collective(ranks);
+  REQUIRE(c);
+  CHECK(c->finding == "hang");
+  CHECK(c->group == "0");
+  CHECK(c->seq == 57);
+  CHECK(c->op == "allreduce");
+  CHECK(c->group_ranks == std::vector<int>{0, 1, 2});
+  CHECK(c->waiting == std::vector<int>{0, 1});
+  CHECK(c->missing == std::vector<int>{2});
+  REQUIRE(c->calls.size() == 1);
+  CHECK(c->calls[0].input == "4.0 MiB");
+  CHECK(c->calls[0].ranks == std::vector<int>{0, 1});
+  // No rank on the runtime: no record.
+  RankProgress python = rank(0, 0, 'S', 0, 0, 0, 0);
+  python.progress.pid = 0;
+  CHECK_FALSE(ddp::launcher::hung_collective({python}));
+}
+
+TEST_CASE("a Flight Recorder finding as a record: every field carried, none for no finding", "[collective_hang]") {
+  using namespace ddp::launcher;
+  FrFinding f;
+  CHECK_FALSE(hung_collective(f));
+  f.kind = FrFindingKind::Desync;
+  f.group_name = "1";
+  f.group_desc = "tp";
+  f.group_ranks = {0, 1};
+  f.seq = 2;
+  f.op = "gloo:barrier";
+  f.waiting = {0, 1};
+  f.calls = {{"gloo:barrier", "", {0}, "/t/a.py:8 <module>"}, {"gloo:all_reduce", "[8] Float", {1}, "/t/a.py:9 f"}};
+  f.lines = {{0, "/t/a.py:8 <module>"}, {1, "/t/a.py:9 f"}};
+  const auto c = hung_collective(f);
+  REQUIRE(c);
+  CHECK(c->finding == "desync");
+  CHECK(c->group == "1");
+  CHECK(c->group_desc == "tp");
+  CHECK(c->group_ranks == std::vector<int>{0, 1});
+  CHECK(c->seq == 2);
+  CHECK(c->op == "gloo:barrier");
+  CHECK(c->waiting == std::vector<int>{0, 1});
+  CHECK(c->missing.empty());
+  REQUIRE(c->calls.size() == 2);
+  CHECK(c->calls[1].op == "gloo:all_reduce");
+  CHECK(c->calls[1].input == "[8] Float");
+  CHECK(c->calls[1].ranks == std::vector<int>{1});
+  CHECK(c->calls[1].line == "/t/a.py:9 f");
+  CHECK(c->lines == f.lines);
+  f.kind = FrFindingKind::Stuck;
+  f.never_entered = {3};
+  CHECK(hung_collective(f)->finding == "stuck");
+  CHECK(hung_collective(f)->missing == std::vector<int>{3});
 }
 
 TEST_CASE("a rank stuck in an earlier collective, one without progress and one with none yet", "[collective_hang]") {

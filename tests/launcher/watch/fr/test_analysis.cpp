@@ -74,6 +74,30 @@ TEST_CASE("hang2: rank 1 never entered all_reduce #4, where rank 0 waits", "[fr_
   CHECK(analyse_flight_records(ranks, 60s, 0).kind == FrFindingKind::None);
 }
 
+TEST_CASE("hang2 as fields: the call site's op, its ranks, and each named rank's Python line", "[fr_analysis]") {
+  const FrFinding f = analyse_flight_records(fr_fixtures::ranks("hang2", 2), 3s, 0);
+  CHECK(f.group_desc == "default_pg");
+  CHECK_FALSE(f.p2p);
+  REQUIRE(f.calls.size() == 1);
+  CHECK(f.calls[0].op == "gloo:all_reduce");
+  CHECK(f.calls[0].input == "[1000] Float");
+  CHECK(f.calls[0].ranks == std::vector<int>{0});
+  // Rank 1's line: its time.sleep(600) in the fixture's worker, as file:line function.
+  REQUIRE(f.lines.count(1));
+  INFO(f.lines.at(1));
+  CHECK(f.lines.at(1).find("capture_fr.py:") != std::string::npos);
+  CHECK(f.lines.at(1).size() > 7);
+  CHECK(f.lines.at(1).substr(f.lines.at(1).size() - 7) == " worker");
+}
+
+TEST_CASE("a Python line as file:line function, from either form of frame", "[fr_analysis]") {
+  CHECK(python_line("  File \"/tmp/fr/hang.py\", line 8 in <module>\n  File \"x\", line 1 in f") ==
+        "/tmp/fr/hang.py:8 <module>");
+  CHECK(python_line("/tmp/fr/hang.py:12 in worker") == "/tmp/fr/hang.py:12 worker");
+  CHECK(python_line("something else") == "something else");
+  CHECK(python_line("").empty());
+}
+
 TEST_CASE("hang4: three wait, one never entered", "[fr_analysis]") {
   const FrFinding f = analyse_flight_records(fr_fixtures::ranks("hang4", 4), 1s, 0);
   REQUIRE(f.kind == FrFindingKind::Hang);
@@ -93,6 +117,15 @@ TEST_CASE("desync4: rank 1 calls all_gather as #4 where the others all_reduce", 
   CHECK(has(f.text, "  gloo:all_gather, input [1000] -> [4, 1000] Float: rank 1, at:\n    File \""));
   CHECK(has(f.text, "  gloo:all_reduce, input [1000] Float: ranks 0,2-3 (3 ranks), rank 0 at:\n    File \""));
   CHECK(has(f.text, "  rank 1 (node 0 on vm, pid 101): waiting in gloo:all_gather for "));
+  // As fields: each call site's op, its ranks and where the first of them called it.
+  REQUIRE(f.calls.size() == 2);
+  CHECK(f.calls[0].op == "gloo:all_gather");
+  CHECK(f.calls[0].input == "[1000] -> [4, 1000] Float");
+  CHECK(f.calls[0].ranks == std::vector<int>{1});
+  CHECK(f.calls[1].op == "gloo:all_reduce");
+  CHECK(f.calls[1].ranks == std::vector<int>{0, 2, 3});
+  for (const FrCall& call : f.calls) CHECK(call.line.find("capture_fr.py:") != std::string::npos);
+  CHECK(f.lines.size() == 4);
 }
 
 TEST_CASE("subgroup4: the hang in new_group([1, 3]), its global ranks, not the default group", "[fr_analysis]") {
