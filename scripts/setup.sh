@@ -59,7 +59,14 @@ if [[ ! -x .venv/bin/python ]]; then
   say "creating .venv with $($PY --version)"
   $PY -m venv .venv
 fi
-have=$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+# "VERSION CMAKE_PREFIX" of the venv's torch, empty without one: importing torch takes seconds,
+# so one import answers both the version check and the closing line.
+torch_info() {
+  .venv/bin/python -c 'import torch, torch.utils; print(torch.__version__.split("+")[0], torch.utils.cmake_prefix_path)' \
+    2>/dev/null || true
+}
+info=$(torch_info)
+have=${info%% *}
 if [[ "$have" != "$TORCH_VERSION" ]]; then
   say "installing torch==$TORCH_VERSION into .venv (large download on first run)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
@@ -67,6 +74,7 @@ if [[ "$have" != "$TORCH_VERSION" ]]; then
   quiet=(-q)
   [[ -t 1 ]] && quiet=()
   .venv/bin/python -m pip install "${quiet[@]}" --disable-pip-version-check "torch==$TORCH_VERSION" numpy
+  info=$(torch_info)
 else
   say "torch $have present in .venv"
 fi
@@ -81,5 +89,5 @@ elif ! .venv/bin/python -c 'import pytest, pytest_timeout, xdist, scikit_build_c
   say "installing ${py_tools[*]} into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_tools[@]}"
 fi
-say "LibTorch cmake prefix: $(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+say "LibTorch cmake prefix: ${info#* }"
 say "ready"
