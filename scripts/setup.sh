@@ -10,16 +10,30 @@
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
 #   3. pytest and pytest-timeout in .venv/: the Python suites (tests/conftest.py) run under them.
 # Idempotent: on a ready machine it checks and returns in seconds.
+#   Usage: scripts/setup.sh [--demo]
+# --demo (scripts/demo.sh): only what building and running the main job needs -- the build's
+# Debian packages and .venv with torch, none of the test suite's packages (Catch2, clang, etcd,
+# OpenMPI; pytest and the other Python tools). A later run without it adds them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+demo=0
+case "${1:-}" in
+  "") ;;
+  --demo) demo=1 ;;
+  *) echo "setup: unknown argument '$1'; use no argument (everything the test suite needs) or --demo (only the main job's build)" >&2; exit 2 ;;
+esac
 
 TORCH_VERSION="${DDPLAUNCH_TORCH_VERSION:-2.15.0}"
-PKGS=(build-essential cmake ninja-build pkg-config git
-      libcli11-dev libboost-dev libboost-system-dev libfmt-dev
-      catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev
-      python3 python3-venv python3-dev iproute2 procps
-      openmpi-bin libsodium-dev nlohmann-json3-dev libssl-dev openssl elfutils etcd-server etcd-client
-      libhwloc-dev ccache)
+# What configuring and building ddplaunch and the C++ runtime needs (and eu-stack, for the
+# launcher's stack dumps of a hung job), then what only the test suite needs.
+DEMO_PKGS=(build-essential cmake ninja-build pkg-config git ccache
+           libcli11-dev libboost-dev libboost-system-dev libfmt-dev
+           python3 python3-venv python3-dev
+           libsodium-dev nlohmann-json3-dev libssl-dev libhwloc-dev elfutils)
+TEST_PKGS=(catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev iproute2 procps
+           openmpi-bin openssl etcd-server etcd-client)
+PKGS=("${DEMO_PKGS[@]}")
+((demo)) || PKGS+=("${TEST_PKGS[@]}")
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -45,7 +59,14 @@ if [[ ! -x .venv/bin/python ]]; then
   say "creating .venv with $($PY --version)"
   $PY -m venv .venv
 fi
-have=$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+# "VERSION CMAKE_PREFIX" of the venv's torch, empty without one: importing torch takes seconds,
+# so one import answers both the version check and the closing line.
+torch_info() {
+  .venv/bin/python -c 'import torch, torch.utils; print(torch.__version__.split("+")[0], torch.utils.cmake_prefix_path)' \
+    2>/dev/null || true
+}
+info=$(torch_info)
+have=${info%% *}
 if [[ "$have" != "$TORCH_VERSION" ]]; then
   say "installing torch==$TORCH_VERSION into .venv (large download on first run)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
@@ -53,6 +74,7 @@ if [[ "$have" != "$TORCH_VERSION" ]]; then
   quiet=(-q)
   [[ -t 1 ]] && quiet=()
   .venv/bin/python -m pip install "${quiet[@]}" --disable-pip-version-check "torch==$TORCH_VERSION" numpy
+  info=$(torch_info)
 else
   say "torch $have present in .venv"
 fi
@@ -61,9 +83,11 @@ fi
 # for native ones), Accelerate for the hang tests of an Accelerate script, pytest-xdist for the
 # suites that run their tests two at a time (ddp_add_pytest's PAIRS).
 py_tools=(pytest pytest-timeout pytest-xdist scikit-build-core py-spy accelerate)
-if ! .venv/bin/python -c 'import pytest, pytest_timeout, xdist, scikit_build_core, accelerate' 2>/dev/null || [[ ! -x .venv/bin/py-spy ]]; then
+if ((demo)); then
+  : # the main job needs none of them
+elif ! .venv/bin/python -c 'import pytest, pytest_timeout, xdist, scikit_build_core, accelerate' 2>/dev/null || [[ ! -x .venv/bin/py-spy ]]; then
   say "installing ${py_tools[*]} into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_tools[@]}"
 fi
-say "LibTorch cmake prefix: $(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+say "LibTorch cmake prefix: ${info#* }"
 say "ready"

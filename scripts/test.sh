@@ -31,17 +31,15 @@ ctest_runs_begin
 jobs=$(nproc)
 # The test builds' compile flags (a build type's defaults otherwise: -O2 -g). Neither is a release
 # build (that is scripts/release.sh's), and both are most of the suite's time on 2 cores:
-#   main: -g1, line tables and function names without the variable and type descriptions -- what
-#     a stack dump of a worker reads -- at about 30% less compile time in the LibTorch files;
+#   main: -O2 -g1 (scripts/main_build.sh, shared with scripts/demo.sh);
 #   sanitizers: -O0 with line tables, the usual ASan set-up (no access optimised away), at about
 #     60% less compile time than -O2 -g under clang's ASan instrumentation;
 #   the main build's test programs (tests/, DDP_TEST_COMPILE_OPTIONS): -Og on top, about a third
 #     less compile time than -O2 for code that mostly calls the libraries under test, which keep -O2.
-main_flags="-O2 -g1 -DNDEBUG"
 asan_flags="-O0 -gline-tables-only -DNDEBUG"
-main_build=(cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_BENCH=OFF -DDDP_PYTHON="$root/.venv/bin/python"
-            -DCMAKE_C_FLAGS_RELWITHDEBINFO="$main_flags" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$main_flags"
-            -DDDP_TEST_COMPILE_OPTIONS=-Og)
+source scripts/main_build.sh
+# DDP_TESTS explicitly: scripts/demo.sh configures the same build/ without the tests.
+main_build=(main_build_configure -DDDP_TESTS=ON -DDDP_TEST_COMPILE_OPTIONS=-Og)
 if ((quick)); then
   echo "test: configuring and building build/ (main)"
   "${main_build[@]}" >/dev/null
@@ -62,13 +60,7 @@ CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=
 cmake --build build-asan -j "$jobs"
 
 echo "test: configuring and building build/ (main)"
-# Through ccache (scripts/setup.sh installs it), in the checkout's .ccache/ unless CCACHE_DIR says
-# otherwise: the package test builds the wheel from the same files with the same flags, and those
-# compiles are then cache hits instead of a third build. Depend mode: a miss (every compile of a
-# fresh clone) is not preprocessed first to be hashed -- the compiler's own -MD list names the
-# headers -- and the wheel's compiles hit by the same direct-mode key as before.
-export CCACHE_DIR="${CCACHE_DIR:-$root/.ccache}" CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_DEPEND=1
-"${main_build[@]}" -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+"${main_build[@]}" >/dev/null
 cmake --build build -j "$jobs"
 
 # Multi-process end-to-end tests share 2 cores with everything else here; a test that fails is
