@@ -4,38 +4,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "launcher/rdzv/json_member.hpp"
+
 namespace ddp::launcher {
-namespace {
 
 using nlohmann::json;
-
-bool ints(const json& j) {
-  if (!j.is_array()) return false;
-  for (const json& v : j) {
-    if (!v.is_number_integer()) return false;
-  }
-  return true;
-}
-
-// Member `name` of `j` into `out` when present; false when it has another type.
-template <typename T>
-bool take(const json& j, const char* name, T& out) {
-  const auto it = j.find(name);
-  if (it == j.end()) return true;
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (!it->is_string()) return false;
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (!it->is_boolean()) return false;
-  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-    if (!ints(*it)) return false;
-  } else {
-    if (!it->is_number_integer()) return false;
-  }
-  out = it->get<T>();
-  return true;
-}
-
-}  // namespace
 
 std::string op_name(const std::string& op, long long seq, bool p2p) {
   return fmt::format("{} {}#{}", op, p2p ? "p2p " : "", seq);
@@ -63,16 +36,16 @@ json encode_hung_collective(const HungCollective& c) {
 std::optional<HungCollective> decode_hung_collective(const json& j) {
   if (!j.is_object()) return std::nullopt;
   HungCollective c;
-  if (!(take(j, "finding", c.finding) && take(j, "group", c.group) && take(j, "group_desc", c.group_desc) &&
-        take(j, "group_ranks", c.group_ranks) && take(j, "seq", c.seq) && take(j, "p2p", c.p2p) &&
-        take(j, "op", c.op) && take(j, "waiting", c.waiting) && take(j, "missing", c.missing)))
+  if (!(take_member(j, "finding", c.finding) && take_member(j, "group", c.group) && take_member(j, "group_desc", c.group_desc) &&
+        take_member(j, "group_ranks", c.group_ranks) && take_member(j, "seq", c.seq) && take_member(j, "p2p", c.p2p) &&
+        take_member(j, "op", c.op) && take_member(j, "waiting", c.waiting) && take_member(j, "missing", c.missing)))
     return std::nullopt;
   if (const auto calls = j.find("calls"); calls != j.end()) {
     if (!calls->is_array()) return std::nullopt;
     for (const json& item : *calls) {
       CollectiveCall call;
-      if (!item.is_object() || !take(item, "op", call.op) || !take(item, "input", call.input) ||
-          !take(item, "ranks", call.ranks) || !take(item, "line", call.line))
+      if (!item.is_object() || !take_member(item, "op", call.op) || !take_member(item, "input", call.input) ||
+          !take_member(item, "ranks", call.ranks) || !take_member(item, "line", call.line))
         return std::nullopt;
       c.calls.push_back(std::move(call));
     }

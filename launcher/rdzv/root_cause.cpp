@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/config/launch_config.hpp"  // kMaxNodes
+#include "launcher/rdzv/json_member.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -29,27 +30,6 @@ std::optional<RootCause::Kind> kind_named(const std::string& name) {
     if (name == text) return kind;
   }
   return std::nullopt;
-}
-
-// Reads member `name` of `j` into `out` when present; false when it is there with another type.
-template <typename T>
-bool take(const json& j, const char* name, T& out) {
-  const auto it = j.find(name);
-  if (it == j.end()) return true;
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (!it->is_string()) return false;
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (!it->is_boolean()) return false;
-  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-    if (!it->is_array()) return false;
-    for (const json& line : *it) {
-      if (!line.is_string()) return false;
-    }
-  } else {
-    if (!it->is_number_integer()) return false;
-  }
-  out = it->get<T>();
-  return true;
 }
 
 long long epoch_ns(std::chrono::system_clock::time_point t) {
@@ -107,16 +87,16 @@ std::optional<RootCause> decode_root_cause(std::string_view line) {
   long long ns = 0;
   long long silent_ns = 0;
   long long quiet_ms = 0;
-  const bool typed = take(j, "kind", kind) && take(j, "node", c.node) && take(j, "host", c.host) &&
-                     take(j, "time_ns", ns) && take(j, "reason", c.reason) && take(j, "rank", c.rank) &&
-                     take(j, "local_rank", c.local_rank) && take(j, "pid", c.pid) &&
-                     take(j, "exit_code", c.exit_code) && take(j, "signal", c.signal) && take(j, "note", c.note) &&
-                     take(j, "error_type", c.error_type) && take(j, "error", c.error) &&
-                     take(j, "traceback", c.traceback) && take(j, "error_file", c.error_file) &&
-                     take(j, "error_problem", c.error_problem) && take(j, "stderr_tail", c.stderr_tail) &&
-                     take(j, "collective_timeout", c.collective_timeout) && take(j, "lost_node", c.lost_node) &&
-                     take(j, "lost_host", c.lost_host) && take(j, "silent_since_ns", silent_ns) &&
-                     take(j, "stderr_quiet_ms", quiet_ms);
+  const bool typed = take_member(j, "kind", kind) && take_member(j, "node", c.node) && take_member(j, "host", c.host) &&
+                     take_member(j, "time_ns", ns) && take_member(j, "reason", c.reason) && take_member(j, "rank", c.rank) &&
+                     take_member(j, "local_rank", c.local_rank) && take_member(j, "pid", c.pid) &&
+                     take_member(j, "exit_code", c.exit_code) && take_member(j, "signal", c.signal) && take_member(j, "note", c.note) &&
+                     take_member(j, "error_type", c.error_type) && take_member(j, "error", c.error) &&
+                     take_member(j, "traceback", c.traceback) && take_member(j, "error_file", c.error_file) &&
+                     take_member(j, "error_problem", c.error_problem) && take_member(j, "stderr_tail", c.stderr_tail) &&
+                     take_member(j, "collective_timeout", c.collective_timeout) && take_member(j, "lost_node", c.lost_node) &&
+                     take_member(j, "lost_host", c.lost_host) && take_member(j, "silent_since_ns", silent_ns) &&
+                     take_member(j, "stderr_quiet_ms", quiet_ms);
   if (!typed) return std::nullopt;
   if (const auto collective = j.find("collective"); collective != j.end()) {
     c.collective = decode_hung_collective(*collective);
