@@ -86,8 +86,10 @@ def wait_record(xdg, p, port):
     return record
 
 
-def dump(lx, xdg, args=(), env=None, prefix=()):
-    """`ddplaunch --dump_stacks ARGS` in lx's directory; xdg None: without XDG_RUNTIME_DIR."""
+def dump(lx, xdg, args=(), env=None, prefix=PRIVATE_REGISTRY):
+    """`ddplaunch --dump_stacks ARGS` in lx's directory; xdg None: without XDG_RUNTIME_DIR. By
+    default the caller sees no other test's job: /tmp/ddplaunch-<uid> (which every launcher also
+    writes) is an empty one of its own; prefix=() for the tests of that shared place."""
     return lx.run(["--dump_stacks", *args], env={"XDG_RUNTIME_DIR": xdg and str(xdg), **(env or {})}, timeout=60,
                   prefix=prefix)
 
@@ -107,7 +109,7 @@ def test_a_default_job_says_its_port_and_dump_stacks_finds_it(lx, xdg):
     assert record["hosts_store"] and not record["secret"] and record["nnodes"] == 1, record
     assert record["command"].endswith("sleeper.sh") and record["cwd"] == lx.dir, record
     assert oct(os.stat(jobs_dir(xdg)).st_mode & 0o777) == "0o700"
-    rc, out, err = dump(lx, xdg, prefix=PRIVATE_REGISTRY)  # no other test's job beside it
+    rc, out, err = dump(lx, xdg)  # no other test's job beside it
     assert rc == 0, err
     assert "=== node 0 (" in out and "rank 0 (pid " in out and "rank 1 (pid " in out, out
     assert f"ddplaunch: asking job '{record['run_id']}' at 127.0.0.1:{port} (pid {p.pid}, started " in err, err
@@ -154,12 +156,12 @@ def test_a_caller_with_another_xdg_runtime_dir_finds_the_job_of_its_directory(dd
         job_b, port_b, rec_b = start_job(lx_b, dirs["xdg_b"])
         assert rec_a["cwd"] == lx.dir and rec_b["cwd"] == lx_b.dir
         for caller, xdg, job, rec in ((lx, dirs["xdg_c"], job_a, rec_a), (lx_b, None, job_b, rec_b)):
-            rc, out, err = dump(caller, xdg)
+            rc, out, err = dump(caller, xdg, prefix=())
             assert rc == 0, err
             assert f"asking the one started in this directory: job '{rec['run_id']}' at " in err, err
             assert all(f"(pid {pid})" in out for pid in worker_pids(caller, rec["run_id"])), out
         # Started in neither directory: both listed (with whatever other job of this user runs), exit 2.
-        rc, out, err = dump(lx_c, dirs["xdg_c"])
+        rc, out, err = dump(lx_c, dirs["xdg_c"], prefix=())
         assert rc == 2 and out == "", err
         assert f"and none was started in {lx_c.dir}, so ddplaunch --dump_stacks asks none;" in err, err
         for rec, port in ((rec_a, port_a), (rec_b, port_b)):
@@ -179,7 +181,7 @@ def test_a_killed_launchers_record_is_ignored_and_removed(lx, xdg):
     os.kill(p.pid, signal.SIGKILL)  # the launcher alone; the job's reaper ends its workers
     p.wait()
     assert os.listdir(jobs_dir(xdg)) == [f"{p.pid}.json"], "SIGKILL runs no clean-up: the record stays"
-    rc, out, err = dump(lx, xdg, prefix=PRIVATE_REGISTRY)
+    rc, out, err = dump(lx, xdg)
     assert rc == 1, err
     assert "no running ddplaunch job of this user on this machine" in err, err
     assert os.listdir(jobs_dir(xdg)) == []
@@ -187,7 +189,7 @@ def test_a_killed_launchers_record_is_ignored_and_removed(lx, xdg):
 
 
 def test_no_job_is_one_line_and_exit_1(lx, xdg):
-    rc, out, err = dump(lx, xdg, prefix=PRIVATE_REGISTRY)
+    rc, out, err = dump(lx, xdg)
     assert rc == 1
     assert out == ""
     places = f"{jobs_dir(xdg)} and {FALLBACK_JOBS}"

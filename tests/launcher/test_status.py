@@ -55,8 +55,10 @@ def xdg(tmp_path):
 
 
 
-def status(lx, xdg, *args, expect=0, prefix=()):
-    """`ddplaunch --status ARGS` with this test's registry: the parsed JSON (or stderr)."""
+def status(lx, xdg, *args, expect=0, prefix=PRIVATE_REGISTRY):
+    """`ddplaunch --status ARGS` with this test's registry: the parsed JSON (or stderr). The caller
+    sees no other test's job: by default, /tmp/ddplaunch-<uid> (which every launcher also writes)
+    is an empty one of its own."""
     code, out, err = lx.run(["--status", *args], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15, prefix=prefix)
     assert code == expect, f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
     return json.loads(out) if expect == 0 else err
@@ -68,7 +70,8 @@ def wait_status(lx, xdg, pred, *args, timeout=15):
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        code, out, _ = lx.run(["--status", *args], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15)
+        code, out, _ = lx.run(["--status", *args], env={"XDG_RUNTIME_DIR": str(xdg)}, timeout=15,
+                              prefix=PRIVATE_REGISTRY)  # no other test's job, as status() above
         if code == 0:
             last = json.loads(out)
             if pred(last):
@@ -360,7 +363,7 @@ def test_status_escapes_a_hostile_reply(lx, xdg, tmp_path):
 
 
 def test_no_job_and_wrong_arguments(lx, xdg):
-    err = status(lx, xdg, expect=1, prefix=PRIVATE_REGISTRY)
+    err = status(lx, xdg, expect=1)
     assert "no running ddplaunch launcher of this user on this machine" in err and len(err.splitlines()) == 1
     assert "with pid 1 " in status(lx, xdg, "1", expect=1)
     assert "cannot connect to /nonexistent/status.sock" in status(lx, xdg, "/nonexistent/status.sock", expect=1)
