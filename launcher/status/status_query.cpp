@@ -1,6 +1,8 @@
 // See status_query.hpp.
 #include "launcher/status/status_query.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -12,6 +14,7 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/common/env_lookup.hpp"
+#include "launcher/config/file_flag.hpp"
 #include "launcher/status/job_lookup.hpp"
 #include "launcher/watch/probe/worker_server.hpp"
 
@@ -94,6 +97,14 @@ int print_status(const LaunchConfig& c) {
   std::optional<std::string> socket;
   if (c.program.find('/') != std::string::npos) {
     socket = c.program;
+    // Connecting to a FIFO or a file fails as a gone launcher's socket would; say what it is instead.
+    const FoundFile found = find_file(*socket);
+    if (found.error == 0 && !S_ISSOCK(found.mode)) {
+      log::error("--status {}: this is {}, not a launcher's status socket; give <run dir>/status.sock of a running "
+                 "launcher, its pid, or no value to find it",
+                 *socket, file_kind(found.mode));
+      return kExitUsage;
+    }
   } else {
     auto found = find_socket(c);
     if (const int* exit_code = std::get_if<int>(&found)) return *exit_code;

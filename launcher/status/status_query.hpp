@@ -17,7 +17,7 @@ namespace ddp::launcher {
 // character of the reply escaped as JSON does, DEL and U+0080..U+009F too: nothing in a reply
 // reaches the terminal as a control sequence; a reply that is not JSON or not 200 is quoted on
 // stderr the same way); returns 2 after a list of the launchers when several could be meant
-// (job_lookup.hpp); returns 1 after
+// (job_lookup.hpp), and when PATH is not a socket (a FIFO, a file); returns 1 after
 // one line on stderr when no launcher is found (none registered yet: a launcher registers a
 // second after its workers start), or none answers within 5 s. Blocks.
 int print_status(const LaunchConfig& config);

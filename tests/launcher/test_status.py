@@ -362,7 +362,11 @@ def test_status_escapes_a_hostile_reply(lx, xdg, tmp_path):
     print(f"printed: {out.strip()!r}\n{err2.strip()!r}\n{err3.strip()!r}")
 
 
-def test_no_job_and_wrong_arguments(lx, xdg):
+def test_no_job_and_wrong_arguments(lx, xdg, tmp_path):
+    fifo = tmp_path / "not-a-socket"
+    os.mkfifo(fifo)  # connecting to it failed as a gone launcher's socket does (exit 1)
+    err = status(lx, xdg, str(fifo), expect=2)
+    assert f"--status {fifo}: this is a FIFO, not a launcher's status socket" in err and len(err.splitlines()) == 1
     err = status(lx, xdg, expect=1)
     assert "no running ddplaunch launcher of this user on this machine" in err and len(err.splitlines()) == 1
     assert "with pid 1 " in status(lx, xdg, "1", expect=1)
