@@ -4,8 +4,9 @@
 #      libFuzzer and sanitizer runtimes, python3-venv, libsodium (the job secret's HMAC),
 #      nlohmann-json (workers' error files, the JSON summary and event log), elfutils (eu-stack),
 #      etcd-server and etcd-client (the etcd v3 client's tests run real etcd members), libssl-dev
-#      (ddplaunch-etcd-tls, the TLS proxy to etcd), openssl (its test makes certificates) and
-#      libhwloc-dev (--numa_binding's topology).
+#      (ddplaunch-etcd-tls, the TLS proxy to etcd), openssl (its test makes certificates),
+#      libhwloc-dev (--numa_binding's topology) and chromium with chromium-driver (the job page's
+#      test renders it in headless Chromium).
 #   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
 #   3. pytest and pytest-timeout in .venv/: the Python suites (tests/conftest.py) run under them.
@@ -31,7 +32,7 @@ DEMO_PKGS=(build-essential cmake ninja-build pkg-config git ccache
            python3 python3-venv python3-dev
            libsodium-dev nlohmann-json3-dev libssl-dev libhwloc-dev elfutils)
 TEST_PKGS=(catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev iproute2 procps
-           openmpi-bin openssl etcd-server etcd-client)
+           openmpi-bin openssl etcd-server etcd-client chromium chromium-driver)
 PKGS=("${DEMO_PKGS[@]}")
 ((demo)) || PKGS+=("${TEST_PKGS[@]}")
 
@@ -81,11 +82,12 @@ fi
 # Test and packaging tools: pytest for the Python suites, scikit-build-core for `pip wheel .`,
 # py-spy for Python workers' stacks where their worker server cannot answer (elfutils' eu-stack
 # for native ones), Accelerate for the hang tests of an Accelerate script, pytest-xdist for the
-# suites that run their tests two at a time (ddp_add_pytest's PAIRS).
-py_tools=(pytest pytest-timeout pytest-xdist scikit-build-core py-spy accelerate)
+# suites that run their tests two at a time (ddp_add_pytest's PAIRS), selenium to drive headless
+# Chromium through the job page's test.
+py_tools=(pytest pytest-timeout pytest-xdist scikit-build-core py-spy accelerate selenium)
 if ((demo)); then
   : # the main job needs none of them
-elif ! .venv/bin/python -c 'import pytest, pytest_timeout, xdist, scikit_build_core, accelerate' 2>/dev/null || [[ ! -x .venv/bin/py-spy ]]; then
+elif ! .venv/bin/python -c 'import pytest, pytest_timeout, xdist, scikit_build_core, accelerate, selenium' 2>/dev/null || [[ ! -x .venv/bin/py-spy ]]; then
   say "installing ${py_tools[*]} into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_tools[@]}"
 fi

@@ -99,8 +99,14 @@ bool Agent::prepare() {
     status_board_.identify(status_identity(c_, eff_.host), {&watch_->progress_table(), watch_->flight_recorders()});
     // With --status_port now, so a port in use fails before the rendezvous; else with the
     // registration, after the workers start (register_once): off the path to their exec.
-    if (deps_.preflight && c_.status_port >= 0)
-      status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(c_.node_rank));
+    if (deps_.preflight && c_.status_port >= 0) {
+      // The job's page: node 0 gathers the others' status, a stack is asked through the store.
+      status_exchange_ = std::make_unique<StatusExchange>(status_board_, StatusExchangeOptions{[this] { return connect_job(); }});
+      events_.add(*status_exchange_);
+      page_stacks_ = std::make_unique<PageStacks>(status_board_, PageStacksOptions{[this] { return connect_job(); }});
+      status_server_ = serve_status(c_, eff_, status_board_, io_, backend_->hosts_store(c_.node_rank),
+                                    {status_exchange_.get(), page_stacks_.get()});
+    }
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     exit_code_ = kExitUsage;
@@ -338,6 +344,9 @@ int Agent::run() {
   start_round();
   io_.run();
   status_server_.reset();  // before the progress table (the watch) and the run's directory go
+  // The same for the page's threads; another node publishes its last status for node 0's page.
+  if (status_exchange_) status_exchange_->stop();
+  page_stacks_.reset();
   if (!procs_ && !exit_code_) exit_code_ = kExitFailure;
   watch_.reset();  // the timer pipe goes before the run's directory may
   if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);

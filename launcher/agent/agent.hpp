@@ -56,7 +56,9 @@
 #include "launcher/report/restart_history.hpp"
 #include "launcher/report/round_report.hpp"
 #include "launcher/status/job_registry.hpp"
+#include "launcher/status/page_stacks.hpp"
 #include "launcher/status/status_board.hpp"
+#include "launcher/status/status_exchange.hpp"
 #include "launcher/status/status_server.hpp"
 #include "launcher/watch/worker_watch.hpp"
 #include "launcher/workers/console_writer.hpp"
@@ -207,6 +209,10 @@ class Agent {
   // The server is made by prepare() with --status_port, else by register_once() (after the
   // workers start: off the path to their exec); it goes before the watch.
   StatusBoard status_board_;
+  // With --status_port, the job's page's parts (status/status_exchange.hpp, page_stacks.hpp);
+  // declared before the server, which calls them, so they go after it.
+  std::unique_ptr<StatusExchange> status_exchange_;
+  std::unique_ptr<PageStacks> page_stacks_;
   std::unique_ptr<StatusServer> status_server_;
   std::optional<int> exit_code_;
   std::optional<NodeFailure> hang_;  // this round's collective hang, as this node's failure

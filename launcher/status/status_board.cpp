@@ -49,6 +49,10 @@ void StatusBoard::on_event(const RoundEvent& event) {
           stopping(e.cause.code, e.cause.origin_node);
         } else if constexpr (std::is_same_v<E, HangFound>) {
           hang(e.collective, e.text);
+        } else if constexpr (std::is_same_v<E, RoundFailed>) {
+          failed(e.failed);
+        } else if constexpr (std::is_same_v<E, JobEnded>) {
+          ended(e.exit_code);
         }
       },
       event);
@@ -106,6 +110,26 @@ void StatusBoard::hang(bool collective, const std::string& text) {
   s_.hang = collective ? "collective" : "suspected";
   s_.hang_summary = text.substr(0, text.find('\n'));
   s_.hang_ns = realtime_ns();
+}
+
+void StatusBoard::failed(const FailedRound& round) {
+  const RootCause& root = round.root;
+  RoundCause c{round.round, round.code, kind_name(root.kind), root.node, root.host, -1, 0, 0, "", 0};
+  if (root.kind == RootCause::Kind::Worker) {
+    c.rank = root.rank;
+    c.exit_code = root.exit_code;
+    c.signal = root.signal;
+    c.error_type = root.error_type;
+  }
+  if (root.time.time_since_epoch().count() != 0)
+    c.time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(root.time.time_since_epoch()).count();
+  std::lock_guard lock(mutex_);
+  s_.causes.push_back(std::move(c));
+}
+
+void StatusBoard::ended(int exit_code) {
+  std::lock_guard lock(mutex_);
+  s_.ended = exit_code;
 }
 
 StatusSnapshot StatusBoard::snapshot() const {

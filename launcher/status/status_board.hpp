@@ -1,7 +1,7 @@
 // The live status of one launcher, as its status endpoint serves it (status_server.hpp) and
 // `ddplaunch --status` prints it: a snapshot kept up to date by the round's events (a listener,
 // events/round_events.hpp: a round joining or joined, workers started or exited, the round
-// stopping, a hang) and read by the server thread.
+// stopping, a hang, a failed round's root cause, the job's end) and read by the server thread.
 // The fields, and what each means, are in docs/json-output.md ("Live status").
 //
 // What is never in it: the job secret, the token file, the store's credentials, any worker's
@@ -58,6 +58,21 @@ struct NodeStatus {
   bool standby = false;  // no workers this round (--active_nodes)
 };
 
+// A failed round's root cause, as the board keeps it: the record's fields that say who and how,
+// never its text (an error message or traceback may quote arguments or environment).
+struct RoundCause {
+  int round = 0;
+  int code = 0;          // the exit code the round's root cause gave
+  std::string kind;      // kind_name() of the record: "worker", "hang", "node_lost", ...
+  int node = -1;         // where it happened (-1: none to blame)
+  std::string host;
+  int rank = -1;         // a worker's failure: its rank, exit code or signal, error type
+  int exit_code = 0;
+  int signal = 0;
+  std::string error_type;
+  std::int64_t time_ns = 0;  // CLOCK_REALTIME ns (0: not known)
+};
+
 // Where the ranks' progress is read at each snapshot, without the agent: both must outlive every
 // later snapshot(); nullptr: none.
 struct ProgressSources {
@@ -82,6 +97,8 @@ struct StatusSnapshot {
   std::int64_t hang_ns = 0;
   int stop_code = 0;                           // while stopping: the root cause's exit code
   int stop_origin = -1;                        // and the group rank it came from (-1: none or unknown)
+  std::vector<RoundCause> causes;              // every failed round's root cause, oldest first
+  std::optional<int> ended;                    // the job ended on this node: its exit code
   std::vector<CollectiveProgress> progress;    // by slot, read at snapshot time (empty: no table)
   std::map<int, FrProgress> flight_recorders;  // by rank, as the last polls saw them
   std::int64_t now_ns = 0;                     // when the snapshot was taken
@@ -110,6 +127,10 @@ class StatusBoard : public RoundListener {
   void stopping(int code, int origin_node);
   // A hang was found (`collective`) or is suspected; `text`'s first line is kept.
   void hang(bool collective, const std::string& text);
+  // A round failed: its root cause (fields only, no text) is kept.
+  void failed(const FailedRound& round);
+  // The job ended on this node with `exit_code`.
+  void ended(int exit_code);
 
   StatusSnapshot snapshot() const;
 

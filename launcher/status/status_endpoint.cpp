@@ -6,6 +6,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/rdzv/hosted_store.hpp"
+#include "launcher/status/status_access.hpp"
 #include "launcher/status/status_json.hpp"
 
 namespace ddp::launcher {
@@ -24,7 +25,7 @@ std::string status_tcp_host(const LaunchConfig& c, bool hosts_store) {
 }
 
 std::unique_ptr<StatusServer> serve_status(const LaunchConfig& c, EffectiveConfig& eff, const StatusBoard& board,
-                                           boost::asio::io_context& agent_io, bool hosts_store) {
+                                           boost::asio::io_context& agent_io, bool hosts_store, JobPageParts page) {
   StatusServerOptions o;
   o.socket_path = status_socket_path(eff.log_root);
   if (c.status_port >= 0) {
@@ -33,7 +34,12 @@ std::unique_ptr<StatusServer> serve_status(const LaunchConfig& c, EffectiveConfi
   }
   o.post_to_agent = [&agent_io](std::function<void()> probe) { boost::asio::post(agent_io, std::move(probe)); };
   o.start_on_dial = &agent_io;  // the agent destroys it on that loop's thread, after the loop ran
-  auto status = [&board] { return status_json(board.snapshot()); };
+  o.token = page_token(c.rdzv_secret, c.run_id);
+  if (PageStacks* stacks = page.stacks) {
+    o.stack = [stacks](int rank, StatusServerOptions::StackDone done) { stacks->request(rank, std::move(done)); };
+  }
+  std::function<std::string()> status = [&board] { return status_json(board.snapshot()); };
+  if (StatusExchange* exchange = page.exchange) status = [exchange] { return exchange->status(); };
   std::unique_ptr<StatusServer> server;
   try {
     server = std::make_unique<StatusServer>(o, status);
@@ -47,8 +53,10 @@ std::unique_ptr<StatusServer> serve_status(const LaunchConfig& c, EffectiveConfi
     server = std::make_unique<StatusServer>(o, status);
   }
   if (o.tcp_port) {
-    log::info("status: http://{}/status", rendezvous::format_endpoint(o.tcp_host.empty() ? eff.host : o.tcp_host,
-                                                                      static_cast<std::uint16_t>(server->tcp_port())));
+    const std::string base = "http://" + rendezvous::format_endpoint(o.tcp_host.empty() ? eff.host : o.tcp_host,
+                                                                     static_cast<std::uint16_t>(server->tcp_port()));
+    log::info("status: {}/status, the job's page: {}/{}", base, base, o.token.empty() ? "" : "?token=" + o.token);
+    if (page.exchange) page.exchange->set_page_url(base + "/");
   }
   return server;
 }

@@ -96,6 +96,20 @@ std::string status_json(const StatusSnapshot& s) {
   json stop = nullptr;
   if (s.state == "stopping")
     stop = {{"code", s.stop_code}, {"origin_node", s.stop_origin >= 0 ? json(s.stop_origin) : json(nullptr)}};
+  json causes = json::array();
+  for (const RoundCause& c : s.causes) {
+    json cause = {{"round", c.round}, {"code", c.code}, {"kind", c.kind},
+                  {"node", c.node >= 0 ? json(c.node) : json(nullptr)},
+                  {"host", c.host.empty() ? json(nullptr) : json(c.host)},
+                  {"time", c.time_ns > 0 ? json(seconds(c.time_ns)) : json(nullptr)}};
+    if (c.rank >= 0) {
+      cause["rank"] = c.rank;
+      cause["exit_code"] = c.exit_code;
+      cause["signal"] = c.signal != 0 ? json(c.signal) : json(nullptr);
+      cause["error_type"] = c.error_type.empty() ? json(nullptr) : json(c.error_type);
+    }
+    causes.push_back(std::move(cause));
+  }
   const json doc = {
       {"ddplaunch_version", kVersion},
       {"job_id", s.id.job_id},
@@ -111,10 +125,11 @@ std::string status_json(const StatusSnapshot& s) {
       {"round", s.round},
       {"world_size", s.world_size},
       {"nodes", nodes},
-      {"restarts", {{"count", s.restarts}, {"max", s.id.max_restarts}}},
+      {"restarts", {{"count", s.restarts}, {"max", s.id.max_restarts}, {"causes", causes}}},
       {"ranks", ranks},
       {"hang", hang},
       {"stopping", stop},
+      {"ended", s.ended ? json{{"exit_code", *s.ended}} : json(nullptr)},
   };
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }

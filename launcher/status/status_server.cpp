@@ -11,6 +11,7 @@
 #include <list>
 #include <map>
 #include <string_view>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
@@ -29,6 +30,8 @@
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
+#include "launcher/status/page/job_page_asset.hpp"
+#include "launcher/status/status_access.hpp"
 #include "launcher/watch/probe/socket_path.hpp"
 
 namespace ddp::launcher {
@@ -86,7 +89,7 @@ class Session final : public Unanswered, public std::enable_shared_from_this<Ses
         server_(server),
         stream_(std::move(socket)),
         buffer_(kHeaderLimit),
-        health_timer_(server.io) {
+        wait_timer_(server.io) {
     ++server_.open;
     parser_.header_limit(kHeaderLimit);
     parser_.body_limit(0);
@@ -116,7 +119,7 @@ class Session final : public Unanswered, public std::enable_shared_from_this<Ses
   // The agent's loop ran the probe (`alive`), or the wait for it ended.
   void health(bool alive) {
     if (answered_) return;
-    health_timer_.cancel();
+    wait_timer_.cancel();
     if (alive) return answer(http::status::ok, "text/plain", "ok\n");
     answer(
         http::status::service_unavailable, "text/plain",
@@ -133,19 +136,58 @@ class Session final : public Unanswered, public std::enable_shared_from_this<Ses
     stream_.expires_after(server_.options.request_timeout);
     if (ec) return answer(http::status::bad_request, "text/plain", "bad request: " + ec.message() + "\n");
     const auto& request = parser_.get();
-    const std::string_view target(request.target().data(), request.target().size());
-    if (target != "/status" && target != "/healthz") {
-      return answer(http::status::not_found, "text/plain", "not found; try GET /status or GET /healthz\n");
+    const RequestTarget target = parse_target(std::string_view(request.target().data(), request.target().size()));
+    const std::string& path = target.path;
+    if (path != "/" && path != "/status" && path != "/stack" && path != "/healthz") {
+      return answer(http::status::not_found, "text/plain", "not found; try GET /, GET /status or GET /healthz\n");
     }
     if (request.method() != http::verb::get) return answer(http::status::method_not_allowed, "text/plain", "use GET\n");
-    if (target == "/status") return answer(http::status::ok, "application/json", server_.status());
-    probe_agent();
+    if (path == "/healthz") return probe_agent();
+    // The unix socket is this user's own (the run's directory is 0700).
+    const auto authorization = request[http::field::authorization];
+    if (!std::is_same_v<Protocol, Local> &&
+        !has_token(server_.options.token, target, std::string_view(authorization.data(), authorization.size()))) {
+      return answer(http::status::unauthorized, "text/plain",
+                    "this status port needs the job page's token: open the URL the launcher printed with it "
+                    "(\"status: http://HOST:PORT/?token=...\"), or send \"Authorization: Bearer TOKEN\"\n");
+    }
+    if (path == "/") return answer(http::status::ok, "text/html; charset=utf-8", std::string(job_page_html()));
+    if (path == "/status") return answer(http::status::ok, "application/json", server_.status());
+    take_stack(target);
+  }
+
+  // /stack?rank=R: answered when the stack comes (within stack_timeout).
+  void take_stack(const RequestTarget& target) {
+    const auto rank = target.query.find("rank");
+    int r = -1;
+    if (rank != target.query.end() && !rank->second.empty() && rank->second.size() < 9 &&
+        rank->second.find_first_not_of("0123456789") == std::string::npos)
+      r = std::stoi(rank->second);
+    if (!server_.options.stack) return answer(http::status::not_found, "text/plain", "no stacks here\n");
+    if (r < 0) return answer(http::status::bad_request, "text/plain", "give the rank: GET /stack?rank=R\n");
+    stream_.expires_after(server_.options.stack_timeout);
+    wait_timer_.expires_after(server_.options.stack_timeout);
+    wait_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
+      if (!ec) self->answer(http::status::gateway_timeout, "text/plain", "no stack came in time\n");
+    });
+    std::weak_ptr<StatusServerState> server = server_.weak_from_this();
+    std::weak_ptr<Session> session = this->shared_from_this();
+    server_.options.stack(r, [server, session](int status, std::string text) {
+      if (const auto s = server.lock()) {
+        asio::post(s->io, [session, status, text = std::move(text)]() mutable {
+          if (const auto alive = session.lock()) {
+            alive->wait_timer_.cancel();
+            alive->answer(static_cast<http::status>(status), "text/plain; charset=utf-8", std::move(text));
+          }
+        });
+      }
+    });
   }
 
   void probe_agent() {
     if (!server_.options.post_to_agent) return answer(http::status::ok, "text/plain", "ok\n");
-    health_timer_.expires_after(server_.options.health_timeout);
-    health_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
+    wait_timer_.expires_after(server_.options.health_timeout);
+    wait_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (!ec) self->health(false);
     });
     // Only weak references cross to the agent's thread: a probe that runs after the server has
@@ -162,11 +204,19 @@ class Session final : public Unanswered, public std::enable_shared_from_this<Ses
   }
 
   void answer(http::status status, const char* type, std::string body) {
+    if (answered_) return;
     answered_ = true;
     response_.version(11);
     response_.result(status);
     response_.set(http::field::content_type, type);
     response_.set(http::field::cache_control, "no-store");
+    // The page loads nothing from elsewhere and may be framed by no other page; its URL (with the
+    // token) is sent to no other site.
+    response_.set("X-Content-Type-Options", "nosniff");
+    response_.set("Referrer-Policy", "no-referrer");
+    response_.set("Content-Security-Policy",
+                  "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                  "img-src data:; frame-ancestors 'none'");
     response_.keep_alive(false);
     response_.body() = std::move(body);
     response_.prepare_payload();
@@ -186,7 +236,7 @@ class Session final : public Unanswered, public std::enable_shared_from_this<Ses
   beast::flat_buffer buffer_;
   http::request_parser<http::empty_body> parser_;
   http::response<http::string_body> response_;
-  asio::steady_timer health_timer_;
+  asio::steady_timer wait_timer_;  // the wait for the agent's probe or a stack (holds the session)
   bool answered_ = false;
   bool counted_ = true;   // in server_.open (until evicted)
   bool reading_ = false;  // in server_.reading, at place_

@@ -3,9 +3,13 @@
 // the directory is 0700, so only this user reaches it) and, with --status_port, on TCP. With a
 // `start_on_dial` loop the thread starts when the first connection arrives (common/dial_watch.hpp):
 // a short job that nobody asks about never starts it.
+//   GET /         200, the job's page (page/job_page.html, built into the binary: docs/job-page.md)
 //   GET /status   200, the board's JSON (status_json.hpp)
+//   GET /stack?rank=R  200, rank R's stack as text, taken on request (`stack` below; unset: 404)
 //   GET /healthz  200 "ok" when the agent's event loop ran a probe within 1 s; else 503 saying so
 //   anything else 404 (a method other than GET: 405)
+// With a token, a TCP request for anything but /healthz without it is answered 401 and nothing
+// else happens (status_access.hpp); the unix socket needs none.
 // One request per connection (the answer closes it). A stranger cannot hold it: a request's
 // header is at most 8 KiB, has no body and must arrive whole within 2 s (a silent or slow client
 // is closed then); the answer has 5 s more. At most 32 are open at once: a new connection at the
@@ -36,6 +40,12 @@ struct StatusServerOptions {
   std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};  // then to answer it
   std::chrono::milliseconds health_timeout{std::chrono::seconds(1)};
   int max_connections = 32;
+  std::string token;  // what TCP requests must carry (status_access.hpp); "": none
+  // Takes rank R's stack and calls `done` (from any thread, once) with an HTTP status and the
+  // text. Called on the server thread; must not block. Unset: /stack answers 404.
+  using StackDone = std::function<void(int http_status, std::string text)>;
+  std::function<void(int rank, StackDone done)> stack;
+  std::chrono::milliseconds stack_timeout{std::chrono::seconds(40)};  // to answer /stack
   // Runs a probe on the agent's loop (thread-safe, never blocks: an Asio post). Unset: /healthz
   // answers from the server thread alone.
   std::function<void(std::function<void()>)> post_to_agent;

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.timeout(60)
 
 SECRET = "0123456789abcdef0123456789abcdef-status"
 SLEEPER = '#!/bin/bash\necho $$ > "$PIDDIR/pid.$RANK"\nexec sleep 60\n'
-PORT_LINE = re.compile(r"ddplaunch: status: http://(\S+):(\d+)/status")
+PORT_LINE = re.compile(r"ddplaunch: status: http://(\S+):(\d+)/status, the job's page: \S+?(?:token=([0-9a-f]+))?$")
 
 
 @pytest.fixture
@@ -82,9 +82,9 @@ def wait_status(lx, xdg, pred, *args, timeout=15):
 
 def read_port(p):
     for line in p.stderr:  # said at start, before the rendezvous; the test's timeout bounds it
-        m = PORT_LINE.search(line)
+        m = PORT_LINE.search(line.rstrip("\n"))
         if m:
-            return m.group(1), int(m.group(2))
+            return m.group(1), int(m.group(2)), m.group(3) or ""
     pytest.fail(f"no status port line; the launcher ended ({p.wait()})")
 
 
@@ -102,7 +102,7 @@ def test_status_of_a_running_job(lx, xdg):
     prog = lx.script("sleeper.sh", SLEEPER)
     env = {"XDG_RUNTIME_DIR": str(xdg), "DDPLAUNCH_RDZV_TOKEN": SECRET}
     p = lx.start(["--nproc_per_node", "2", "--status_port", "0", "--rdzv_id", "statusjob", prog], env=env)
-    host, port = read_port(p)
+    host, port, token = read_port(p)
     assert host == "127.0.0.1"  # a single node's store binds --master_addr; so does the status
     lx.wait_pids(2)
     t0 = time.monotonic()
@@ -114,7 +114,7 @@ def test_status_of_a_running_job(lx, xdg):
     assert s["job_id"] == "statusjob" and s["round"] == 0 and s["world_size"] == 2
     assert s["node"]["launcher_pid"] == p.pid and s["node"]["role"] == "active"
     assert s["node"]["state"] == "running" and s["hang"] == {"state": "none"}
-    assert s["restarts"] == {"count": 0, "max": 0}
+    assert s["restarts"] == {"count": 0, "max": 0, "causes": []} and s["ended"] is None
 
     # The same launcher by pid and by socket path.
     assert status(lx, xdg, str(p.pid))["node"]["launcher_pid"] == p.pid
@@ -129,7 +129,9 @@ def test_status_of_a_running_job(lx, xdg):
     garbage.connect(sock)
     garbage.sendall(b"\x00\xff" * 100 + b"\r\n\r\n")
     t1 = time.monotonic()
-    code, body = http_get(host, port, "/status")
+    # With a job secret, TCP answers /status only with the page's token (docs/job-page.md).
+    assert http_get(host, port, "/status")[0] == 401 and token
+    code, body = http_get(host, port, "/status?token=" + token)
     assert code == 200 and json.loads(body)["node"]["launcher_pid"] == p.pid
     assert http_get(host, port, "/healthz") == (200, "ok\n")
     assert http_get(host, port, "/metrics")[0] == 404
@@ -216,7 +218,7 @@ def test_healthz_is_answered_beside_40_held_connections(lx, xdg, drip):
     addresses differ (the server makes room from the address that holds the most)."""
     prog = lx.script("sleeper.sh", SLEEPER)
     p = lx.start(["--nproc_per_node", "1", "--status_port", "0", prog], env={"XDG_RUNTIME_DIR": str(xdg)})
-    host, port = read_port(p)
+    host, port, _ = read_port(p)
     lx.wait_pids(1)
     assert http_get(host, port, "/healthz") == (200, "ok\n")
     crowd = Crowd(host, port, drip=drip)
