@@ -25,9 +25,11 @@ const rows = [...document.querySelectorAll('#ranks tbody tr')].map(tr => ({
 const lines = [...document.querySelectorAll('#chart polyline')].map(l => ({
   rank: Number(l.dataset.rank), straggler: l.classList.contains('straggler')}));
 const link = document.getElementById('node0-link');
-return {title: document.title, content: !document.getElementById('content').hidden,
+const content = document.getElementById('content');  // none: not the page (a 401's text)
+const chart = document.getElementById('chart');
+return {title: document.title, page: !!content, content: !!content && !content.hidden,
         access: text('access'), gone: text('gone'), hang: text('hang'), job: text('job'),
-        ranks: rows, chart_lines: lines, chart_text: document.getElementById('chart').textContent,
+        ranks: rows, chart_lines: lines, chart_text: chart ? chart.textContent : null,
         node0: text('node0'), node0_link: link ? link.getAttribute('href') : null,
         stack: text('stack-text'), body: document.body.innerText};
 """
