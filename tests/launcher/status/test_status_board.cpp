@@ -66,7 +66,8 @@ TEST_CASE("a fresh board says who it is and that it is starting") {
   CHECK(j["node"]["group_rank"].is_null());
   CHECK(j["node"]["state"] == "starting");
   CHECK(j["node"]["launcher_pid"] == static_cast<int>(::getpid()));
-  CHECK(j["restarts"] == json({{"count", 0}, {"max", 3}}));
+  CHECK(j["restarts"] == json({{"count", 0}, {"max", 3}, {"causes", json::array()}}));
+  CHECK(j["ended"].is_null());
   CHECK(j["ranks"].empty());
   CHECK(j["hang"]["state"] == "none");
   CHECK(j["ddplaunch_version"].is_string());
