@@ -30,7 +30,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
-#include "launcher/status/page/job_page_asset.hpp"
+#include "launcher/status/job_page_html.hpp"
 #include "launcher/status/status_access.hpp"
 #include "launcher/watch/probe/socket_path.hpp"
 

@@ -1,4 +1,4 @@
-// The job's page (job_page.html beside this file) as built into the binary: CMake writes it into
+// The job's page (page/job_page.html) as built into the binary: CMake writes it into
 // a generated source as one string at build time (cmake/embed_text.cmake), so the launcher serves it
 // with no file to install and nothing to fetch. Pure, thread-safe, never throws.
 #pragma once
