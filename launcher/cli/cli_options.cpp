@@ -261,7 +261,8 @@ void declare_output_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet
                "directory), or the one of --rdzv_id, or "
                "`--status PID` / `--status SOCKET`; no program");
   pet.add(add_port(app, "--status_port,--status-port", c.status_port,
-                   "also serve the live status over HTTP on this TCP port (GET /status, GET /healthz), at the "
+                   "also serve the live status over HTTP on this TCP port (GET /status, GET /healthz) and the "
+                   "job's page at / (docs/job-page.md; with a job secret, its token is printed with its URL), at the "
                    "store's address on the node hosting it, else --local_addr or every interface; 0: a free port "
                    "(printed); always: a unix socket in the run's directory"));
   app.add_flag("--dry-run,--dry_run", c.dry_run, "print the rank map, each worker's command and environment, and exit");

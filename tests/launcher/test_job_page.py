@@ -8,7 +8,9 @@ Chromium renders it (page/page_browser.py: Debian's chromium and chromium-driver
   * a running 2-node job in network namespaces with a job secret: node 0's page lists both nodes'
     ranks (node 1's gathered through the store) and shows rank 1's stack (on node 1) on request;
     node 1's page shows its own rank and links to node 0's; without the token the page shows
-    nothing, and /status and /stack answer 401 (the stack action takes no stack), /healthz 200.
+    nothing, and /status and /stack answer 401 (the stack action takes no stack), /healthz 200;
+  * the same job with rank 1 never entering all_reduce #2: node 0's page shows the collective
+    hang's report while the round stops.
 
 Each test keeps a screenshot (its path printed) in its own directory.
 
@@ -166,7 +168,7 @@ def test_canned_document_shows_ranks_straggler_chart_and_hang(lx, tmp_path):
         assert sorted(l["rank"] for l in seen["chart_lines"]) == [0, 1, 2, 3]
         assert [l["rank"] for l in seen["chart_lines"] if l["straggler"]] == [3]
         assert "rank 3 straggler" in seen["chart_text"]
-        assert "rank 3 never entered allreduce #1204" in seen["hang"]
+        assert "rank 3 never entered allreduce #1204" in seen["hang"] and seen["hang_state"] == "collective"
         assert "ValueError" in seen["body"] and "worker" in seen["body"]  # the restart's root cause
         assert "every node of the job" in seen["job"]
 
@@ -266,4 +268,41 @@ def test_two_node_job_page(lx, hosts, tmp_path):
     assert [line.split()[0] for line in out if line] == ["401", "401", "401", "401", "200"], out
     for p in launchers:
         lx.procs.stop(p, grace=10)
+    lx.assert_no_survivors()
+
+
+HANGING = ("import os, signal, time, torch, torch.distributed as dist\n"
+           "signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the round's stop lasts --shutdown_timeout\n"
+           "dist.init_process_group('gloo')\n"
+           "open(os.path.join(os.environ['PIDDIR'], 'pid.' + os.environ['RANK']), 'w').write(str(os.getpid()))\n"
+           "dist.all_reduce(torch.ones(4))\n"
+           "if dist.get_rank() == 1:\n    time.sleep(600)\n"
+           "dist.all_reduce(torch.ones(4))\n")
+
+
+def test_two_node_job_page_shows_the_hang_report(lx, hosts, tmp_path):
+    # Rank 1 (node 1) never enters all_reduce #2: node 0's --hang_timeout finds the collective
+    # hang; the workers ignore SIGTERM, so the round stops for --shutdown_timeout, while the page,
+    # open since before the hang, shows the report (and keeps it once the launcher has gone).
+    needs_browser()
+    worker = lx.script("hanging.py", HANGING, mode=0o644)
+    launchers = []
+    for rank, h in enumerate(hosts):
+        args = ["--nnodes", "2", "--node_rank", str(rank), "--master_addr", NODES[0], "--master_port", "29572",
+                "--nproc_per_node", "1", "--rdzv_id", "pagehang", "--status_port", "0", "--heartbeat_timeout", "5",
+                "--rdzv_timeout", "30", "--hang_timeout", "5", "--shutdown_timeout", "10", worker]
+        env = dict(os.environ, PIDDIR=lx.dir, DDPLAUNCH_RDZV_TOKEN=SECRET, GLOO_SOCKET_IFNAME=h.ifname,
+                   PYTHON_EXEC=sys.executable)
+        launchers.append(lx.procs.start(h.cmd(lx.launcher, *args), env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=lx.dir))
+    pages = [read_page_line(p) for p in launchers]
+    lx.wait_pids(2, timeout=90)
+    seen = browse(pages[0][2] + "?token=" + pages[0][3], "!document.getElementById('hang').hidden",
+                  tmp_path / "node0_hang.png", prefix=hosts[0].cmd(), timeout=60)
+    assert not seen["timed_out"], seen
+    assert seen["hang_state"] == "collective", seen
+    assert "rank 0 waited in gloo:all_reduce #2" in seen["hang"] and "rank 1 never entered" in seen["hang"], seen["hang"]
+    print("the page's hang report: " + seen["hang"])
+    for p in launchers:
+        assert p.wait(timeout=60) == 124
     lx.assert_no_survivors()

@@ -30,7 +30,7 @@ const chart = document.getElementById('chart');
 return {title: document.title, page: !!content, content: !!content && !content.hidden,
         access: text('access'), gone: text('gone'), hang: text('hang'), job: text('job'),
         ranks: rows, chart_lines: lines, chart_text: chart ? chart.textContent : null,
-        node0: text('node0'), node0_link: link ? link.getAttribute('href') : null,
+        hang_state: (document.getElementById('hang') || {dataset: {}}).dataset.state || null, node0: text('node0'), node0_link: link ? link.getAttribute('href') : null,
         stack: text('stack-text'), body: document.body.innerText};
 """
 

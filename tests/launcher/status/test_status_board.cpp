@@ -163,6 +163,45 @@ TEST_CASE("a hang is kept with its first line until the next round") {
   CHECK(doc(board)["hang"]["state"] == "none");
 }
 
+TEST_CASE("a failed round's root cause is kept as fields, never its text, and the job's end") {
+  StatusBoard board;
+  join(board, two_nodes(), 0, 0, 0);
+  FailedRound failed;
+  failed.round = 0;
+  failed.code = 1;
+  failed.origin_node = 1;
+  failed.root.kind = RootCause::Kind::Worker;
+  failed.root.node = 1;
+  failed.root.host = "beta";
+  failed.root.rank = 3;
+  failed.root.exit_code = 1;
+  failed.root.error_type = "ValueError";
+  failed.root.error = "boom: --password=hunter2";
+  failed.root.traceback = "Traceback: hunter2";
+  failed.root.time = std::chrono::system_clock::time_point(std::chrono::seconds(1795587700));
+  RoundView view;
+  board.on_event(RoundFailed{view, failed});
+  FailedRound lost;
+  lost.round = 1;
+  lost.root.kind = RootCause::Kind::NodeLost;
+  lost.root.node = 0;
+  lost.root.reason = "node 1 (beta) lost: hunter2";
+  board.on_event(RoundFailed{view, lost});
+  json j = doc(board);
+  REQUIRE(j["restarts"]["causes"].size() == 2);
+  CHECK(j["restarts"]["causes"][0] == json({{"round", 0}, {"code", 1}, {"kind", "worker"}, {"node", 1}, {"host", "beta"},
+                                            {"time", 1795587700.0}, {"rank", 3}, {"exit_code", 1}, {"signal", nullptr},
+                                            {"error_type", "ValueError"}}));
+  CHECK(j["restarts"]["causes"][1] == json({{"round", 1}, {"code", 1}, {"kind", "node_lost"}, {"node", 0},
+                                            {"host", nullptr}, {"time", nullptr}}));
+  CHECK(j.dump().find("hunter2") == std::string::npos);
+  CHECK(j["ended"].is_null());
+  std::optional<RootCause> root;
+  const RoundReport report;
+  board.on_event(JobEnded{view, 124, report, root, ""});
+  CHECK(doc(board)["ended"] == json({{"exit_code", 124}}));
+}
+
 TEST_CASE("collective progress comes from the table, for this round's worker in the slot") {
   ddp::ProgressTable table = ddp::ProgressTable::create(2);
   StatusBoard board;
