@@ -55,6 +55,12 @@ void StatusExchange::set_page_url(std::string url) {
 std::string StatusExchange::status() const {
   const std::string own = status_json(board_.snapshot());
   std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (group_rank_ == 0 && now - asked_ >= kWatched) {  // read again after a while: gather now
+    now_ = true;
+    wake_.notify_all();
+  }
+  asked_ = now;
   if (group_rank_ == 0) return job_status_json(own, others_, nnodes_);
   return with_job_page(own, job_page_);
 }
@@ -68,10 +74,12 @@ void StatusExchange::run() {
     now_ = false;
     const int g = group_rank_;
     const int n = nnodes_;
+    const bool watched = std::chrono::steady_clock::now() - asked_ < kWatched;
+    const bool last = stop_;
     lock.unlock();
     try {
       if (!store) store = o_.connect();
-      exchange(*store, g, n);
+      exchange(*store, g, n, watched, last);
     } catch (const Error& e) {
       // The store is gone or slow: the page shows what was read last; the next turn reconnects.
       log::debug("status page: the store did not answer: {}", e.what());
@@ -81,23 +89,28 @@ void StatusExchange::run() {
   }
 }
 
-void StatusExchange::exchange(rendezvous::Store& store, int group_rank, int nnodes) {
+void StatusExchange::exchange(rendezvous::Store& store, int group_rank, int nnodes, bool watched, bool last) {
   constexpr std::chrono::seconds kTimeout(2);
   if (group_rank > 0) {
-    store.set(node_status_key(group_rank), status_json(board_.snapshot()));
-    if (store.check({kJobPageKey})) {
+    // Published while node 0's page is read (its "wanted" turn changed), and once at the end.
+    std::string wanted = store.check({kWantedKey}) ? store.get(kWantedKey, kTimeout) : "";
+    if (wanted != wanted_ || last) store.set(node_status_key(group_rank), status_json(board_.snapshot()));
+    wanted_ = std::move(wanted);
+    if (job_page_read_.empty() && store.check({kJobPageKey})) {
       std::string page = store.get(kJobPageKey, kTimeout);
       std::lock_guard lock(mutex_);
-      job_page_ = std::move(page);
+      job_page_ = job_page_read_ = std::move(page);
     }
     return;
   }
+  if (!watched || last) return;  // nobody reads node 0's page: nothing to gather
   std::string url;
   {
     std::lock_guard lock(mutex_);
     url = page_url_;
   }
-  if (!url.empty()) store.set(kJobPageKey, url);
+  if (!url.empty() && url != url_published_) store.set(kJobPageKey, url_published_ = url);
+  store.set(kWantedKey, std::to_string(++turn_));
   std::map<int, std::string> read;
   for (int g = 1; g < nnodes; ++g) {
     if (store.check({node_status_key(g)})) read[g] = store.get(node_status_key(g), kTimeout);

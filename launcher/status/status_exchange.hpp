@@ -1,8 +1,11 @@
 // Node 0's page covers the whole job: every launcher with --status_port publishes its status
 // document (status_json.hpp, the same board its own /status serves) under the job's keys in the
-// store, and group rank 0 reads the others' (docs/job-page.md):
-//   "status/node/<g>"  group rank g's document (g > 0), set every `interval` and once more when
-//                      its job ends;
+// store, and group rank 0 reads the others' (docs/job-page.md), only while someone reads node 0's
+// status (a request within the last 10 s), so a job nobody looks at costs each node one small
+// read per interval:
+//   "status/wanted"    group rank 0's turn number, set at every turn while its status is read;
+//   "status/node/<g>"  group rank g's document (g > 0), set at each turn that finds "status/wanted"
+//                      changed, and once more when the launcher ends;
 //   "status/page"      node 0's page URL (without the token), set by group rank 0;
 // both in the launcher's own key space (rdzv/job_store.hpp: signed and under the secret's tag
 // when the job has a secret), so a stranger can neither read nor forge them.
@@ -59,25 +62,35 @@ class StatusExchange : public RoundListener {
 
  private:
   void run();
-  void exchange(rendezvous::Store& store, int group_rank, int nnodes);
+  // One turn: `watched`, node 0's status was read lately; `last`, the launcher ends.
+  void exchange(rendezvous::Store& store, int group_rank, int nnodes, bool watched, bool last);
 
   const StatusBoard& board_;
   StatusExchangeOptions o_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_;
+  mutable std::condition_variable wake_;
   bool stop_ = false;
-  bool last_ = false;  // stopping: one last exchange, then stop
-  bool now_ = false;  // publish without waiting for the interval
+  bool last_ = false;          // stopping: one last exchange, then stop
+  mutable bool now_ = false;   // exchange without waiting for the interval  // publish without waiting for the interval
   int group_rank_ = -1;
   int nnodes_ = 0;
   std::string page_url_;                    // this launcher's
   std::string job_page_;                    // node 0's, as read
   std::map<int, std::string> others_;       // group rank -> its document, as last read (group rank 0)
+  mutable std::chrono::steady_clock::time_point asked_;  // the last status() call
+  // The thread's own:
+  std::string wanted_;         // "status/wanted" as last read (group rank > 0)
+  std::string job_page_read_;  // node 0's page once read (it does not change)
+  std::string url_published_;  // this page's URL once published (group rank 0)
+  long long turn_ = 0;         // group rank 0's turns while watched
   std::thread thread_;
 };
 
 // The keys above. Pure.
 std::string node_status_key(int group_rank);
 inline constexpr const char* kJobPageKey = "status/page";
+inline constexpr const char* kWantedKey = "status/wanted";
+// How long after a read of node 0's status the other nodes are still gathered.
+inline constexpr std::chrono::seconds kWatched{10};
 
 }  // namespace ddp::launcher
