@@ -242,7 +242,14 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
   events_.emit(RoundStopping{view_, cause, signal_sent_});
   status_.stop(std::move(cause), restartable);
-  procs_->signal(signal_sent_);
+  // A preemption's SIGTERM goes to each worker's main process only: its helpers (DataLoader
+  // workers, whose death the loader's SIGCHLD handler turns into an error in the middle of the
+  // checkpoint) live on until the main process exits (then the rest of its group gets SIGTERM:
+  // JobLifetime::worker_exited) or the grace ends (SIGKILL to the whole group).
+  if (status_.interrupted_by() == SIGTERM)
+    procs_->notify(SIGTERM);
+  else
+    procs_->signal(signal_sent_);
   procs_->signal(SIGCONT);  // a stopped worker (SIGSTOP, Ctrl-Z) acts on it now, not at SIGKILL
   // Two graces: a preemption (SIGTERM to the launcher, from Kubernetes or Slurm) gives the workers
   // time to checkpoint; a failure, a restart or a person's Ctrl-C wants them gone soon.

@@ -100,13 +100,8 @@ class FakeProcesses final : public ProcessContext {
     }
   }
 
-  // Recorded like signal(); no fake worker stops on it.
-  void notify(int signo) override {
-    std::lock_guard<std::mutex> lock(record_.mutex);
-    for (const auto& w : workers_) {
-      if (!w.done) record_.signals.emplace_back(w.spec.rank, signo);
-    }
-  }
+  // Each fake worker is its own main process: the same as signal().
+  void notify(int signo) override { signal(signo); }
 
   std::size_t running() const override {
     return static_cast<std::size_t>(
