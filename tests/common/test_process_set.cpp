@@ -234,7 +234,7 @@ TEST_CASE("ProcessSet: a batch in the job's cgroup names the child that could no
   CHECK(cgroup->remove());
 }
 
-TEST_CASE("ProcessSet: abandon_running gives up on a child the kernel holds; the destructor does not wait for it",
+TEST_CASE("ProcessSet: abandon_running gives up on a child the kernel holds, and the destructor does not wait for it",
           "[process_set]") {
   ChildSignal sig;
   pid_t held = -1;

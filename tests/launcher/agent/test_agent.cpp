@@ -620,7 +620,7 @@ TEST_CASE("a worker that outlives SIGKILL ends the job with 71 and no new round,
   CHECK(rec.starts.size() == 1);
 }
 
-TEST_CASE("a node whose worker the kernel holds tells the others in the next round: a static job ends with 69") {
+TEST_CASE("a node whose worker the kernel holds tells the others in the next round, and a static job ends with 69") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec0, rec1;
   auto c0 = config(2, 0, 1);

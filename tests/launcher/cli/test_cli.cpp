@@ -347,7 +347,7 @@ TEST_CASE("durations take seconds, and rdzv_conf keys override them", "[cli]") {
   }
 }
 
-TEST_CASE("--failure_budget sets the timeouts not given alone", "[cli]") {
+TEST_CASE("a failure budget sets the timeouts not given alone (--failure_budget)", "[cli]") {
   using namespace std::chrono_literals;
   SECTION("without it, the defaults") {
     const auto c = parse({"prog"});
