@@ -12,6 +12,7 @@
   * the timeouts in force and their nesting warnings at start (--log_level info, --failure_budget).
     pytest test_worker_stops.py --ddplaunch=/path/to/ddplaunch
 """
+import glob
 import os
 import signal
 import subprocess
@@ -76,6 +77,7 @@ for step in range(1 << 20):
 
 
 def test_preemption_save_with_dataloader_workers(launches, tmp_path):
+    pytest.importorskip("torch")
     script = launches.script("loader.py", DATALOADER_SCRIPT)
     p = launches.start(["--shutdown_timeout=1", "--preemption_grace=60", "--no_python", sys.executable, script])
     end = time.monotonic() + 90
@@ -169,6 +171,27 @@ def test_a_worker_the_kernel_holds_is_named_and_its_host_not_reused(launches, tm
     assert seconds < 40, seconds
     stuck_mount.release()
     launches.assert_no_survivors(timeout=10)
+    remove_job_cgroups(p.pid)
+
+
+def remove_job_cgroups(launcher_pid, timeout=10):
+    """The job's cgroup (ddplaunch-<launcher pid>-<run id>) outlives a launcher that gave up on a
+    held worker: its reaper could not remove it while the worker was in it. Removed here, once the
+    worker is gone (a cgroup empties a moment after its last process exits)."""
+    left = glob.glob(f"/sys/fs/cgroup/ddplaunch-{launcher_pid}-*") + \
+        glob.glob(f"/sys/fs/cgroup/*/ddplaunch-{launcher_pid}-*")
+    end = time.monotonic() + timeout
+    while left and time.monotonic() < end:
+        for path in list(left):
+            try:
+                os.rmdir(path)
+                left.remove(path)
+            except FileNotFoundError:
+                left.remove(path)
+            except OSError:
+                pass  # EBUSY: its last process has not left yet
+        time.sleep(0.1)  # no event says when a cgroup becomes empty short of cgroup.events + inotify
+    assert left == [], f"the job's cgroup could not be removed: {left}"
 
 
 def test_the_timeouts_in_force_are_said_at_start(launches):
