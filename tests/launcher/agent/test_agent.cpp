@@ -640,3 +640,25 @@ TEST_CASE("a node whose worker the kernel holds tells the others in the next rou
   CHECK_THAT(store->get("ddplaunch/test/r1/ready", 1s),
              Catch::Contains("node 1 (") && Catch::Contains("outlived SIGKILL by 0.2 s, held by the kernel"));
 }
+
+TEST_CASE("an elastic job goes on without the node whose worker the kernel holds") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  auto c0 = config(2, 0, 1);
+  auto c1 = config(2, 1, 1);
+  c0.min_nodes = c1.min_nodes = 1;
+  c0.max_restarts = c1.max_restarts = 1;
+  c0.last_call_timeout = c1.last_call_timeout = 200ms;
+  c1.unkillable_timeout = 200ms;
+  const auto script = [](const WorkerSpec& w) {
+    Script s{10ms, 0};
+    if (restart_count(w) == 0) s = w.rank == 0 ? Script{10ms, 4} : Script{0ms, 0, true, true, true};
+    return s;
+  };
+  const auto [code0, code1] = run_two_nodes(c0, fakes(store, script, rec0), c1, fakes(store, script, rec1));
+  CHECK(code0 == 0);  // round 1 on node 0 alone
+  CHECK(code1 == ddp::kExitUnkillable);
+  REQUIRE(rec0.starts.size() == 2);
+  CHECK(rec0.starts[1][0].env.at("WORLD_SIZE") == "1");
+  CHECK(rec1.starts.size() == 1);
+}
