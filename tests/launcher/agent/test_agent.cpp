@@ -620,19 +620,34 @@ TEST_CASE("a worker that outlives SIGKILL ends the job with 71 and no new round,
   CHECK(rec.starts.size() == 1);
 }
 
-TEST_CASE("a node whose worker the kernel holds tells the others in the next round, and a static job ends with 69") {
-  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
-  Record rec0, rec1;
+namespace {
+
+// Two nodes with a restart left: round 0 fails on node 0 (exit 4) while node 1's worker outlives
+// SIGKILL (the kernel holds it); every later worker exits 0. `elastic`: --nnodes=1:2.
+std::pair<int, int> run_with_held_worker_on_node1(std::shared_ptr<ddp::rendezvous::MemoryStore> store, Record& rec0,
+                                                  Record& rec1, bool elastic) {
   auto c0 = config(2, 0, 1);
   auto c1 = config(2, 1, 1);
-  c0.max_restarts = c1.max_restarts = 1;
+  for (LaunchConfig* c : {&c0, &c1}) {
+    c->max_restarts = 1;
+    if (elastic) c->min_nodes = 1;
+    c->last_call_timeout = 200ms;
+  }
   c1.unkillable_timeout = 200ms;
   const auto script = [](const WorkerSpec& w) {
     Script s{10ms, 0};
     if (restart_count(w) == 0) s = w.rank == 0 ? Script{10ms, 4} : Script{0ms, 0, true, true, true};
     return s;
   };
-  const auto [code0, code1] = run_two_nodes(c0, fakes(store, script, rec0), c1, fakes(store, script, rec1));
+  return run_two_nodes(c0, fakes(store, script, rec0), c1, fakes(store, script, rec1));
+}
+
+}  // namespace
+
+TEST_CASE("a node whose worker the kernel holds tells the others in the next round, and a static job ends with 69") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  const auto [code0, code1] = run_with_held_worker_on_node1(store, rec0, rec1, false);
   CHECK(code0 == ddp::kExitUnhealthy);
   CHECK(code1 == ddp::kExitUnkillable);
   CHECK(rec0.starts.size() == 1);  // no second round on either node
@@ -644,18 +659,7 @@ TEST_CASE("a node whose worker the kernel holds tells the others in the next rou
 TEST_CASE("an elastic job goes on without the node whose worker the kernel holds") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   Record rec0, rec1;
-  auto c0 = config(2, 0, 1);
-  auto c1 = config(2, 1, 1);
-  c0.min_nodes = c1.min_nodes = 1;
-  c0.max_restarts = c1.max_restarts = 1;
-  c0.last_call_timeout = c1.last_call_timeout = 200ms;
-  c1.unkillable_timeout = 200ms;
-  const auto script = [](const WorkerSpec& w) {
-    Script s{10ms, 0};
-    if (restart_count(w) == 0) s = w.rank == 0 ? Script{10ms, 4} : Script{0ms, 0, true, true, true};
-    return s;
-  };
-  const auto [code0, code1] = run_two_nodes(c0, fakes(store, script, rec0), c1, fakes(store, script, rec1));
+  const auto [code0, code1] = run_with_held_worker_on_node1(store, rec0, rec1, true);
   CHECK(code0 == 0);  // round 1 on node 0 alone
   CHECK(code1 == ddp::kExitUnkillable);
   REQUIRE(rec0.starts.size() == 2);
