@@ -10,6 +10,7 @@ enum ExitCode : int {
   kExitFailure = 1,        // an unexpected run-time error, or a lost peer/store; message on stderr
   kExitUsage = 2,          // bad command line or configuration (incl. a port already taken, a FIFO as a file flag)
   kExitUnhealthy = 69,     // a node failed its health checks before a round (as EX_UNAVAILABLE)
+  kExitUnkillable = 71,    // a worker outlived SIGKILL (stuck in the kernel, state D): drain this host (as EX_OSERR)
   kExitNoProgress = 123,   // restarts stopped: K restarts without progress; do not requeue the job
   kExitHang = 124,         // ranks stuck in a collective (--hang_timeout), or a desync (as timeout(1) exits)
   kExitExecFailed = 127,   // a child could not be started (as a shell reports it)
@@ -28,6 +29,7 @@ inline constexpr ExitCodeMeaning kExitCodeMeanings[] = {
     {kExitFailure, "launcher error, a lost node or store (see the message)"},
     {kExitUsage, "bad usage or configuration"},
     {kExitUnhealthy, "a node failed its health checks (--health_check); the report names it and the check"},
+    {kExitUnkillable, "a worker outlived SIGKILL (stuck in the kernel, state D): the host is not reused; drain it"},
     {kExitNoProgress, "restarts without progress (--max_no_progress_restarts): do not requeue"},
     {kExitHang, "a hang (--hang_timeout) or a desync in a collective"},
     {kExitExecFailed, "a worker could not be started"},

@@ -123,6 +123,17 @@ void ProcessSet::signal_all(int signo) {
   }
 }
 
+std::vector<pid_t> ProcessSet::abandon_running() {
+  std::vector<pid_t> out;
+  for (Child& c : children_) {
+    if (c.ended) continue;
+    c.ended = c.reaped = true;
+    own(c.pid, false);
+    out.push_back(c.pid);
+  }
+  return out;
+}
+
 void ProcessSet::signal_each(int signo) {
   for (const Child& c : children_) {
     // Not seen ended, so not reaped: the pid is still this child's.

@@ -113,6 +113,13 @@ class ProcessSet {
   // Reaps every child that collect() reported. Never blocks.
   void reap();
 
+  // Gives up on the children still running (the kernel holds them: state D after SIGKILL) and
+  // returns their pids: collect() never reports them, signal_all() no longer reaches their groups
+  // and the destructor does not wait for them; they stay this process's children (the pids are
+  // not reused while it lives) and a subreaper's waitpid(-1) may reap them when they end.
+  // Never blocks.
+  std::vector<pid_t> abandon_running();
+
   // Not thread-safe: one thread (the owner's loop) uses the set.
  private:
   struct Child {

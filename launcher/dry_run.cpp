@@ -10,6 +10,7 @@
 #include "common/rank_ranges.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "launcher/agent/node_setup.hpp"
+#include "launcher/config/failure_budget.hpp"
 #include "launcher/health/node_health.hpp"
 #include "launcher/status/job_registry.hpp"
 #include "launcher/topology/numa_plan.hpp"
@@ -65,6 +66,9 @@ int print_dry_run(const LaunchConfig& c) {
                                    .socket_dir = hook ? eff.log_root : std::string()};
   const WorkerSpecInputs in = worker_spec_inputs(c, eff, ranks, c.node_rank, 0, context, env);
   if (runs_with_python(c)) std::cout << "python: " << eff.python.path << " (" << eff.python.reason << ")\n";
+  const TimeoutsInForce timeouts = timeouts_in_force(c, env);
+  for (const std::string& line : describe_timeouts(timeouts)) std::cout << line << "\n";
+  for (const std::string& warning : nesting_warnings(timeouts)) std::cout << "warning: " << warning << "\n";
   std::cout << "health checks before every round (a node that fails one does not join; exit 69):\n";
   for (const std::string& line : describe_health_checks(c, run_dir.base)) std::cout << "  " << line << "\n";
   for (const auto& w : build_worker_specs(in)) {

@@ -23,6 +23,7 @@
 #include "common/signals.hpp"
 #include "common/worker_env.hpp"
 #include "launcher/agent/node_setup.hpp"
+#include "launcher/config/failure_budget.hpp"
 #include "launcher/health/node_health.hpp"
 #include "launcher/rdzv/job_round.hpp"
 #include "launcher/rdzv/job_store.hpp"
@@ -39,7 +40,7 @@ namespace ddp::launcher {
 namespace asio = boost::asio;
 using rendezvous::Store;
 
-Agent::Agent(const LaunchConfig& c, AgentDeps deps) : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_) {
+Agent::Agent(const LaunchConfig& c, AgentDeps deps) : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), held_timer_(io_) {
   // Every launcher line goes through the console writer, in order with the workers' lines.
   log::set_sink([this](log::Level, std::string line) { console_.write(2, std::move(line)); });
 }
@@ -68,6 +69,7 @@ bool Agent::prepare() {
       };
     }
     backend_ = set_up_node(c_, NodeSetupOptions{deps_.preflight, deps_.host_store}, backend, eff_);
+    say_timeouts();
     RunRecorderOptions ro{c_.event_log, {}, c_.run_id, eff_.host};
     if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
     if (!eff_.temporary_log_root) ro.summary_json.push_back(eff_.log_root + "/summary.json");
@@ -128,7 +130,7 @@ bool Agent::prepare() {
     deps_.health = [health = std::make_shared<NodeHealth>(c_, eff_, std::move(ho))](
                        int round, const CancelEvent& cancel) { return health->check(round, &cancel); };
   }
-  joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_, deps_.health);
+  joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_, held_gate(deps_.health));
   progress_.emplace(c_.progress_file.empty() ? std::nullopt : std::optional(read_progress_file(c_.progress_file)));
   return true;
 }
@@ -144,7 +146,7 @@ void Agent::start_round() {
           std::rethrow_exception(error);
         } catch (const NodeUnhealthy& e) {
           log::error("{}", e.what());
-          finish(kExitUnhealthy);
+          finish(unless_held(kExitUnhealthy));
         } catch (const UsageError& e) {
           log::error("{}", e.what());
           finish(kExitUsage);
@@ -186,7 +188,11 @@ void Agent::on_joined(const JoinedRound& joined) {
     const std::vector<int> pids = procs_->start(specs, [this](const WorkerResult& w) { on_worker_exit(w); });
     events_.emit(WorkersStarted{view_, specs, pids});
     std::map<int, WatchedWorker> workers;
-    for (std::size_t i = 0; i < pids.size(); ++i) workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
+    round_workers_.clear();
+    for (std::size_t i = 0; i < pids.size(); ++i) {
+      workers[pids[i]] = WatchedWorker{specs[i].rank, static_cast<int>(i)};
+      round_workers_[pids[i]] = {specs[i].rank, specs[i].local_rank};
+    }
     watch_->started(view_.round, view_.group_rank, view_.nnodes(), std::move(workers));
     register_once();  // after the workers start
   } catch (const UsageError& e) {
@@ -248,7 +254,14 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
   events_.emit(RoundStopping{view_, cause, signal_sent_});
   status_.stop(std::move(cause), restartable);
-  procs_->signal(signal_sent_);
+  // A preemption's SIGTERM goes to each worker's main process only: its helpers (DataLoader
+  // workers, whose death the loader's SIGCHLD handler turns into an error in the middle of the
+  // checkpoint) live on until the main process exits (then the rest of its group gets SIGTERM:
+  // JobLifetime::worker_exited) or the grace ends (SIGKILL to the whole group).
+  if (status_.interrupted_by() == SIGTERM)
+    procs_->notify(SIGTERM);
+  else
+    procs_->signal(signal_sent_);
   procs_->signal(SIGCONT);  // a stopped worker (SIGSTOP, Ctrl-Z) acts on it now, not at SIGKILL
   // Two graces: a preemption (SIGTERM to the launcher, from Kubernetes or Slurm) gives the workers
   // time to checkpoint; a failure, a restart or a person's Ctrl-C wants them gone soon.
@@ -258,8 +271,7 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
     if (ec || !procs_ || procs_->running() == 0) return;
     log::info("{} worker(s) still running {} after {}; sending SIGKILL", procs_->running(), format_seconds(grace),
               signal_name(signal_sent_));
-    signal_sent_ = SIGKILL;
-    procs_->signal(SIGKILL);
+    kill_workers();
   });
   check_round_end();
 }
@@ -303,6 +315,7 @@ void Agent::check_round_end() {
 void Agent::end_round() {
   status_.end();
   kill_timer_.cancel();
+  held_timer_.cancel();
   const std::optional<long long> collectives = watch_->collectives_completed();  // ended() empties the table
   watch_->ended();
   // Wake our own watcher if no node published an outcome, then stop the monitor. (Quietly: the
@@ -312,12 +325,14 @@ void Agent::end_round() {
   if (monitor_) publish(lost_.value_or(*status_.cause()), true);
   monitor_.reset();
   retire_processes();
-  if (status_.interrupted_by()) return finish(exit_code_for_signal(status_.interrupted_by()));
+  if (status_.interrupted_by()) return finish(unless_held(exit_code_for_signal(status_.interrupted_by())));
   const Outcome& cause = *status_.cause();  // set by every way into Stopping
   round_end_ = final_summary(cause);
   note_failed_round(cause, *round_end_, collectives, [this, code = cause.code](bool breaker_trips) {
+    const bool restarting = status_.restartable() && view_.restarts < c_.max_restarts && !breaker_trips;
+    if (!held_.empty()) return leave_held(restarting);
     if (breaker_trips) return end_job(round_end_->text, kExitNoProgress);
-    if (status_.restartable() && view_.restarts < c_.max_restarts) return restart_job();
+    if (restarting) return restart_job();
     end_job(round_end_->text, code);
   });
 }
@@ -335,6 +350,14 @@ void Agent::finish(int code) {
   exit_code_ = code;
   if (code == kExitOk && !history_.rounds().empty()) log::info("{}", history_.cured_note());
   io_.stop();
+}
+
+void Agent::say_timeouts() const {
+  const TimeoutsInForce timeouts = timeouts_in_force(c_, eff_.env);
+  for (const std::string& warning : nesting_warnings(timeouts)) log::warning("{}", warning);
+  // The table when asked for: --log_level info (or debug), or a budget to check.
+  if (c_.failure_budget.count() == 0 && c_.log_level.empty()) return;
+  for (const std::string& line : describe_timeouts(timeouts)) log::info("{}", line);
 }
 
 int Agent::run() {
@@ -395,7 +418,8 @@ int Agent::run() {
   if (joiner_->job()) {
     // A node that excluded itself (69) leaves an elastic job that goes on without it.
     const bool over = exit_code_ == kExitOk || exit_code_ == kExitNoProgress ||
-                      (status_.cause() && view_.restarts >= c_.max_restarts && exit_code_ != kExitUnhealthy);
+                      (status_.cause() && view_.restarts >= c_.max_restarts && exit_code_ != kExitUnhealthy &&
+                        exit_code_ != kExitUnkillable);
     backend_->end_job(*joiner_->job(), JobEnd{*exit_code_, over, view_.round + 1, store_host});
   }
   console_.flush();

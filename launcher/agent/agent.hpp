@@ -28,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,7 @@
 #include "launcher/agent/progress_exchange_thread.hpp"
 #include "launcher/agent/progress_tracker.hpp"
 #include "launcher/agent/round_status.hpp"
+#include "common/exit_codes.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/events/round_events.hpp"
 #include "launcher/events/run_recorder.hpp"
@@ -60,6 +62,7 @@
 #include "launcher/status/status_board.hpp"
 #include "launcher/status/status_exchange.hpp"
 #include "launcher/status/status_server.hpp"
+#include "launcher/watch/held_workers.hpp"
 #include "launcher/watch/worker_watch.hpp"
 #include "launcher/workers/console_writer.hpp"
 #include "launcher/workers/process_context.hpp"
@@ -117,6 +120,9 @@ class Agent {
   void post_for_round(int round, std::function<void()> event);
 
   bool prepare();
+  // The timeouts' nesting warnings, and their table (config/failure_budget.hpp) with --log_level
+  // info or debug, or --failure_budget.
+  void say_timeouts() const;
   void wait_signals();
   void on_signal(int signo);
   void start_round();
@@ -150,6 +156,19 @@ class Agent {
   // signals the local workers, and SIGKILLs them after --shutdown_timeout (--preemption_grace
   // when the launcher received a stopping signal).
   void stop_round(Outcome cause, bool restartable, bool publish);
+  // agent_held.cpp: sends the workers SIGKILL and, if some are still there --unkillable_timeout
+  // later (on_held), names them, gives up on them and keeps this host out of the job.
+  void kill_workers();
+  void on_held();
+  // After a round whose workers the kernel held: the job ends here with kExitUnkillable; when the
+  // other nodes go on to another round (`restarting`), this node joins it only to exclude itself
+  // there (held_gate), so that they learn at once that it is out.
+  void leave_held(bool restarting);
+  // The health gate of every round: a node whose workers the kernel held excludes itself (its
+  // line for the others, rdzv/self_exclusion.hpp); else `inner`, when given. Runs on the join thread.
+  HealthGate held_gate(HealthGate inner);
+  // The code the job ends with: kExitUnkillable once the kernel held a worker, else `code`.
+  int unless_held(int code) const { return held_.empty() ? code : kExitUnkillable; }
   // --preemption_grace when the launcher received SIGTERM (a preemption), else `otherwise`.
   std::chrono::milliseconds preemption_grace_or(std::chrono::milliseconds otherwise) const;
   void check_round_end();
@@ -184,6 +203,7 @@ class Agent {
   boost::asio::io_context io_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer kill_timer_;
+  boost::asio::steady_timer held_timer_;  // --unkillable_timeout after SIGKILL
   EffectiveConfig eff_;                         // resolved once by prepare()
   std::unique_ptr<RendezvousBackend> backend_;  // made by prepare(); the joiner refers to it
   std::unique_ptr<RoundJoiner> joiner_;         // made by prepare(); owns the store connections
@@ -224,6 +244,10 @@ class Agent {
   bool progress_file_warned_ = false;        // an unusable --progress_file is said once
   RestartHistory history_;                   // every failed round of the job
   std::optional<RoundSummary> round_end_;    // the last failed round's words and root cause (JobEnded's)
+  std::map<int, std::pair<int, int>> round_workers_;  // this round's workers: pid → (rank, local rank)
+  std::vector<HeldWorker> held_;               // workers the kernel held after SIGKILL (this host is out)
+  std::mutex held_mutex_;                      // held_line_ is read by the join thread's gate
+  std::string held_line_;                      // held_'s line for the other nodes
 };
 
 // Runs the job described by `config` (validated) on this node and returns the exit code:

@@ -41,7 +41,7 @@ void Agent::on_signal(int signo) {
     // Already in the shutdown grace: a second Ctrl-C (or SIGTERM) means now.
     log::info("received {} during the shutdown grace; sending SIGKILL to the workers", signal_name(signo));
     status_.interrupt(signo);
-    return procs_->signal(SIGKILL);
+    return kill_workers();
   }
   status_.interrupt(signo);
   log::info("received {}, forwarding it to the workers (SIGKILL after {}, {})", signal_name(signo),

@@ -14,6 +14,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/endpoint.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
+#include "launcher/config/failure_budget.hpp"
 #include "launcher/topology/numa_plan.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
@@ -76,6 +77,9 @@ void settle_node(const LaunchConfig& c, EffectiveConfig& eff) {
   eff.host = node_host_name();
   eff.port = c.master_port;
   eff.env = current_environment();
+  // --failure_budget: the workers' NCCL heartbeat too, unless their environment sets it.
+  if (c.failure_budget.count() > 0)
+    eff.env.try_emplace(kNcclHeartbeatVar, std::to_string(settings_for_budget(c.failure_budget).nccl_heartbeat_s));
   eff.python = choose_python(eff.env, own_executable());
   eff.cpu_bindings = plan_numa_binding(c.numa_binding, c.nproc_per_node, eff.env);
 }

@@ -183,6 +183,13 @@ void declare_worker_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet
   pet.add(add_seconds(app, "--preemption_grace,--preemption-grace", v.preemption_grace,
                       "between forwarding a SIGTERM the launcher received (a preemption: Kubernetes, Slurm) and "
                       "SIGKILL, for the workers to checkpoint (default: 30, or --shutdown_timeout when longer)"));
+  add_seconds(app, "--unkillable_timeout,--unkillable-timeout", v.unkillable_timeout,
+              "a worker still there this long after SIGKILL (stuck in the kernel, state D) is named with its "
+              "wchan and the launcher exits 71 without starting another round on this host (default 30)");
+  add_seconds(app, "--failure_budget,--failure-budget", v.failure_budget,
+              "the longest a failure (crash, hang, lost or sick node) may take to be detected and its round stopped: "
+              "sets --hang_timeout, --heartbeat_timeout, --shutdown_timeout, --unkillable_timeout and the workers' "
+              "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC from it; each given alone wins (docs/failure-budget.md)");
   add_seconds(app, "--hang_timeout,--hang-timeout", v.hang_timeout,
               "fail the job (exit 124) when a rank waits this long in a collective, saying which rank never "
               "entered it (PyTorch's Flight Recorder, or the ddplaunch runtime) with stacks; for workers with "

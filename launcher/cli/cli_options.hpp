@@ -44,10 +44,13 @@ struct CommandLineValues {
   // Numbers of seconds, already checked by the flags' validator (see parse_seconds).
   std::string monitor_interval = "0.1";
   std::string shutdown_timeout;  // "": TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 (torchrun_env.hpp)
-  std::string hang_timeout = "0";
+  // "": not given alone (--failure_budget may set it), else the default in the comment.
+  std::string hang_timeout;  // 0: off
   std::string preemption_grace;  // "": the longer of 30 s and --shutdown_timeout
+  std::string unkillable_timeout;  // 30
+  std::string failure_budget;      // "": none
   std::string rdzv_timeout = "900";
-  std::string heartbeat_timeout = "10";
+  std::string heartbeat_timeout;  // 10
   // torchrun's knobs that ddplaunch maps onto its own (torchrun_env.hpp).
   std::optional<std::string> line_prefix_template;  // unset: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
   std::optional<std::string> duplicate_stdout_filters;

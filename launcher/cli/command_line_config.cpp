@@ -18,6 +18,7 @@
 #include "launcher/cli/rdzv_backend_choice.hpp"
 #include "launcher/cli/slurm.hpp"
 #include "launcher/cli/torchrun_env.hpp"
+#include "launcher/config/failure_budget.hpp"
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/config/rdzv_conf.hpp"
 #include "launcher/rdzv/job_secret.hpp"
@@ -63,17 +64,33 @@ void apply_nodes(const CommandLineValues& v, const EnvLookup& env, const NvidiaD
   }
 }
 
-// The timeouts: flags first, then --rdzv_conf keys, which override them.
+// A duration flag's value: as given, else --failure_budget's setting when there is a budget, else
+// the default.
+std::chrono::milliseconds given_or(const std::string& text, bool budget, std::chrono::milliseconds from_budget,
+                                   std::chrono::milliseconds otherwise) {
+  if (!text.empty()) return checked_seconds(text);
+  return budget ? from_budget : otherwise;
+}
+
+// The timeouts: flags first (each given alone wins over --failure_budget), then --rdzv_conf keys,
+// which override them.
 void apply_durations(const CommandLineValues& v, const EnvLookup& env, LaunchConfig& c) {
+  using std::chrono::seconds;
   c.monitor_interval = checked_seconds(v.monitor_interval);
-  c.shutdown_timeout = shutdown_timeout_from(v.shutdown_timeout, env);
-  c.hang_timeout = checked_seconds(v.hang_timeout);
+  c.failure_budget = v.failure_budget.empty() ? std::chrono::milliseconds(0) : checked_seconds(v.failure_budget);
+  const bool budget = c.failure_budget.count() > 0;
+  const BudgetSettings b = settings_for_budget(c.failure_budget);
+  c.shutdown_timeout = budget && v.shutdown_timeout.empty() && !env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
+                           ? b.shutdown_timeout
+                           : shutdown_timeout_from(v.shutdown_timeout, env);
+  c.hang_timeout = given_or(v.hang_timeout, budget, b.hang_timeout, seconds(0));
   // Unset: torchrun's one grace (30 s) or a longer --shutdown_timeout, as a torchrun user expects.
   c.preemption_grace = v.preemption_grace.empty()
                            ? std::max<std::chrono::milliseconds>(std::chrono::seconds(30), c.shutdown_timeout)
                            : checked_seconds(v.preemption_grace);
+  c.unkillable_timeout = given_or(v.unkillable_timeout, budget, b.unkillable_timeout, seconds(30));
   c.rdzv_timeout = checked_seconds(v.rdzv_timeout);
-  c.heartbeat_timeout = checked_seconds(v.heartbeat_timeout);
+  c.heartbeat_timeout = given_or(v.heartbeat_timeout, budget, b.heartbeat_timeout, seconds(10));
   apply_rdzv_conf(v.rdzv_conf, c);
   // Five beats per timeout, so one late beat never counts as a lost node.
   c.heartbeat_interval = std::max(std::chrono::milliseconds(50), c.heartbeat_timeout / 5);

@@ -124,6 +124,12 @@ void check_restarts_and_durations(const LaunchConfig& c) {
     throw UsageError(fmt::format("--hang_timeout={} is negative; use 0 (off) or a number of seconds such as 300",
                                  format_seconds(c.hang_timeout)));
   }
+  if (c.unkillable_timeout.count() <= 0) {
+    // Even a killable process takes a moment to die after SIGKILL (its memory is freed first).
+    throw UsageError(fmt::format("--unkillable_timeout={} must be more than 0 s: a process needs a moment to end "
+                                 "after SIGKILL (default 30)",
+                                 format_seconds(c.unkillable_timeout)));
+  }
   if (c.monitor_interval.count() <= 0) {
     throw UsageError(
         fmt::format("--monitor_interval={} must be more than 0 s (default 0.1)", format_seconds(c.monitor_interval)));

@@ -104,6 +104,11 @@ struct LaunchConfig {
   // Slurm) and SIGKILL; --shutdown_timeout is for failures, restarts and SIGINT/SIGHUP/SIGQUIT.
   // Unset on the command line: the longer of 30 s and --shutdown_timeout.
   std::chrono::milliseconds preemption_grace{std::chrono::seconds(30)};
+  // --unkillable_timeout: how long a worker may outlive SIGKILL before the launcher names it, gives
+  // up on it and keeps this host out of the job (exit 71; watch/held_workers.hpp).
+  std::chrono::milliseconds unkillable_timeout{std::chrono::seconds(30)};
+  // --failure_budget: set the timeouts not given alone from one duration (failure_budget.hpp); 0: none.
+  std::chrono::milliseconds failure_budget{0};
   // The no-progress breaker (agent/progress_rule.hpp): stop after this many consecutive restarts
   // without progress (0 = off), progress read from --progress_file ("" = none) or collectives.
   int max_no_progress_restarts = 0;

@@ -80,11 +80,23 @@ class PosixProcessContext final : public ProcessContext {
 
   std::size_t running() const override { return workers_.size() - reported_.size(); }
 
+  std::vector<int> abandon_running() override {
+    std::vector<int> pids;
+    for (const pid_t pid : processes_.abandon_running()) {
+      pids.push_back(pid);
+      for (auto& w : workers_)
+        if (w->pid() == pid) reported_.push_back(w.get());
+    }
+    return pids;
+  }
+
   // The SIGCHLD wait is not counted: the destructor cancels it, and its handler then touches
   // nothing of the context.
   bool settled() const override {
-    return running() == 0 && pending_ == 0 &&
-           std::all_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->output_done(); });
+    // An abandoned worker never closes its output: the context settles without it.
+    return running() == 0 && pending_ == 0 && std::all_of(workers_.begin(), workers_.end(), [](const auto& w) {
+             return w->output_done() || !w->exited();
+           });
   }
 
  private:

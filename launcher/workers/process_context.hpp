@@ -48,6 +48,10 @@ class ProcessContext {
   virtual void notify(int signo) = 0;
   // Workers started and not yet reported through on_exit.
   virtual std::size_t running() const = 0;
+  // Gives up on the workers still running (they outlived SIGKILL: the kernel holds them) and
+  // returns their pids: on_exit never reports them, running() no longer counts them and
+  // destroying the context does not wait for them. Never blocks.
+  virtual std::vector<int> abandon_running() = 0;
   // Nothing of this context is left to run on the loop: every worker was reported, its output
   // closed and reaped, and no timer or posted handler of the context is pending, so it may be
   // destroyed now (the agent frees the contexts of rounds gone once they are). Loop thread only.

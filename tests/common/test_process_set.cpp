@@ -233,3 +233,26 @@ TEST_CASE("ProcessSet: a batch in the job's cgroup names the child that could no
   CHECK(cgroup->wait_empty(std::chrono::seconds(5)));
   CHECK(cgroup->remove());
 }
+
+TEST_CASE("ProcessSet: abandon_running gives up on a child the kernel holds, and the destructor does not wait for it",
+          "[process_set]") {
+  ChildSignal sig;
+  pid_t held = -1;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    ddp::ProcessSet set;
+    set.start(sh("exit 0"));
+    set.start(sh("exec sleep 30"));  // stands for a process in state D: it does not exit
+    REQUIRE(wait_exits(set, sig, 1).size() == 1);
+    const std::vector<pid_t> given_up = set.abandon_running();
+    REQUIRE(given_up.size() == 1);
+    held = given_up[0];
+    CHECK(set.running() == 0);
+    CHECK_FALSE(ddp::ProcessSet::owns(held));
+    CHECK(set.collect().empty());
+  }  // the destructor neither signals nor waits for it
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  CHECK(::kill(held, 0) == 0);  // still running: nobody sent it SIGKILL
+  ::kill(held, SIGKILL);
+  CHECK(::waitpid(held, nullptr, 0) == held);
+}

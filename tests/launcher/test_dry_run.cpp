@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -65,4 +67,30 @@ TEST_CASE("dry run: another node's ranks follow node 0's, its store is node 0's"
   CHECK_THAT(out, Contains("worker local_rank 1 rank 3:"));
   CHECK_THAT(out, Contains("    WORLD_SIZE=4\n") && Contains("    GROUP_RANK=1\n"));
   CHECK(std::filesystem::is_empty(tmp.path));
+}
+
+TEST_CASE("dry run: the timeouts in force, the worst case per failure and a warning when they do not nest",
+          "[dry_run]") {
+  ddp::testing::TempDir tmp("dry_run");
+  LaunchConfig c = two_workers(tmp.path.string());
+  c.hang_timeout = std::chrono::seconds(900);
+  const std::string out = printed(c);
+  CHECK_THAT(out, Contains("timeouts in force:\n  collective timeout     600 s    torch's default for NCCL"));
+  CHECK_THAT(out, Contains("\n  --hang_timeout         900 s\n"));
+  CHECK_THAT(out, Contains("\n  hang                   630 s    the collective timeout (the workers' watchdog aborts)"));
+  CHECK_THAT(out, Contains("\nwarning: timeouts do not nest: --hang_timeout=900 s is not shorter than the collective "
+                           "timeout (600 s, torch's default)"));
+}
+
+TEST_CASE("dry run: --failure_budget gives the workers NCCL's heartbeat, unless their environment has one",
+          "[dry_run]") {
+  ddp::testing::TempDir tmp("dry_run");
+  LaunchConfig c = two_workers(tmp.path.string());
+  c.failure_budget = std::chrono::seconds(300);
+  const std::string out = printed(c);
+  CHECK_THAT(out, Contains("timeouts in force (--failure_budget=300 s):"));
+  if (std::getenv("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC") == nullptr) {
+    CHECK_THAT(out, Contains("    TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=300\n"));
+    CHECK_THAT(out, Contains("  NCCL heartbeat         300 s    TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=300\n"));
+  }
 }

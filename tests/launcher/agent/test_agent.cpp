@@ -31,12 +31,13 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
 // What a fake worker does: exit with `code` after `after`, unless signalled first; obeys SIGTERM
-// unless `ignores_term`.
+// unless `ignores_term`; outlives even SIGKILL when `unkillable` (a process the kernel holds).
 struct Script {
   std::chrono::milliseconds after{10};
   int code = 0;
   bool runs_forever = false;
   bool ignores_term = false;
+  bool unkillable = false;
 };
 
 struct Record {
@@ -90,6 +91,7 @@ class FakeProcesses final : public ProcessContext {
         std::lock_guard<std::mutex> lock(record_.mutex);
         record_.signals.emplace_back(w.spec.rank, signo);
       }
+      if (w.script.unkillable) continue;
       if (signo == SIGKILL || (signo == SIGTERM && !w.script.ignores_term) || signo == SIGINT) {
         ++posted_;
         asio::post(io_, [this, i, signo] {
@@ -100,17 +102,23 @@ class FakeProcesses final : public ProcessContext {
     }
   }
 
-  // Recorded like signal(); no fake worker stops on it.
-  void notify(int signo) override {
-    std::lock_guard<std::mutex> lock(record_.mutex);
-    for (const auto& w : workers_) {
-      if (!w.done) record_.signals.emplace_back(w.spec.rank, signo);
-    }
-  }
+  // Each fake worker is its own main process: the same as signal().
+  void notify(int signo) override { signal(signo); }
 
   std::size_t running() const override {
     return static_cast<std::size_t>(
         std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w.done; }));
+  }
+
+  std::vector<int> abandon_running() override {
+    std::vector<int> pids;
+    for (auto& w : workers_) {
+      if (w.done) continue;
+      w.done = true;
+      if (w.timer) w.timer->cancel();
+      pids.push_back(100000 + w.spec.rank);
+    }
+    return pids;
   }
 
   // A cancelled timer's handler touches nothing; a posted exit does.
@@ -314,6 +322,7 @@ class UnstartableProcesses final : public ProcessContext {
   void signal(int) override {}
   void notify(int) override {}
   std::size_t running() const override { return 0; }
+  std::vector<int> abandon_running() override { return {}; }
   bool settled() const override { return true; }
 };
 
@@ -591,4 +600,69 @@ TEST_CASE("both nodes end with the same root cause as fields, whichever node it 
   }
   CHECK(tape0.root->time == tape1.root->time);  // node 0's copy is node 1's record, not its own reading
   CHECK(tape0.root->host == tape1.root->host);
+}
+
+TEST_CASE("a worker that outlives SIGKILL ends the job with 71 and no new round, though restarts are left") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec;
+  auto c = config(1, 0, 2);
+  c.max_restarts = 2;
+  c.unkillable_timeout = 200ms;
+  const auto script = [](const WorkerSpec& w) {
+    Script s{10ms, 3};
+    if (w.rank == 0) s = Script{0ms, 0, true, true, true};
+    return s;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(run_agent(c, fakes(store, script, rec)) == ddp::kExitUnkillable);
+  CHECK(std::chrono::steady_clock::now() - start >= c.shutdown_timeout + c.unkillable_timeout);
+  CHECK(got_signal(rec, 0, SIGKILL));
+  CHECK(rec.starts.size() == 1);
+}
+
+namespace {
+
+// Two nodes with a restart left: round 0 fails on node 0 (exit 4) while node 1's worker outlives
+// SIGKILL (the kernel holds it); every later worker exits 0. `elastic`: --nnodes=1:2.
+std::pair<int, int> run_with_held_worker_on_node1(std::shared_ptr<ddp::rendezvous::MemoryStore> store, Record& rec0,
+                                                  Record& rec1, bool elastic) {
+  auto c0 = config(2, 0, 1);
+  auto c1 = config(2, 1, 1);
+  for (LaunchConfig* c : {&c0, &c1}) {
+    c->max_restarts = 1;
+    if (elastic) c->min_nodes = 1;
+    c->last_call_timeout = 200ms;
+  }
+  c1.unkillable_timeout = 200ms;
+  const auto script = [](const WorkerSpec& w) {
+    Script s{10ms, 0};
+    if (restart_count(w) == 0) s = w.rank == 0 ? Script{10ms, 4} : Script{0ms, 0, true, true, true};
+    return s;
+  };
+  return run_two_nodes(c0, fakes(store, script, rec0), c1, fakes(store, script, rec1));
+}
+
+}  // namespace
+
+TEST_CASE("a node whose worker the kernel holds tells the others in the next round, and a static job ends with 69") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  const auto [code0, code1] = run_with_held_worker_on_node1(store, rec0, rec1, false);
+  CHECK(code0 == ddp::kExitUnhealthy);
+  CHECK(code1 == ddp::kExitUnkillable);
+  CHECK(rec0.starts.size() == 1);  // no second round on either node
+  CHECK(rec1.starts.size() == 1);
+  CHECK_THAT(store->get("ddplaunch/test/r1/ready", 1s),
+             Catch::Contains("node 1 (") && Catch::Contains("outlived SIGKILL by 0.2 s, held by the kernel"));
+}
+
+TEST_CASE("an elastic job goes on without the node whose worker the kernel holds") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  Record rec0, rec1;
+  const auto [code0, code1] = run_with_held_worker_on_node1(store, rec0, rec1, true);
+  CHECK(code0 == 0);  // round 1 on node 0 alone
+  CHECK(code1 == ddp::kExitUnkillable);
+  REQUIRE(rec0.starts.size() == 2);
+  CHECK(rec0.starts[1][0].env.at("WORLD_SIZE") == "1");
+  CHECK(rec1.starts.size() == 1);
 }

@@ -347,6 +347,33 @@ TEST_CASE("durations take seconds, and rdzv_conf keys override them", "[cli]") {
   }
 }
 
+TEST_CASE("a failure budget sets the timeouts not given alone (--failure_budget)", "[cli]") {
+  using namespace std::chrono_literals;
+  SECTION("without it, the defaults") {
+    const auto c = parse({"prog"});
+    CHECK(c.failure_budget == 0ms);
+    CHECK(c.hang_timeout == 0ms);
+    CHECK(c.heartbeat_timeout == 10s);
+    CHECK(c.shutdown_timeout == 30s);
+    CHECK(c.unkillable_timeout == 30s);
+  }
+  SECTION("a budget, and values given alone that win over it") {
+    const auto c = parse({"--failure_budget=300", "--hang_timeout=100", "--rdzv_conf=heartbeat_timeout=20", "prog"});
+    CHECK(c.failure_budget == 300s);
+    CHECK(c.hang_timeout == 100s);       // given alone
+    CHECK(c.heartbeat_timeout == 20s);   // --rdzv_conf's key, given alone
+    CHECK(c.shutdown_timeout == 30s);    // the budget's: B/10 within 1..30 s
+    CHECK(c.unkillable_timeout == 30s);  // the budget's
+  }
+  SECTION("a short budget") {
+    const auto c = parse({"--failure-budget", "60", "--unkillable_timeout=2", "prog"});
+    CHECK(c.hang_timeout == 30s);
+    CHECK(c.heartbeat_timeout == 6s);
+    CHECK(c.shutdown_timeout == 6s);
+    CHECK(c.unkillable_timeout == 2s);
+  }
+}
+
 TEST_CASE("an empty value is the flag's, never the program's, and is refused by the flag's name", "[cli]") {
   // Before: CLI11 read --master_addr= as the flag alone and took ./train.sh as its value.
   CHECK(usage_error({"--master_addr=", "./train.sh"}) ==

@@ -127,6 +127,7 @@ TEST_CASE("each broken rule is a UsageError naming the value", "[validate]") {
       {[](LaunchConfig& c) { c.max_restarts = kMaxRestarts + 1; }, {"--max_restarts=1001", "0..1000"}},
       {[](LaunchConfig& c) { c.shutdown_timeout = -1500ms; }, {"--shutdown_timeout=-1.5 s"}},
       {[](LaunchConfig& c) { c.monitor_interval = 0ms; }, {"--monitor_interval=0 s"}},
+      {[](LaunchConfig& c) { c.unkillable_timeout = 0ms; }, {"--unkillable_timeout=0 s", "more than 0"}},
       {[](LaunchConfig& c) { c.rdzv_timeout = 0ms; }, {"--rdzv_timeout=0 s"}},
       {[](LaunchConfig& c) { c.heartbeat_timeout = 50ms; }, {"--heartbeat_timeout=0.05 s", "0.1 s"}},
       {[](LaunchConfig& c) { c.heartbeat_interval = 0ms; }, {"heartbeat interval 0 s"}},
