@@ -63,7 +63,7 @@ bool read_line(int fd, std::string& line, std::size_t& budget) {
 }  // namespace
 
 std::string encode_controller_header(const ControllerHeader& h) {
-  std::string out = fmt::format("{}\nsecret {}\n", kMagic, h.secret);
+  std::string out = fmt::format("{}\nhost {}\nsecret {}\n", kMagic, h.host, h.secret);
   for (const auto& [name, value] : h.env) out += fmt::format("env {}={}\n", name, escape(value));
   return out + "end\n";
 }
@@ -89,6 +89,8 @@ ControllerHeader read_controller_header(int fd) {
     if (line == "end") return h;
     if (line.rfind("secret ", 0) == 0) {
       h.secret = line.substr(7);
+    } else if (line.rfind("host ", 0) == 0) {
+      h.host = line.substr(5);
     } else if (const auto eq = line.find('='); line.rfind("env ", 0) == 0 && eq != std::string::npos && eq > 4) {
       h.env[line.substr(4, eq - 4)] = unescape(line.substr(eq + 1));
     } else {
@@ -98,6 +100,7 @@ ControllerHeader read_controller_header(int fd) {
 }
 
 int adopt_controller_header(const ControllerHeader& h, int fd) {
+  if (!h.host.empty()) log::set_program("ddplaunch@" + h.host);
   for (const auto& [name, value] : h.env) ::setenv(name.c_str(), value.c_str(), 1);
   if (!h.secret.empty()) ::setenv(kSecretEnv, h.secret.c_str(), 1);
   const int control = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);

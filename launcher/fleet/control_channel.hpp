@@ -4,7 +4,9 @@
 // launcher learns that the controller wants it stopped, or is gone.
 //
 // The protocol, in order:
-//   1. "ddplaunch-fleet 1\n", "secret <hex>\n", then one "env NAME=VALUE\n" per variable (in
+//   1. "ddplaunch-fleet 1\n", "host <name>\n" (the host as the hostfile names it: the launcher's
+//      messages then start "ddplaunch@<name>: ", so the controller's console says whose they are),
+//      "secret <hex>\n", then one "env NAME=VALUE\n" per variable (in
 //      VALUE a backslash is "\\" and a newline "\n"), then "end\n";
 //   2. any number of "signal INT\n" or "signal TERM\n": the host's launcher raises that signal on
 //      itself, which stops its job as the same signal from a terminal would;
@@ -22,6 +24,7 @@ namespace ddp::launcher {
 
 // What step 1 carries.
 struct ControllerHeader {
+  std::string host;
   std::string secret;
   Environment env;
 };
@@ -37,7 +40,8 @@ std::string control_signal_line(int signo);
 // ends before "end", a line is malformed, or the header exceeds 1 MiB.
 ControllerHeader read_controller_header(int fd);
 
-// On the host, before the command line is parsed and before any thread: sets the header's
+// On the host, before the command line is parsed and before any thread: names the launcher's
+// messages after the host (log::set_program), sets the header's
 // variables and the job secret (DDPLAUNCH_RDZV_TOKEN, which the launcher already keeps from its
 // workers) in this process's environment, as if the user had exported them in a shell there.
 // Moves the channel off fd 0 (workers get /dev/null as stdin) and returns its new descriptor

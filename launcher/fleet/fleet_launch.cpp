@@ -136,7 +136,7 @@ int run_fleet(const LaunchConfig& c) {
     return kExitUsage;
   }
   plan.master_port = checked.master_port;
-  const std::string header = encode_controller_header(ControllerHeader{random_hex(32), env});
+  const std::string secret = random_hex(32);
   log::info("launching on {} hosts over ssh: node 0 on {} at {}:{}, run id {}", plan.hosts.size(), plan.hosts[0].name,
             plan.master_addr, plan.master_port, plan.run_id);
 
@@ -202,7 +202,7 @@ int run_fleet(const LaunchConfig& c) {
   wait_stops();
   for (auto& s : sessions) {
     s->start();
-    s->send(header);
+    s->send(encode_controller_header(ControllerHeader{s->host(), secret, env}));
   }
   io.run();
   return job_exit_code(sessions);

@@ -136,9 +136,10 @@ def worker(tmp, name, steps=5, pause=0.05, fail=""):
     return str(path)
 
 
-def hostfile(tmp, hosts=HOSTS):
+def hostfile(tmp, hosts=HOSTS, slots=None):
     path = tmp / "hosts"
-    path.write_text("# the job's hosts\n\n" + "".join(f"{h} slots=1\n" for h in hosts))
+    slots = slots or [1] * len(hosts)
+    path.write_text("# the job's hosts\n\n" + "".join(f"{h} slots={n}\n" for h, n in zip(hosts, slots)))
     return str(path)
 
 
@@ -223,6 +224,22 @@ def test_a_rank_failing_on_host_3_gives_its_code_and_cause(site, ddplaunch, tmp_
     assert re.search(r"Root cause \(the earliest failure\):\n.*\n.*\n  node rank : 2\n  rank      : 2 .*\n  exitcode  : 7", out), out
     assert time.monotonic() - start < 90
     wait_for(lambda: not left_running(w), 10, "nothing left")
+
+
+def test_slots_and_restarts_work_as_by_hand(site, ddplaunch, tmp_path):
+    """Host 1 has two slots (ranks 0-1); rank 3, on host 3, fails once; --max_restarts=1, given to
+    the controller, reaches every host's launcher, and the job restarts and exits 0."""
+    failed = tmp_path / "failed_once"
+    w = worker(tmp_path, "restart", steps=10, fail=(
+        f"if rank == 3 and step == 2 and not os.path.exists('{failed}'): open('{failed}', 'w').close(); sys.exit(5)"))
+    c = Controller(site, ddplaunch, tmp_path, ["--hostfile", hostfile(tmp_path, slots=[2, 1, 1]), "--max_restarts=1",
+                                               w, str(tmp_path)])
+    assert c.wait() == 0, c.text()
+    out = c.text()
+    assert failed.exists()
+    assert "[3]:rank 3 of 4 " in out and "[3]:rank 3 done" in out, out
+    assert "restart" in out, out
+    assert not left_running(w)
 
 
 def test_ctrl_c_at_the_controller_leaves_nothing_on_any_host(site, ddplaunch, tmp_path):

@@ -35,11 +35,12 @@ TEST_CASE("the default prefixes, --export and the env file are forwarded, nothin
 TEST_CASE("the controller's header crosses a pipe whole, values with newlines too, and stops at end") {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
-  const ControllerHeader sent{"0123456789abcdef0123", {{"A", "line1\nline2\\x"}, {"B", ""}}};
+  const ControllerHeader sent{"gpu2", "0123456789abcdef0123", {{"A", "line1\nline2\\x"}, {"B", ""}}};
   const std::string text = encode_controller_header(sent) + control_signal_line(SIGINT);
   REQUIRE(::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
   ::close(fds[1]);
   const ControllerHeader got = read_controller_header(fds[0]);
+  CHECK(got.host == sent.host);
   CHECK(got.secret == sent.secret);
   CHECK(got.env == sent.env);
   char rest[32] = {};
