@@ -147,15 +147,23 @@ int run_fleet(const LaunchConfig& c) {
   std::vector<std::unique_ptr<SshSession>> sessions;
   std::size_t ended = 0;
   int stop_signals = 0;
+  bool lost_host = false;  // a static job's host lost its ssh connection: the job was stopped for it
+  const bool elastic = c.min_nodes != c.max_nodes;
   for (std::size_t i = 0; i < plan.hosts.size(); ++i) {
     const std::string host = plan.hosts[i].name;
     sessions.push_back(std::make_unique<SshSession>(
         io, SshSessionOptions{host, host_ssh_argv(f, plan, i), ssh_env}, write_line,
         [&, host, i](int code) {
-          if (code == kSshFailed && stop_signals == 0) {
-            log::warning("host {} (node {}): the ssh connection ended (ssh exit 255); its launcher stops its part of "
-                         "the job, and the other nodes see it gone within --heartbeat_timeout",
-                         host, i);
+          if (code == kSshFailed && stop_signals == 0 && !lost_host) {
+            // Nobody will start this node again: a static job cannot go on without it (the others
+            // would wait for it until --rdzv_timeout), an elastic one goes on with the rest.
+            lost_host = !elastic;
+            log::error("host {} (node {}): the ssh connection ended (ssh exit 255); its launcher stops its part of "
+                       "the job{}",
+                       host, i, elastic ? "; the job goes on without it (elastic)" : ", and so does every other host");
+            if (lost_host) {
+              for (auto& s : sessions) s->send(control_signal_line(SIGTERM));
+            }
           }
           if (++ended == sessions.size()) io.stop();
         }));
@@ -205,7 +213,9 @@ int run_fleet(const LaunchConfig& c) {
     s->send(encode_controller_header(ControllerHeader{s->host(), secret, env}));
   }
   io.run();
-  return job_exit_code(sessions);
+  const int code = job_exit_code(sessions);
+  // Stopped because a host was lost, not by a signal of the user's: a lost node's code.
+  return lost_host && code == exit_code_for_signal(SIGTERM) ? kExitFailure : code;
 }
 
 }  // namespace ddp::launcher

@@ -10,6 +10,8 @@
 //   5. a Ctrl-C, SIGTERM or SIGHUP here is told to every host's launcher on its channel (a second
 //      one closes the channels, a third kills ssh), as is the controller's death (the channels
 //      end); every host's launcher then stops its own job, and nothing of another job;
+//   5b. a static job's host whose ssh connection is lost (ssh exit 255) stops the job on every
+//      host (nobody would start that node again), exit 1; an elastic job goes on without it;
 //   6. the exit code is the job's, which every node agrees on: node 0's launcher's, never ssh's
 //      own 255 (then another node's, or 1 when every connection was lost).
 #pragma once

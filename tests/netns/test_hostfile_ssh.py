@@ -112,6 +112,24 @@ def test_a_killed_controller_ends_the_remote_jobs_within_the_heartbeat_timeout(s
     print(f"remote jobs ended {time.monotonic() - killed:.1f} s after the controller's SIGKILL")
 
 
+def test_a_host_whose_ssh_connection_dies_stops_a_static_job(site, ddplaunch, tmp_path):
+    """Host 2's sshd session is killed mid-job: its launcher sees its channel end and stops; the
+    controller tells the others (a static job cannot go on), exits 1, and keeps every line."""
+    w = worker(tmp_path, "cut", steps=100000, pause=0.1)
+    c = Controller(site, ddplaunch, tmp_path, ["--hostfile", hostfile(tmp_path), w, str(tmp_path)])
+    wait_for(lambda: all_running(tmp_path, 3), 120, "every rank running")
+    launcher = sh("pgrep", "-f", "--", f"^{ddplaunch} --fleet_stdin .*--node_rank=1 .*{w}").stdout.split()[0]
+    session = open(f"/proc/{launcher}/stat").read().rsplit(")", 1)[1].split()[1]  # its parent: sshd's session
+    assert "sshd" in open(f"/proc/{session}/cmdline").read()
+    os.kill(int(session), signal.SIGKILL)
+    assert c.wait(60) == 1, c.text()
+    out = c.text()
+    assert f"host {HOSTS[1]} (node 1): the ssh connection ended (ssh exit 255); its launcher stops its part of the " \
+           "job, and so does every other host" in out, out
+    assert "[1]:rank 1 of 3 " in out and "[2]:rank 2 of 3 " in out, out
+    wait_for(lambda: not left_running(w), 30, "nothing left")
+
+
 def test_preflight_names_each_broken_host_and_its_fix(site, ddplaunch, tmp_path):
     w = worker(tmp_path, "never")
     hosts = [HOSTS[0], PASSWORD_HOST, NO_SSHD_HOST, NO_DDPLAUNCH_HOST]
