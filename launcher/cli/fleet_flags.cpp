@@ -44,7 +44,8 @@ void declare_fleet_options(FlagApp& app, FleetOptions& f) {
   app.add_option("--ssh_port,--ssh-port", f.ssh_port, "ssh -p PORT for every host (default: your ssh config)")
       ->type_name("PORT");
   app.add_option("--ssh_option,--ssh-option", f.ssh_options,
-                 "one more ssh -o OPTION, after your own ssh config (repeat the flag for more)")
+                 "one more ssh -o OPTION for every host, over your ssh config's value (repeat the flag for more; ddplaunch "
+                 "adds only BatchMode=yes, after yours)")
       ->type_name("OPTION")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--export", f.exports,
