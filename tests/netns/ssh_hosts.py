@@ -25,6 +25,28 @@ def sh(*args, check=True, **kw):
     return subprocess.run(args, check=check, capture_output=True, text=True, **kw)
 
 
+def descendants(pid):
+    """Every process under `pid` (children first found through pgrep -P)."""
+    out = []
+    for child in sh("pgrep", "-P", str(pid), check=False).stdout.split():
+        out += [int(child)] + descendants(int(child))
+    return out
+
+
+# Every Controller started, so that end_started() can stop the ones a failed test left running.
+STARTED = []
+
+
+def end_started():
+    """Kills (SIGKILL, its process group: the controller and its ssh clients) every Controller
+    still running; their hosts' launchers then see their channels end and stop."""
+    for c in STARTED:
+        if c.proc.poll() is None:
+            os.killpg(c.proc.pid, signal.SIGKILL)
+            c.proc.wait()
+    STARTED.clear()
+
+
 class Site:
     """The namespaces, their sshds and the controller's ssh options."""
 
@@ -72,8 +94,14 @@ class Site:
         sh("ip", "netns", "exec", self.ns[CONTROLLER], sys.executable, "-c", code)
 
     def stop(self):
+        """Kills every sshd and the sessions they forked (a session whose client is gone would
+        wait on its connection for ever once the namespaces are deleted)."""
         for p in self.sshds:
-            p.kill()
+            for pid in [p.pid] + descendants(p.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass  # ended by itself meanwhile
             p.wait()
 
 
@@ -123,6 +151,7 @@ class Controller:
             ["ip", "netns", "exec", site.ns[CONTROLLER], ddplaunch, *site.ssh_options, "--export=GLOO_SOCKET_IFNAME",
              f"--heartbeat_timeout={HEARTBEAT_TIMEOUT}", "--rdzv_timeout=60", *args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
+        STARTED.append(self)
 
     def wait(self, timeout=150):
         try:
@@ -166,4 +195,5 @@ def site_fixture(ddplaunch, tmp_path_factory):
         try:
             yield s
         finally:
+            end_started()
             s.stop()

@@ -33,13 +33,21 @@ import time
 import pytest
 
 from ssh_hosts import (CONTROLLER, HEARTBEAT_TIMEOUT, HOSTS, NO_DDPLAUNCH_HOST, NO_SSHD_HOST, PASSWORD_HOST,
-                       Controller, all_running, hostfile, left_running, sh, site_fixture, wait_for, worker)
+                       Controller, all_running, end_started, hostfile, left_running, sh, site_fixture, wait_for,
+                       worker)
 
 pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def site(ddplaunch, tmp_path_factory):
     yield from site_fixture(ddplaunch, tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def no_controller_left():
+    """A test that failed half-way leaves no controller (nor, through it, any host's job) running."""
+    yield
+    end_started()
 
 
 def test_three_hosts_train_and_exit_0(site, ddplaunch, tmp_path):

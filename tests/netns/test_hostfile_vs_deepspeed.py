@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from ssh_hosts import CONTROLLER, HOSTS, Controller, all_running, hostfile, left_running, site_fixture, wait_for, worker
+from ssh_hosts import (CONTROLLER, HOSTS, STARTED, Controller, all_running, end_started, hostfile, left_running,
+                       site_fixture, wait_for, worker)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -32,6 +33,13 @@ RESULTS = []
 @pytest.fixture(scope="module")
 def site(ddplaunch, tmp_path_factory):
     yield from site_fixture(ddplaunch, tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def no_controller_left():
+    """A test that failed half-way leaves no controller (nor, through it, any host's job) running."""
+    yield
+    end_started()
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +72,7 @@ class DeepSpeedRun:
             ["ip", "netns", "exec", site.ns[CONTROLLER], deepspeed, "--hostfile", hostfile(tmp), "--master_addr",
              HOSTS[0], "--master_port", str(port), "--no_local_rank", worker_path, str(tmp)],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
+        STARTED.append(self)
 
     def wait(self, timeout=150):
         try:
