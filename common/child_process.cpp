@@ -59,7 +59,7 @@ struct Prepared {
   std::vector<char*> argv, envp;
   std::vector<int> keep;  // sorted, without stdio, with the report pipe's write end
   pid_t parent = 0;
-  int stdout_fd = -1, stderr_fd = -1;
+  int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
   long long open_files_limit = -1;
   int death_signal = SIGKILL;
   bool new_session = false;
@@ -97,6 +97,7 @@ void exec_child(const Prepared& p, volatile Failure& f) {
   // (Not needed when clone3 created it there: then cgroup_procs_fd is -1.)
   if (p.procs_fd >= 0 && (r = raw_syscall(SYS_write, p.procs_fd, reinterpret_cast<long>("0"), 1)) != 1)
     return fail(kCgroupStep, r < 0 ? r : -EIO);
+  if ((r = move_fd(p.stdin_fd, 0)) != 0) return fail("dup2 (stdin)", r);
   if ((r = move_fd(p.stdout_fd, 1)) != 0) return fail("dup2 (stdout)", r);
   if ((r = move_fd(p.stderr_fd, 2)) != 0) return fail("dup2 (stderr)", r);
   if (const int e = close_descriptors_except(p.keep.data(), p.keep.size()); e != 0)
@@ -151,6 +152,7 @@ std::atomic<bool> no_clone_into_cgroup{false};
 Prepared prepare(const ChildOptions& o, volatile Failure* shared_report) {
   Prepared p;
   p.exe = o.exe;
+  p.stdin_fd = o.stdin_fd;
   p.stdout_fd = o.stdout_fd;
   p.stderr_fd = o.stderr_fd;
   p.open_files_limit = o.open_files_limit;

@@ -37,6 +37,7 @@ struct ChildOptions {
   std::string exe;                  // path to execute (not searched in PATH)
   std::vector<std::string> argv;    // argv[0] included; empty means {exe}
   Environment env;                  // the child's whole environment
+  int stdin_fd = -1;                // becomes the child's fd 0 (-1: inherit the parent's)
   int stdout_fd = -1;               // becomes the child's fd 1 (-1: inherit the parent's)
   int stderr_fd = -1;               // becomes the child's fd 2 (-1: inherit)
   long long open_files_limit = -1;  // >= 0: the child's soft RLIMIT_NOFILE (-1: inherited)

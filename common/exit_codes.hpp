@@ -8,7 +8,8 @@ namespace ddp {
 enum ExitCode : int {
   kExitOk = 0,
   kExitFailure = 1,        // an unexpected run-time error, or a lost peer/store; message on stderr
-  kExitUsage = 2,          // bad command line or configuration (incl. a port already taken, a FIFO as a file flag)
+  kExitUsage = 2,          // bad command line or configuration (incl. a port already taken, a FIFO as a file flag,
+                           // a host failing --hostfile's preflight)
   kExitUnhealthy = 69,     // a node failed its health checks before a round (as EX_UNAVAILABLE)
   kExitUnkillable = 71,    // a worker outlived SIGKILL (stuck in the kernel, state D): drain this host (as EX_OSERR)
   kExitNoProgress = 123,   // restarts stopped: K restarts without progress; do not requeue the job
@@ -27,7 +28,7 @@ struct ExitCodeMeaning {
 inline constexpr ExitCodeMeaning kExitCodeMeanings[] = {
     {kExitOk, "success"},
     {kExitFailure, "launcher error, a lost node or store (see the message)"},
-    {kExitUsage, "bad usage or configuration"},
+    {kExitUsage, "bad usage or configuration (or a host failing --hostfile's preflight)"},
     {kExitUnhealthy, "a node failed its health checks (--health_check); the report names it and the check"},
     {kExitUnkillable, "a worker outlived SIGKILL (stuck in the kernel, state D): the host is not reused; drain it"},
     {kExitNoProgress, "restarts without progress (--max_no_progress_restarts): do not requeue"},

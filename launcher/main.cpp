@@ -1,5 +1,6 @@
 // ddplaunch: parse → run → exit code.
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <system_error>
@@ -13,6 +14,9 @@
 #include "launcher/config/file_flag.hpp"
 #include "launcher/dry_run.hpp"
 #include "launcher/dump_stacks.hpp"
+#include "launcher/fleet/control_channel.hpp"
+#include "launcher/fleet/fleet_launch.hpp"
+#include "launcher/fleet/port_probe.hpp"
 #include "launcher/status/status_query.hpp"
 #include "launcher/workers/job_lifetime.hpp"
 #include "launcher/workers/process_context.hpp"
@@ -22,12 +26,22 @@ int main(int argc, char** argv) {
   namespace log = ddp::log;
   try {
     log::set_level_from_env();
+    // Started by a controller over ssh (fleet/): the secret and the environment come on stdin,
+    // before the command line is read (PET_* variables among them are its defaults).
+    int control_fd = -1;
+    for (int i = 1; i < argc && control_fd < 0; ++i) {
+      if (std::strcmp(argv[i], "--fleet_stdin") == 0) control_fd = adopt_controller_header(read_controller_header(0), 0);
+    }
     const ParsedCommandLine parsed = parse_command_line(argc, argv, ddp::process_env(), rendezvous_backends());
     if (parsed.early_exit_text) {
       std::cout << *parsed.early_exit_text;
       return ddp::kExitOk;
     }
     if (!parsed.config.log_level.empty()) log::set_level(log::parse_level(parsed.config.log_level));
+    if (parsed.config.fleet.active()) {
+      return parsed.config.dry_run ? print_fleet_dry_run(parsed.config) : run_fleet(parsed.config);
+    }
+    if (!parsed.config.fleet.fleet_probe.empty()) return run_port_probe(parsed.config);
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
     if (parsed.config.dump_stacks) return request_stacks(parsed.config);
     if (parsed.config.status) return print_status(parsed.config);
@@ -38,6 +52,7 @@ int main(int argc, char** argv) {
     const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");
     const bool use_cgroup = cgroup == nullptr || std::string(cgroup) != "0";
     JobLifetime lifetime(JobLifetimeOptions{parsed.config.run_id, parsed.config.shutdown_timeout, use_cgroup});
+    if (control_fd >= 0) watch_controller(control_fd);  // a thread: after the lifetime's reaper
     AgentDeps deps;
     deps.backend = make_backend;
     deps.processes = [&lifetime](boost::asio::io_context& io, OutputPolicy policy) {

@@ -5,8 +5,9 @@
 #      nlohmann-json (workers' error files, the JSON summary and event log), elfutils (eu-stack),
 #      etcd-server and etcd-client (the etcd v3 client's tests run real etcd members), libssl-dev
 #      (ddplaunch-etcd-tls, the TLS proxy to etcd), openssl (its test makes certificates),
-#      libhwloc-dev (--numa_binding's topology) and chromium with chromium-driver (the job page's
-#      test renders it in headless Chromium).
+#      libhwloc-dev (--numa_binding's topology), chromium with chromium-driver (the job page's
+#      test renders it in headless Chromium), openssh-server/-client and pdsh (--hostfile's tests
+#      run an sshd per network-namespace host; pdsh for DeepSpeed's launcher beside it).
 #   2. .venv/ with the pinned PyPI torch wheel: it is both the project's LibTorch
 #      (torch.utils.cmake_prefix_path) and the real PyTorch used by interop tests and benchmarks.
 #   3. pytest and pytest-timeout in .venv/: the Python suites (tests/conftest.py) run under them.
@@ -32,7 +33,8 @@ DEMO_PKGS=(build-essential cmake ninja-build pkg-config git ccache
            python3 python3-venv python3-dev
            libsodium-dev nlohmann-json3-dev libssl-dev libhwloc-dev elfutils)
 TEST_PKGS=(catch2 clang-14 libclang-rt-14-dev libfuzzer-14-dev iproute2 procps
-           openmpi-bin openssl etcd-server etcd-client chromium chromium-driver)
+           openmpi-bin openssl etcd-server etcd-client chromium chromium-driver
+           openssh-server openssh-client pdsh)
 PKGS=("${DEMO_PKGS[@]}")
 ((demo)) || PKGS+=("${TEST_PKGS[@]}")
 

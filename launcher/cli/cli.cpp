@@ -12,6 +12,7 @@
 #include "launcher/cli/command_line_config.hpp"
 #include "launcher/cli/completion.hpp"
 #include "launcher/cli/empty_values.hpp"
+#include "launcher/cli/fleet_flags.hpp"
 #include "launcher/cli/flag_app.hpp"
 #include "launcher/cli/flag_prefixes.hpp"
 #include "launcher/cli/help_formatter.hpp"
@@ -48,6 +49,7 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
   CommandLineValues values;
   PetDefaults pet;
   declare_options(app, values, pet);
+  declare_fleet_options(app, values.config.fleet);
   // `--flag=` is an empty value, as in argparse, not the flag alone (CLI11 would take the program
   // as its value); an empty value is refused by the flag's name, unless empty means something.
   // argparse's abbreviations (--nnode) are written out first, so every later step sees full names.
@@ -74,7 +76,9 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
     return out;
   }
   pet.apply(env);
-  take_program(app.remaining(), values.config);
+  const std::vector<std::string> rest = app.remaining();
+  take_program(rest, values.config);
+  if (values.config.fleet.active()) fill_forward_args(app, args, args.size() - rest.size(), values.config.fleet);
   values.config.find_job = (values.config.dump_stacks || values.config.status) && app.given("--master_addr") == 0 &&
                            app.given("--master_port") == 0 && app.given("--rdzv_id") == 0 &&
                            app.given("--rdzv_endpoint") == 0;

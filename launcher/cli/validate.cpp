@@ -191,6 +191,28 @@ void check_output(const LaunchConfig& c) {
   }
 }
 
+// --hostfile / --hosts: one source of hosts, and no flag the controller sets per host.
+void check_fleet(const LaunchConfig& c) {
+  const FleetOptions& f = c.fleet;
+  if (!f.hostfile.empty() && !f.hosts.empty()) {
+    throw UsageError("--hostfile and --hosts both name the hosts; use one of them");
+  }
+  if (!f.active()) {
+    if (!f.include.empty() || !f.exclude.empty() || f.ssh_port != 0 || !f.ssh_options.empty() ||
+        !f.remote_ddplaunch.empty() || !f.exports.empty() || !f.env_file.empty()) {
+      throw UsageError("--include, --exclude, --ssh_port, --ssh_option, --export, --env_file and --remote_ddplaunch "
+                       "go with --hostfile or --hosts; add one of those");
+    }
+    return;
+  }
+  if (f.given_flags.count("--node_rank") > 0) {
+    throw UsageError("--node_rank is set for each host by --hostfile/--hosts (node 0 on the first host); remove it");
+  }
+  if (f.ssh_port < 0 || f.ssh_port > 65535) {
+    throw UsageError(fmt::format("--ssh_port={} is not a port; use 1..65535", f.ssh_port));
+  }
+}
+
 }  // namespace
 
 void validate(const LaunchConfig& c) {
@@ -214,7 +236,14 @@ void validate(const LaunchConfig& c) {
     }
     return check_store(c);
   }
+  if (!c.fleet.fleet_probe.empty()) {
+    if (c.fleet.fleet_probe != "listen" && c.fleet.fleet_probe != "connect") {
+      throw UsageError("--fleet_probe is ddplaunch's own preflight over ssh; it takes listen or connect");
+    }
+    return;
+  }
   check_program(c);
+  check_fleet(c);
   check_nodes(c);
   check_store(c);
   check_restarts_and_durations(c);

@@ -12,6 +12,7 @@
 
 #include "ddplaunch/common/error.hpp"
 #include "launcher/config/backend_rules.hpp"
+#include "launcher/config/fleet_options.hpp"
 
 namespace ddp::launcher {
 
@@ -142,6 +143,7 @@ struct LaunchConfig {
   std::string line_prefix_template = "[${rank}]:";  // "" = no prefix
   std::string program;
   std::vector<std::string> program_args;
+  FleetOptions fleet;  // --hostfile / --hosts: launch over ssh (fleet/); --fleet_stdin on the hosts
 };
 
 }  // namespace ddp::launcher

@@ -125,6 +125,19 @@ TEST_CASE("start_child: own process group, given environment, exact argv", "[chi
   CHECK(home == "nohome");
 }
 
+TEST_CASE("start_child: stdin_fd becomes the child's standard input", "[child]") {
+  int in[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  REQUIRE(::write(in[1], "from the parent\n", 16) == 16);
+  ::close(in[1]);
+  ddp::ChildOptions o;
+  o.stdin_fd = in[0];
+  const auto [out, status] = run_sh("read line; echo \"got: $line\"", o);
+  ::close(in[0]);
+  CHECK(out == "got: from the parent\n");
+  CHECK(status == 0);
+}
+
 TEST_CASE("start_child: new_session makes the child lead a session of its own", "[child]") {
   // /proc/PID/stat fields 5 and 6: process group and session.
   const char* script = "echo $$ $(cut -d' ' -f5,6 /proc/$$/stat)";
