@@ -1,5 +1,6 @@
 // ddplaunch: parse → run → exit code.
 #include <cstdlib>
+#include <memory>
 #include <iostream>
 #include <string>
 #include <system_error>
@@ -13,6 +14,7 @@
 #include "launcher/config/file_flag.hpp"
 #include "launcher/dry_run.hpp"
 #include "launcher/dump_stacks.hpp"
+#include "launcher/kubeflow/progress_reporter.hpp"
 #include "launcher/status/status_query.hpp"
 #include "launcher/workers/job_lifetime.hpp"
 #include "launcher/workers/process_context.hpp"
@@ -45,6 +47,17 @@ int main(int argc, char** argv) {
     };
     deps.workers_done = [&lifetime] { lifetime.end_job(); };
     deps.lifetime = &lifetime;
+    // Kubeflow Trainer's Progress plugin gave this pod its status endpoint: report to it
+    // (kubeflow/progress_reporter.hpp). After the lifetime's reaper, which must start first.
+    std::unique_ptr<ProgressReporter> progress;
+    if (auto endpoint = trainer_status_endpoint(ddp::process_env())) {
+      ProgressReporterOptions o;
+      o.endpoint = std::move(*endpoint);
+      o.progress_file = parsed.config.progress_file;
+      o.max_restarts = parsed.config.max_restarts;
+      progress = std::make_unique<ProgressReporter>(std::move(o));
+      deps.listeners.push_back(progress.get());
+    }
     const int code = run_agent(parsed.config, std::move(deps));
     lifetime.finish();  // nothing of the job is left when we exit
     return code;
