@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <system_error>
 
@@ -17,6 +18,7 @@
 #include "launcher/fleet/control_channel.hpp"
 #include "launcher/fleet/fleet_launch.hpp"
 #include "launcher/fleet/port_probe.hpp"
+#include "launcher/kubeflow/progress_reporter.hpp"
 #include "launcher/status/status_query.hpp"
 #include "launcher/workers/job_lifetime.hpp"
 #include "launcher/workers/process_context.hpp"
@@ -60,6 +62,17 @@ int main(int argc, char** argv) {
     };
     deps.workers_done = [&lifetime] { lifetime.end_job(); };
     deps.lifetime = &lifetime;
+    // Kubeflow Trainer's Progress plugin gave this pod its status endpoint: report to it
+    // (kubeflow/progress_reporter.hpp). After the lifetime's reaper, which must start first.
+    std::unique_ptr<ProgressReporter> progress;
+    if (auto endpoint = trainer_status_endpoint(ddp::process_env())) {
+      ProgressReporterOptions o;
+      o.endpoint = std::move(*endpoint);
+      o.progress_file = parsed.config.progress_file;
+      o.max_restarts = parsed.config.max_restarts;
+      progress = std::make_unique<ProgressReporter>(std::move(o));
+      deps.listeners.push_back(progress.get());
+    }
     const int code = run_agent(parsed.config, std::move(deps));
     lifetime.finish();  // nothing of the job is left when we exit
     return code;

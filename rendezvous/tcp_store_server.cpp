@@ -101,9 +101,9 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
     boost::system::error_code ignored;  // the socket was never usable
     acceptor_.close(ignored);
     if (ec == asio::error::address_in_use) {
-      throw BindError("cannot listen on " +
-                      format_endpoint(options_.host.empty() ? "::" : options_.host, options_.port) +
-                      ": the port is already in use; stop the other process or pick another port "
+      throw AddressInUseError("cannot listen on " +
+                              format_endpoint(options_.host.empty() ? "::" : options_.host, options_.port) +
+                              ": the port is already in use; stop the other process or pick another port "
                       "(--master_port / --port, or 0 for a free one)");
     }
   }

@@ -443,3 +443,27 @@ def netns_hosts_or_skip(addresses: List[str]):
             yield made
     except RuntimeError as e:
         pytest.skip(str(e))
+
+
+# --------------------------------------------------------------------------- TLS
+def make_certs(directory):
+    """A CA, a server certificate for 127.0.0.1 signed by it, a client certificate signed by it,
+    and a second CA that signed nothing (openssl's command line)."""
+    d = str(directory)
+
+    def ssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=60)
+
+    for ca in ("ca", "other"):
+        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days",
+            "2", "-subj", f"/CN={ca}")
+    with open(os.path.join(d, "san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    for name in ("server", "client"):
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj",
+            f"/CN={name}")
+        ssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+            f"{name}.pem", "-days", "2", *(["-extfile", "san.ext"] if name == "server" else []))
+    return {n: os.path.join(d, n) for n in ("ca.pem", "other.pem", "client.pem", "client.key", "server.pem",
+                                            "server.key")}

@@ -26,6 +26,7 @@
 #include "launcher/config/failure_budget.hpp"
 #include "launcher/health/node_health.hpp"
 #include "launcher/rdzv/job_round.hpp"
+#include "launcher/rdzv/hosted_store.hpp"
 #include "launcher/rdzv/job_store.hpp"
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/round_joiner.hpp"
@@ -40,7 +41,8 @@ namespace ddp::launcher {
 namespace asio = boost::asio;
 using rendezvous::Store;
 
-Agent::Agent(const LaunchConfig& c, AgentDeps deps) : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), held_timer_(io_) {
+Agent::Agent(const LaunchConfig& c, AgentDeps deps)
+    : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), held_timer_(io_), exit_barrier_timer_(io_) {
   // Every launcher line goes through the console writer, in order with the workers' lines.
   log::set_sink([this](log::Level, std::string line) { console_.write(2, std::move(line)); });
 }
@@ -68,7 +70,15 @@ bool Agent::prepare() {
         return std::make_unique<StoreBackend>(c, eff, host_store, connect);
       };
     }
-    backend_ = set_up_node(c_, NodeSetupOptions{deps_.preflight, deps_.host_store}, backend, eff_);
+    try {
+      backend_ = set_up_node(c_, NodeSetupOptions{deps_.preflight, deps_.host_store}, backend, eff_);
+    } catch (const StoreHostTaken& e) {
+      // torchrun's c10d does the same: a guessed host whose port is taken becomes a client.
+      log::info("{}: another launcher on this machine hosts the store; this node joins it", e.what());
+      c_.node_rank = 1;
+      c_.store_host_guessed = false;
+      backend_ = set_up_node(c_, NodeSetupOptions{deps_.preflight, deps_.host_store}, backend, eff_);
+    }
     say_timeouts();
     RunRecorderOptions ro{c_.event_log, {}, c_.run_id, eff_.host};
     if (!c_.summary_json.empty()) ro.summary_json.push_back(c_.summary_json);
@@ -307,6 +317,7 @@ void Agent::check_round_end() {
     if (count_in(*joiner_->job(), key(""), view_.group_rank, view_.active_nodes()) &&
         publish(success) == success.encode())
       return finish(kExitOk);
+    if (!view_.standby) start_exit_barrier();
   } catch (const Error& e) {
     on_lost(NodeLoss{"the store became unreachable: " + std::string(e.what()), true});
   }
@@ -316,6 +327,7 @@ void Agent::end_round() {
   status_.end();
   kill_timer_.cancel();
   held_timer_.cancel();
+  exit_barrier_timer_.cancel();
   const std::optional<long long> collectives = watch_->collectives_completed();  // ended() empties the table
   watch_->ended();
   // Wake our own watcher if no node published an outcome, then stop the monitor. (Quietly: the

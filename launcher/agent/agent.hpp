@@ -14,6 +14,8 @@
 //   4. a node whose workers all exited 0 sets "r<r>/done/<g>"; one that then sees every node's
 //      record sets a success Outcome (job_round.hpp, count_in). A node exits 0 only on a success while its own workers
 //      all exited 0; a malformed outcome, or a success while its workers run, stops it with exit 1;
+//      one that waits longer than --exit_barrier_timeout for the others leaves with exit 0, its
+//      last heartbeat saying so, unless it hosts their store (agent_exit_barrier.cpp);
 //   5. after a failure, each node prints its short cause and, with --max_no_progress_restarts, the
 //      nodes agree whether the round made progress, on a helper thread (agent_restarts.cpp,
 //      progress_exchange.hpp, progress_exchange_thread.hpp);
@@ -172,6 +174,10 @@ class Agent {
   // --preemption_grace when the launcher received SIGTERM (a preemption), else `otherwise`.
   std::chrono::milliseconds preemption_grace_or(std::chrono::milliseconds otherwise) const;
   void check_round_end();
+  // This node's workers all succeeded and others' run on: waits --exit_barrier_timeout on the
+  // loop (the status endpoint and /healthz answer meanwhile), then leave_early() (agent_exit_barrier.cpp).
+  void start_exit_barrier();
+  void leave_early();
   void end_round();
   // agent_restarts.cpp: keeps the round's process context (its handlers may still be queued) and
   // frees those of the rounds before that have settled (ProcessContext::settled), so that the
@@ -197,13 +203,16 @@ class Agent {
   // Removes this run's directory when it holds only error files (no --log_dir, no redirects).
   void discard_error_files();
 
-  const LaunchConfig& c_;
+  // A copy: prepare() turns a guessed store host into a client when another launcher on this
+  // machine already hosts the store (LaunchConfig::store_host_guessed).
+  LaunchConfig c_;
   AgentDeps deps_;
   ConsoleWriter console_;
   boost::asio::io_context io_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer held_timer_;  // --unkillable_timeout after SIGKILL
+  boost::asio::steady_timer exit_barrier_timer_;  // --exit_barrier_timeout (agent_exit_barrier.cpp)
   EffectiveConfig eff_;                         // resolved once by prepare()
   std::unique_ptr<RendezvousBackend> backend_;  // made by prepare(); the joiner refers to it
   std::unique_ptr<RoundJoiner> joiner_;         // made by prepare(); owns the store connections

@@ -54,6 +54,7 @@ void apply_c10d_ranks(LaunchConfig& c) {
   c.rank_by_arrival = true;
   const bool host = names_this_machine(c.master_addr);
   c.node_rank = host ? 0 : 1;
+  c.store_host_guessed = host;
   log::info("--rdzv_backend=c10d without a node rank: {}; nodes rank in order of arrival",
             host ? "this node hosts the store (" + c.master_addr + " names it)"
                  : "this node joins the store at " + c.master_addr);

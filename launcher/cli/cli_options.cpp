@@ -180,6 +180,10 @@ void declare_worker_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet
   pet.add(add_seconds(app, "--shutdown_timeout,--shutdown-timeout", v.shutdown_timeout,
                       "between SIGTERM and SIGKILL after a failure or to restart (default "
                       "TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)"));
+  pet.add(add_seconds(app, "--exit_barrier_timeout,--exit-barrier-timeout", v.exit_barrier_timeout,
+                      "how long a node whose workers all succeeded waits for the other nodes' to finish; then "
+                      "it leaves with exit 0, unless it hosts their store (default "
+                      "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300)"));
   pet.add(add_seconds(app, "--preemption_grace,--preemption-grace", v.preemption_grace,
                       "between forwarding a SIGTERM the launcher received (a preemption: Kubernetes, Slurm) and "
                       "SIGKILL, for the workers to checkpoint (default: 30, or --shutdown_timeout when longer)"));

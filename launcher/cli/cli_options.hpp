@@ -44,6 +44,7 @@ struct CommandLineValues {
   // Numbers of seconds, already checked by the flags' validator (see parse_seconds).
   std::string monitor_interval = "0.1";
   std::string shutdown_timeout;  // "": TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 (torchrun_env.hpp)
+  std::string exit_barrier_timeout;  // "": TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300 (torchrun_env.hpp)
   // "": not given alone (--failure_budget may set it), else the default in the comment.
   std::string hang_timeout;  // 0: off
   std::string preemption_grace;  // "": the longer of 30 s and --shutdown_timeout
@@ -64,10 +65,11 @@ struct CommandLineValues {
 };
 
 // The flags whose empty value means something, as their default does: no --rdzv_conf keys, every
-// local rank on the console, no line prefix. Any other flag given an empty value on the command
-// line is refused by name (empty_values.hpp).
+// local rank on the console, no line prefix; and an empty role, which TorchX's dist.ddp passes
+// (`--role ""`) and torchrun gives its workers as ROLE_NAME="". Any other flag given an empty
+// value on the command line is refused by name (empty_values.hpp).
 inline constexpr std::string_view kEmptyValueMeans[] = {"--rdzv_conf", "--local_ranks_filter",
-                                                        "--log_line_prefix_template"};
+                                                        "--log_line_prefix_template", "--role"};
 
 // Adds every flag, the help footer and --version to `app`, binding the flags to `values` (which
 // must outlive `app`); flags that torchrun reads from PET_* are registered with `pet`. Does not

@@ -19,6 +19,7 @@
 #include "launcher/cli/slurm.hpp"
 #include "launcher/cli/torchrun_env.hpp"
 #include "launcher/config/failure_budget.hpp"
+#include "launcher/cli/volcano.hpp"
 #include "launcher/config/flag_parsers.hpp"
 #include "launcher/config/rdzv_conf.hpp"
 #include "launcher/rdzv/job_secret.hpp"
@@ -84,6 +85,7 @@ void apply_durations(const CommandLineValues& v, const EnvLookup& env, LaunchCon
                            ? b.shutdown_timeout
                            : shutdown_timeout_from(v.shutdown_timeout, env);
   c.hang_timeout = given_or(v.hang_timeout, budget, b.hang_timeout, seconds(0));
+  c.exit_barrier_timeout = exit_barrier_timeout_from(v.exit_barrier_timeout, env);
   // Unset: torchrun's one grace (30 s) or a longer --shutdown_timeout, as a torchrun user expects.
   c.preemption_grace = v.preemption_grace.empty()
                            ? std::max<std::chrono::milliseconds>(std::chrono::seconds(30), c.shutdown_timeout)
@@ -158,6 +160,10 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env, const s
   } else if (!v.nnodes && !v.node_rank && under_mpi(env)) {
     // One launcher per node under mpirun/mpiexec (see mpi.hpp).
     apply_mpi_environment(env, v.master_addr.has_value(), v.master_port.has_value() || !c.rdzv_endpoint.empty(), c);
+  } else if (!v.nnodes && !v.node_rank && under_volcano(env)) {
+    // One launcher per pod of a Volcano job with the pytorch plugin (see volcano.hpp).
+    apply_volcano_environment(env, v.master_addr.has_value(), v.master_port.has_value() || !c.rdzv_endpoint.empty(),
+                              c);
   } else if (!v.node_rank && c.rdzv_backend == "c10d" && c.max_nodes > 1) {
     apply_c10d_ranks(c);  // Kubeflow's elastic PyTorchJob: no node rank (see c10d_ranks.hpp)
   } else if (c.max_nodes == 1 && !v.master_port && c.rdzv_endpoint.empty()) {

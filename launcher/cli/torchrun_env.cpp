@@ -23,22 +23,30 @@ void warn_without_tee(const LaunchConfig& c, int bit, const char* flag) {
   }
 }
 
+// A duration torchrun takes from a flag, else from an environment variable, else a default.
+std::chrono::milliseconds flag_or_variable(const std::string& flag, const char* flag_name, const char* variable,
+                                           std::chrono::milliseconds fallback, const EnvLookup& env) {
+  if (!flag.empty()) {
+    const auto ms = parse_seconds(flag);
+    DDP_ASSERT(ms, std::string(flag_name) + " was not validated: '" + flag + "'");
+    return *ms;
+  }
+  const auto text = env(variable);
+  if (!text) return fallback;
+  const auto ms = parse_seconds(*text);
+  if (!ms) throw UsageError(fmt::format("{}={} is not {}; fix it or unset it", variable, *text, kSecondsExpected));
+  return *ms;
+}
+
 }  // namespace
 
 std::chrono::milliseconds shutdown_timeout_from(const std::string& flag, const EnvLookup& env) {
-  if (!flag.empty()) {
-    const auto ms = parse_seconds(flag);
-    DDP_ASSERT(ms, "--shutdown_timeout was not validated: '" + flag + "'");
-    return *ms;
-  }
-  const auto text = env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
-  if (!text) return std::chrono::seconds(30);
-  const auto ms = parse_seconds(*text);
-  if (!ms) {
-    throw UsageError(
-        fmt::format("TORCH_ELASTIC_SHUTDOWN_TIMEOUT={} is not {}; fix it or unset it", *text, kSecondsExpected));
-  }
-  return *ms;
+  return flag_or_variable(flag, "--shutdown_timeout", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", std::chrono::seconds(30), env);
+}
+
+std::chrono::milliseconds exit_barrier_timeout_from(const std::string& flag, const EnvLookup& env) {
+  return flag_or_variable(flag, "--exit_barrier_timeout", "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT",
+                          std::chrono::seconds(300), env);
 }
 
 std::string level_from_loglevel(const std::string& loglevel) {

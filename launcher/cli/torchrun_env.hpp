@@ -1,6 +1,6 @@
 // torchrun's knobs that ddplaunch maps onto its own rather than runs as torchrun does: the
 // environment variables torchrun's agent reads (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE,
-// TORCH_ELASTIC_SHUTDOWN_TIMEOUT, LOGLEVEL) and its Python-only flags (--event_log_handler,
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT, TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, LOGLEVEL) and its Python-only flags (--event_log_handler,
 // --logs_specs, --start_method, --duplicate_*_filters). A flag given always beats the variable.
 #pragma once
 
@@ -18,6 +18,11 @@ namespace ddp::launcher {
 // LaunchConfig reads it, else 30 s. Throws UsageError naming the variable for a value that is not
 // a number of seconds (torchrun: int(), a ValueError).
 std::chrono::milliseconds shutdown_timeout_from(const std::string& flag, const EnvLookup& env);
+
+// The exit barrier's bound, by the same precedence (torchrun PR #195543): `flag`
+// (--exit_barrier_timeout or PET_EXIT_BARRIER_TIMEOUT) unless empty, else
+// TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300 s. Throws UsageError as above.
+std::chrono::milliseconds exit_barrier_timeout_from(const std::string& flag, const EnvLookup& env);
 
 // ddplaunch's level for torchrun's LOGLEVEL (Python's level names, any case): DEBUG and NOTSET →
 // debug, INFO → info, WARNING and WARN → warning, ERROR, CRITICAL and FATAL → error. Throws

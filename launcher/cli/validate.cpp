@@ -110,6 +110,10 @@ void check_restarts_and_durations(const LaunchConfig& c) {
     throw UsageError(fmt::format("--shutdown_timeout={} is negative; use 0 or more (default 30)",
                                  format_seconds(c.shutdown_timeout)));
   }
+  if (c.exit_barrier_timeout.count() < 0) {
+    throw UsageError(fmt::format("--exit_barrier_timeout={} is negative; use 0 or more (default 300)",
+                                 format_seconds(c.exit_barrier_timeout)));
+  }
   if (c.max_no_progress_restarts < 0 || c.max_no_progress_restarts > kMaxRestarts) {
     throw UsageError(
         fmt::format("--max_no_progress_restarts={} is outside 0..{}; use 0 (off) or a small number "
@@ -152,7 +156,6 @@ void check_restarts_and_durations(const LaunchConfig& c) {
 }
 
 void check_workers(const LaunchConfig& c) {
-  if (c.role.empty()) throw UsageError("--role is empty; give a role name (default 'default')");
   for (int r : c.local_ranks_filter) {
     if (r < 0 || r >= c.nproc_per_node) {
       throw UsageError(

@@ -19,11 +19,11 @@ inline constexpr int kMinHeartbeatMs = 100;   // --heartbeat_timeout
 //   - --node_rank: 0..MAX-1;
 //   - --active_nodes, when given: MIN..MAX of an elastic --nnodes (0 too is refused), and a
 //     backend that has standby nodes;
-//   - --master_addr, --rdzv_id and --role are not empty;
+//   - --master_addr and --rdzv_id are not empty (an empty --role is torchrun's ROLE_NAME="");
 //   - --master_port: 0..65535, and 0 (any free port) only for a single node;
 //   - --max_restarts and --max_no_progress_restarts: 0..kMaxRestarts;
-//   - --shutdown_timeout >= 0; --preemption_grace >= 0; --unkillable_timeout > 0; --monitor_interval > 0;
-//     --rdzv_timeout > 0;
+//   - --shutdown_timeout >= 0; --exit_barrier_timeout >= 0; --preemption_grace >= 0; --unkillable_timeout > 0;
+//     --monitor_interval > 0; --rdzv_timeout > 0;
 //     --heartbeat_timeout >= kMinHeartbeatMs; 0 < heartbeat_interval < heartbeat_timeout;
 //   - --local_ranks_filter names only local ranks 0..nproc_per_node-1;
 //   - --signals_to_handle names only signals that can be caught (not SIGKILL or SIGSTOP);

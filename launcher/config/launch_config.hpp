@@ -52,6 +52,11 @@ struct LaunchConfig {
   // of arrival, the store's host first; node_rank is then 0 on the store's host, 1 elsewhere
   // (cli/c10d_ranks.hpp).
   bool rank_by_arrival = false;
+  // node_rank 0 above is a guess (the endpoint names this machine): when the store's port is
+  // already taken here, another launcher of the job on this machine hosts it (TorchX's local
+  // scheduler starts every replica on one host) and this node joins it instead, as torchrun's
+  // c10d falls back to a client (rdzv/hosted_store.hpp, StoreHostTaken).
+  bool store_host_guessed = false;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string run_id = "none";
@@ -100,6 +105,11 @@ struct LaunchConfig {
   bool run_path = false;
   std::string local_addr;  // address this node advertises ("" = hostname)
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
+  // --exit_barrier_timeout (torchrun's --exit-barrier-timeout, TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT):
+  // how long a node whose workers all succeeded waits for the other nodes' to finish. Past it, a
+  // node other than the store's host leaves with exit 0 (the others go on); the store's host
+  // stays, since their store is in it (agent.hpp, step 4).
+  std::chrono::milliseconds exit_barrier_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)
   // --preemption_grace: between forwarding a SIGTERM the launcher received (from Kubernetes or
   // Slurm) and SIGKILL; --shutdown_timeout is for failures, restarts and SIGINT/SIGHUP/SIGQUIT.

@@ -48,17 +48,26 @@ std::string first_line(int fd) {
 }  // namespace
 
 std::vector<std::string> start_etcd_tls_proxy(const LaunchConfig& c) {
+  TlsProxyStart start;
+  start.members = c.etcd_endpoints;
+  start.ca_file = c.etcd_ca_file;
+  start.cert_file = c.etcd_cert_file;
+  start.key_file = c.etcd_key_file;
+  return start_tls_proxy(start);
+}
+
+std::vector<std::string> start_tls_proxy(const TlsProxyStart& s) {
   const std::string exe = (std::filesystem::path(own_executable()).parent_path() / "ddplaunch-etcd-tls").string();
   if (::access(exe.c_str(), X_OK) != 0) {
     throw UsageError(fmt::format(
-        "TLS to etcd needs ddplaunch-etcd-tls beside ddplaunch, and {} is not there; install ddplaunch again (pip "
+        "{} needs ddplaunch-etcd-tls beside ddplaunch, and {} is not there; install ddplaunch again (pip "
         "install, or build the ddplaunch-etcd-tls target)",
-        exe));
+        s.purpose, exe));
   }
   std::vector<std::string> argv{exe};
-  if (!c.etcd_ca_file.empty()) argv.insert(argv.end(), {"--cacert", c.etcd_ca_file});
-  if (!c.etcd_cert_file.empty()) argv.insert(argv.end(), {"--cert", c.etcd_cert_file, "--key", c.etcd_key_file});
-  argv.insert(argv.end(), c.etcd_endpoints.begin(), c.etcd_endpoints.end());
+  if (!s.ca_file.empty()) argv.insert(argv.end(), {"--cacert", s.ca_file});
+  if (!s.cert_file.empty()) argv.insert(argv.end(), {"--cert", s.cert_file, "--key", s.key_file});
+  argv.insert(argv.end(), s.members.begin(), s.members.end());
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) throw Error(fmt::format("pipe for ddplaunch-etcd-tls: {}", std::strerror(errno)));
   ChildOptions o;
@@ -84,9 +93,10 @@ std::vector<std::string> start_etcd_tls_proxy(const LaunchConfig& c) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == kExitUsage) {
-      throw UsageError("the TLS proxy to etcd (ddplaunch-etcd-tls) refused its files: see its message above");
+      throw UsageError(fmt::format("the TLS proxy ({}: ddplaunch-etcd-tls) refused its files: see its message above",
+                                   s.purpose));
     }
-    throw Error("the TLS proxy to etcd (ddplaunch-etcd-tls) did not start: see its message above");
+    throw Error(fmt::format("the TLS proxy ({}: ddplaunch-etcd-tls) did not start: see its message above", s.purpose));
   }
   std::vector<std::string> endpoints;
   for (const std::string& port : split_list(line.substr(std::string(kPortsLine).size()))) {

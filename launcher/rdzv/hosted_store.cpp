@@ -108,6 +108,7 @@ std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& c
   try {
     server = std::make_unique<rendezvous::TcpStoreServer>(so);
   } catch (const rendezvous::BindError& e) {
+    if (c.store_host_guessed && dynamic_cast<const rendezvous::AddressInUseError*>(&e)) throw StoreHostTaken(e.what());
     if (c.max_nodes == 1 || c.rdzv_conf.count("bind") || !c.rdzv_rules.node0_hosts_store) throw UsageError(e.what());
     throw UsageError(std::string(e.what()) +
                      "; node 0 runs on the host --master_addr names, or choose the address with --rdzv_conf "

@@ -7,15 +7,25 @@
 #include <memory>
 #include <string>
 
+#include "ddplaunch/common/error.hpp"
 #include "ddplaunch/rendezvous/tcp_store_server.hpp"
 #include "launcher/config/launch_config.hpp"
 
 namespace ddp::launcher {
 
+// host_job_store's port is taken while this node only guessed it hosts the store
+// (LaunchConfig::store_host_guessed): another launcher of the job on this machine does, and this
+// one should join it as a client (node_rank 1, a placeholder: ranks come from arrival).
+class StoreHostTaken : public Error {
+ public:
+  using Error::Error;
+};
+
 // A store server for this job's workers (and, on node 0 of the built-in store, the launchers),
 // listening at --master_port (0: a free one) on the address store_bind_host chooses, and serving,
 // except a one-node job's on node 0: its thread is started by the first wait that needs it or the
-// first connection (TcpStoreServer::start_when_dialled). Throws UsageError when the port is taken.
+// first connection (TcpStoreServer::start_when_dialled). Throws UsageError when the port is taken,
+// StoreHostTaken instead when this node only guessed it hosts the store.
 std::unique_ptr<rendezvous::TcpStoreServer> host_job_store(const LaunchConfig& config);
 
 // Without a job secret, on a multi-node job whose store is reachable beyond loopback (listening

@@ -159,6 +159,7 @@ class StoreHeartbeats : public NodeLiveness {
         const auto answer = Clock::now();
         const std::string beat =
             answered ? read_beat(reads, o_.heartbeat_prefix + std::to_string(n), o_.interval) : std::string();
+        if (beat == kLeftBeat) continue;  // it left after its workers succeeded: not lost
         Peer& p = peers[n];
         const Clock::duration span = sent - p.last_read;
         if (!p.seen || beat != p.beat) {

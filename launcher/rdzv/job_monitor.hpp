@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "ddplaunch/rendezvous/store.hpp"
@@ -57,6 +58,11 @@ class NodeLiveness {
     return std::nullopt;
   }
 };
+
+// A node's last heartbeat when it left the job early with its workers all succeeded (the exit
+// barrier's bound, agent/agent_exit_barrier.cpp): the others stop watching it rather than count
+// it lost.
+inline constexpr std::string_view kLeftBeat = "left";
 
 struct JobMonitorOptions;
 // Makes the liveness of one round; called on the monitor's thread (it may block, and throw

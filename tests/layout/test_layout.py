@@ -20,7 +20,8 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 # own: its parent includes it like any area below, and it never includes its parent.
 LAUNCHER_AREAS = {
     "": {"cli", "agent", "status", "events", "watch", "report", "health", "workers", "etcd", "rdzv", "topology",
-         "config", "fleet"},
+         "config", "fleet", "kubeflow"},
+    "kubeflow": {"events", "watch", "etcd", "report", "workers", "rdzv", "config"},
     "cli": {"rdzv", "config"},
     "fleet": {"rdzv", "config"},
     "agent": {"status", "events", "watch", "report", "health", "workers", "rdzv", "topology", "config"},

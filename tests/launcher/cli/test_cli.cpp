@@ -398,6 +398,11 @@ TEST_CASE("an empty value is the flag's, never the program's, and is refused by 
     CHECK(c.program == "prog");
     CHECK(c.program_args == Args{"x"});
   }
+  SECTION("TorchX's dist.ddp passes --role \"\": an empty role, as torchrun takes it (ROLE_NAME=\"\")") {
+    CHECK(parse({"--role", "", "--tee", "3", "train.py"}).role.empty());
+    CHECK(parse({"--role=", "train.py"}).role.empty());
+    CHECK(parse({"train.py"}).role == "default");
+  }
   SECTION("the program's own arguments are untouched") {
     const auto c = parse({"--nproc_per_node", "2", "prog", "--master_addr=", "--log_dir="});
     CHECK(c.program == "prog");

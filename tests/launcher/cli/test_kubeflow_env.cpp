@@ -5,7 +5,8 @@
 //     envvar.go and master.go;
 //   - v1 PyTorchJob with an elasticPolicy (Workers only): elastic.go, c10d without a node rank,
 //     which c10d_ranks.hpp turns into ranks by arrival with the endpoint's node as the store host;
-//   - Trainer v2 TrainJob with the torch runtime: pkg/runtime/framework/plugins/torch/torch.go.
+//   - Trainer v2 TrainJob with the torch runtime: pkg/runtime/framework/plugins/torch/torch.go;
+//   - Volcano's pytorch job plugin (volcano.hpp): WORLD_SIZE and RANK count pods.
 #include "launcher/cli/c10d_ranks.hpp"
 
 #include <catch2/catch.hpp>
@@ -163,4 +164,52 @@ TEST_CASE("names_this_machine knows this host's names and addresses", "[kubeflow
   CHECK(names_this_machine(host_name()));
   CHECK_FALSE(names_this_machine("192.0.2.77"));                // TEST-NET-1: no host has it
   CHECK_FALSE(names_this_machine("elastic-worker-0.invalid"));  // does not resolve
+}
+
+TEST_CASE("Volcano's pytorch plugin: WORLD_SIZE and RANK count pods, and become nnodes and node_rank", "[volcano]") {
+  // vcjob "mnist", tasks master (1 pod) and worker (2 pods), plugins pytorch (defaults) and svc;
+  // the pod mnist-worker-1: RANK = its index + 1. No PET_*.
+  FakeEnv pod{{"MASTER_ADDR", "mnist-master-0.mnist"},
+              {"MASTER_PORT", "23456"},
+              {"WORLD_SIZE", "3"},
+              {"RANK", "2"},
+              {"VC_MASTER_HOSTS", "mnist-master-0.mnist"},
+              {"VC_MASTER_NUM", "1"},
+              {"VC_WORKER_HOSTS", "mnist-worker-0.mnist,mnist-worker-1.mnist"},
+              {"VC_WORKER_NUM", "2"}};
+  check_static_job(launch_in_pod(pod), {3, 2, 1, "mnist-master-0.mnist", 23456});
+
+  SECTION("the master pod is node 0 and hosts the store") {
+    pod["RANK"] = "0";
+    check_static_job(launch_in_pod(pod), {3, 0, 1, "mnist-master-0.mnist", 23456});
+  }
+  SECTION("with the env plugin's VK_TASK_INDEX instead of the svc plugin's variables (custom task names)") {
+    for (const char* name : {"VC_MASTER_HOSTS", "VC_MASTER_NUM", "VC_WORKER_HOSTS", "VC_WORKER_NUM"}) pod.erase(name);
+    pod["VK_TASK_INDEX"] = "1";
+    pod["VC_TASK_INDEX"] = "1";
+    check_static_job(launch_in_pod(pod), {3, 2, 1, "mnist-master-0.mnist", 23456});
+  }
+  SECTION("flags on the command line win") {
+    const char* argv[] = {"ddplaunch", "--nnodes=1", "train.py", nullptr};
+    const ddp::EnvLookup lookup = ddp::map_env(ddp::Environment(pod.begin(), pod.end()));
+    const LaunchConfig c =
+        ddp::launcher::parse_command_line(3, argv, lookup, ddp::launcher::rendezvous_backends()).config;
+    CHECK(c.max_nodes == 1);
+  }
+  SECTION("WORLD_SIZE and RANK without Volcano's marks (an outer launcher's) are not node values") {
+    for (const char* name : {"VC_MASTER_HOSTS", "VC_MASTER_NUM", "VC_WORKER_HOSTS", "VC_WORKER_NUM"}) pod.erase(name);
+    const LaunchConfig c = launch_in_pod(pod);
+    CHECK(c.max_nodes == 1);
+    CHECK(c.node_rank == 0);
+  }
+  SECTION("Kubeflow's PET_* win: a PyTorchJob also sets WORLD_SIZE and RANK") {
+    pod["PET_NNODES"] = "3";
+    pod["PET_NODE_RANK"] = "1";
+    CHECK(launch_in_pod(pod).node_rank == 1);
+  }
+  SECTION("a RANK outside the pods is refused, naming both") {
+    pod["RANK"] = "3";
+    CHECK_THROWS_WITH(launch_in_pod(pod), Catch::Contains("WORLD_SIZE=3 and RANK=3") &&
+                                              Catch::Contains("give --nnodes and --node_rank"));
+  }
 }

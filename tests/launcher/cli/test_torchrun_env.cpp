@@ -14,6 +14,7 @@ using Catch::Matchers::Contains;
 using ddp::Environment;
 using ddp::map_env;
 using ddp::launcher::level_from_loglevel;
+using ddp::launcher::exit_barrier_timeout_from;
 using ddp::launcher::shutdown_timeout_from;
 using namespace std::chrono_literals;
 
@@ -26,6 +27,16 @@ TEST_CASE("torchrun env: the grace is the flag, else TORCH_ELASTIC_SHUTDOWN_TIME
   CHECK_THROWS_WITH(
       shutdown_timeout_from("", map_env(Environment{{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}})),
       Contains("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon is not a number of seconds") && Contains("fix it or unset it"));
+}
+
+TEST_CASE("torchrun env: the exit barrier is the flag, else TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300 s",
+          "[cli]") {
+  const Environment torch_env{{"TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "42"}};
+  CHECK(exit_barrier_timeout_from("", map_env({})) == 300s);
+  CHECK(exit_barrier_timeout_from("", map_env(torch_env)) == 42s);
+  CHECK(exit_barrier_timeout_from("7.5", map_env(torch_env)) == 7500ms);
+  CHECK_THROWS_WITH(exit_barrier_timeout_from("", map_env(Environment{{"TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "x"}})),
+                    Contains("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT=x is not a number of seconds"));
 }
 
 TEST_CASE("torchrun env: LOGLEVEL's Python names in any case, and the others refused", "[cli]") {

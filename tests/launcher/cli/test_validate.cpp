@@ -126,6 +126,7 @@ TEST_CASE("each broken rule is a UsageError naming the value", "[validate]") {
       {[](LaunchConfig& c) { c.max_restarts = -1; }, {"--max_restarts=-1"}},
       {[](LaunchConfig& c) { c.max_restarts = kMaxRestarts + 1; }, {"--max_restarts=1001", "0..1000"}},
       {[](LaunchConfig& c) { c.shutdown_timeout = -1500ms; }, {"--shutdown_timeout=-1.5 s"}},
+      {[](LaunchConfig& c) { c.exit_barrier_timeout = -1s; }, {"--exit_barrier_timeout=-1 s", "default 300"}},
       {[](LaunchConfig& c) { c.monitor_interval = 0ms; }, {"--monitor_interval=0 s"}},
       {[](LaunchConfig& c) { c.unkillable_timeout = 0ms; }, {"--unkillable_timeout=0 s", "more than 0"}},
       {[](LaunchConfig& c) { c.rdzv_timeout = 0ms; }, {"--rdzv_timeout=0 s"}},
@@ -134,7 +135,6 @@ TEST_CASE("each broken rule is a UsageError naming the value", "[validate]") {
       // Seconds print as "100", never "100." or "100.000000".
       {[](LaunchConfig& c) { c.heartbeat_interval = c.heartbeat_timeout = 100s; },
        {"heartbeat interval 100 s", "--heartbeat_timeout=100 s"}},
-      {[](LaunchConfig& c) { c.role.clear(); }, {"--role is empty"}},
       {[](LaunchConfig& c) {
          c.local_ranks_filter = {0, 1};
        },

@@ -176,6 +176,21 @@ TEST_CASE("a silent peer is reported lost with the timeout in plain seconds", "[
   monitor.stop();
 }
 
+TEST_CASE("a node whose last beat says it left (the exit barrier) is never reported lost", "[job_monitor]") {
+  // Node 1's workers succeeded and it left after --exit_barrier_timeout: its beat stands still
+  // at kLeftBeat. Ten timeouts pass without a loss (a beat standing still otherwise is lost
+  // after one: the test above).
+  auto store = std::make_shared<MemoryStore>();
+  store->set("r0/hb/1", std::string(ddp::launcher::kLeftBeat));
+  std::promise<std::string> lost;
+  auto reported = lost.get_future();
+  JobMonitor monitor([store] { return store; }, options(0, 5ms, 20ms), [](const std::string&) {},
+                     [&lost](const ddp::launcher::NodeLoss& loss) { lost.set_value(loss.message); });
+  CHECK(reported.wait_for(200ms) == std::future_status::timeout);
+  store->set("r0/outcome", "done");
+  monitor.stop();
+}
+
 TEST_CASE("a node's beats keep their schedule while its reads of the others are slow", "[job_monitor]") {
   // Each read of the peer's beat takes 3 intervals (a store that answers slowly). The beats must
   // not wait for the reads: about one per interval, not one per (interval + reads).

@@ -58,4 +58,11 @@ class BindError : public Error {
   using Error::Error;
 };
 
+// The port is taken (EADDRINUSE): another process listens there, perhaps another launcher of the
+// same job on this machine (cli/c10d_ranks.hpp's guess, which torchrun's c10d also falls back from).
+class AddressInUseError : public BindError {
+ public:
+  using BindError::BindError;
+};
+
 }  // namespace ddp::rendezvous
