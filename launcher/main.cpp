@@ -3,16 +3,20 @@
 #include <iostream>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "common/child_process.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
+#include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/backends.hpp"
 #include "launcher/cli/cli.hpp"
 #include "launcher/config/file_flag.hpp"
 #include "launcher/dry_run.hpp"
 #include "launcher/dump_stacks.hpp"
+#include "launcher/replicas/replica_layout.hpp"
+#include "launcher/replicas/replica_supervisor.hpp"
 #include "launcher/status/status_query.hpp"
 #include "launcher/workers/job_lifetime.hpp"
 #include "launcher/workers/process_context.hpp"
@@ -31,13 +35,23 @@ int main(int argc, char** argv) {
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
     if (parsed.config.dump_stacks) return request_stacks(parsed.config);
     if (parsed.config.status) return print_status(parsed.config);
+    // A replica group's launcher (--replica_groups): its own ports, files and run id (replica_layout.hpp).
+    const LaunchConfig config = parsed.config.replicas.index >= 0 ? group_config(parsed.config) : parsed.config;
+    if (config.replicas.index >= 0) log::set_program("ddplaunch[replica " + std::to_string(config.replicas.index) + "]");
     // Before anything starts: a FIFO or a device named by a file flag exits 2 (file_flag.hpp).
-    check_file_flags(parsed.config);
+    check_file_flags(config);
+    // --replica_groups (TorchFT): this launcher starts the lighthouse and one ddplaunch per group
+    // with this command line; each of those runs the agent below as its group.
+    if (config.replicas.supervises()) {
+      ReplicaSupervisor layout(
+          {config, "/proc/self/exe", std::vector<std::string>(argv, argv + argc), ddp::current_environment()});
+      return layout.run();
+    }
     // Before any thread: the reaper starts as a copy of this process or on its memory (job_lifetime.hpp).
     // DDPLAUNCH_CGROUP=0: process groups only (what a machine without a writable cgroup v2 gets).
     const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");
     const bool use_cgroup = cgroup == nullptr || std::string(cgroup) != "0";
-    JobLifetime lifetime(JobLifetimeOptions{parsed.config.run_id, parsed.config.shutdown_timeout, use_cgroup});
+    JobLifetime lifetime(JobLifetimeOptions{config.run_id, config.shutdown_timeout, use_cgroup});
     AgentDeps deps;
     deps.backend = make_backend;
     deps.processes = [&lifetime](boost::asio::io_context& io, OutputPolicy policy) {
@@ -45,7 +59,7 @@ int main(int argc, char** argv) {
     };
     deps.workers_done = [&lifetime] { lifetime.end_job(); };
     deps.lifetime = &lifetime;
-    const int code = run_agent(parsed.config, std::move(deps));
+    const int code = run_agent(config, std::move(deps));
     lifetime.finish();  // nothing of the job is left when we exit
     return code;
   } catch (const UsageError& e) {

@@ -20,7 +20,8 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 # own: its parent includes it like any area below, and it never includes its parent.
 LAUNCHER_AREAS = {
     "": {"cli", "agent", "status", "events", "watch", "report", "health", "workers", "etcd", "rdzv", "topology",
-         "config"},
+         "config", "replicas"},
+    "replicas": {"config"},
     "cli": {"rdzv", "config"},
     "agent": {"status", "events", "watch", "report", "health", "workers", "rdzv", "topology", "config"},
     "status": {"events", "watch", "watch/fr", "watch/probe", "report", "workers", "rdzv", "config"},
