@@ -32,6 +32,13 @@ int main(int argc, char** argv) {
       return ddp::kExitOk;
     }
     if (!parsed.config.log_level.empty()) log::set_level(log::parse_level(parsed.config.log_level));
+    if (parsed.config.dry_run && parsed.config.replicas.supervises()) {
+      // TorchFT's layout, then one group's launcher as --dry-run shows any launcher.
+      std::cout << describe_layout(parsed.config, ddp::current_environment()) << "group 0's launcher:\n";
+      LaunchConfig group0 = parsed.config;
+      group0.replicas.index = 0;
+      return print_dry_run(group_config(group0));
+    }
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
     if (parsed.config.dump_stacks) return request_stacks(parsed.config);
     if (parsed.config.status) return print_status(parsed.config);

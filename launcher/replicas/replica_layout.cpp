@@ -63,4 +63,27 @@ std::vector<std::string> lighthouse_argv(const ReplicaGroups& replicas) {
   return argv;
 }
 
+std::string describe_layout(const LaunchConfig& layout, const Environment& env) {
+  const ReplicaGroups& r = layout.replicas;
+  std::string out = fmt::format("replica groups: {}, each its own launcher and restart domain ({} restarts each)\n",
+                                r.count, layout.max_restarts);
+  if (r.starts_lighthouse()) {
+    std::string command;
+    for (const std::string& a : lighthouse_argv(r)) command += (command.empty() ? "" : " ") + a;
+    out += fmt::format("lighthouse (supervised, ended with the job): {}\n", command);
+  } else {
+    out += "lighthouse: started elsewhere (--lighthouse none)\n";
+  }
+  const std::string url = lighthouse_url(r, env);
+  for (int i = 0; i < r.count; ++i) {
+    LaunchConfig g = layout;
+    g.replicas.index = i;
+    g = group_config(g);
+    out += fmt::format("group {}: store port {}, run id {}, {}={} {}={} {}={}\n", i,
+                       g.master_port > 0 ? std::to_string(g.master_port) : "free", g.run_id, kReplicaGroupIdEnv, i,
+                       kNumReplicaGroupsEnv, r.count, kTorchftLighthouseEnv, url);
+  }
+  return out;
+}
+
 }  // namespace ddp::launcher

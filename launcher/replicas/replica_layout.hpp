@@ -42,4 +42,8 @@ Environment group_environment(Environment env, const ReplicaGroups& replicas, in
 // The lighthouse's argv: --lighthouse split at spaces and tabs, then "--bind", "[::]:<port>".
 std::vector<std::string> lighthouse_argv(const ReplicaGroups& replicas);
 
+// --dry-run's account of the layout (`layout`: the layout's launcher's configuration), one line
+// each: the lighthouse, then each group's store port, run id and variables.
+std::string describe_layout(const LaunchConfig& layout, const Environment& env);
+
 }  // namespace ddp::launcher

@@ -38,7 +38,7 @@ exec sleep 600
 # start, "fail" exits 3, "wait FILE" waits for FILE then exits 0, "sleep" waits to be ended.
 WORKER = r"""#!/bin/bash
 g=$REPLICA_GROUP_ID
-n=$(grep -c "^$g " "$PIDDIR/starts" 2>/dev/null)
+n=$(cat "$PIDDIR/starts" 2>/dev/null | grep -c "^$g ")  # 0 before the first start too
 echo "$g $$ $PPID" >> "$PIDDIR/starts"
 echo $$ > "$PIDDIR/pid.g$g.$n"
 env -0 > "$PIDDIR/env.g$g"
@@ -117,6 +117,7 @@ def test_a_failed_group_restarts_alone(lx, procs):
     open(os.path.join(lx.dir, "g1.restarted"), "w").close()
     out, err = lx.communicate(p)
     assert p.returncode == 0, err
+    assert [start[0] for start in starts(lx)].count(1) == 2, err
     assert [start[0] for start in starts(lx)].count(0) == 1, f"group 0 was restarted: {starts(lx)}"
     assert re.search(r"ddplaunch\[replica 1\]: restarting the job \(restart 1 of 10\)", err), err
     assert "ddplaunch[replica 0]: restarting" not in err
@@ -165,6 +166,17 @@ def test_a_signal_to_the_layout_leaves_nothing_running(lx, procs, sig):
         assert "SIGTERM received: stopping 2 replica groups" in err
     lx.assert_no_survivors()
     assert not any(alive(pid) for pid in lighthouse_pids(lx))
+    procs.assert_no_survivors()
+
+
+def test_dry_run_shows_the_layout_and_starts_nothing(lx, procs):
+    code, out, err = lx.run(["--dry-run", *layout_args(lx, extra=["--master_port", "29600"])])
+    assert code == 0, err
+    assert "replica groups: 2, each its own launcher and restart domain (10 restarts each)\n" in out
+    assert "group 1: store port 29601, run id " in out
+    assert "group 0's launcher:\n" in out
+    assert not os.path.exists(os.path.join(lx.dir, "lighthouse.pids"))
+    assert starts(lx) == []
     procs.assert_no_survivors()
 
 

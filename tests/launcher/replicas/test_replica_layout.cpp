@@ -70,6 +70,26 @@ TEST_CASE("a group's launcher is told torchft's variables and its group", "[repl
                                 {"TORCHFT_LIGHTHOUSE", "http://localhost:29510"}});
 }
 
+TEST_CASE("--dry-run's account of the layout", "[replicas]") {
+  LaunchConfig c = layout(-1);
+  c.replicas.count = 2;
+  c.max_restarts = 10;
+  c.replicas.lighthouse = "torchft_lighthouse --min_replicas 1";
+  CHECK(describe_layout(c, {}) ==
+        "replica groups: 2, each its own launcher and restart domain (10 restarts each)\n"
+        "lighthouse (supervised, ended with the job): torchft_lighthouse --min_replicas 1 --bind [::]:29510\n"
+        "group 0: store port 29600, run id job-replica0, REPLICA_GROUP_ID=0 NUM_REPLICA_GROUPS=2 "
+        "TORCHFT_LIGHTHOUSE=http://localhost:29510\n"
+        "group 1: store port 29601, run id job-replica1, REPLICA_GROUP_ID=1 NUM_REPLICA_GROUPS=2 "
+        "TORCHFT_LIGHTHOUSE=http://localhost:29510\n");
+  c.replicas.lighthouse = "none";
+  c.master_port = 0;
+  const std::string none = describe_layout(c, {{"TORCHFT_LIGHTHOUSE", "http://lh:1"}});
+  CHECK(none.find("lighthouse: started elsewhere (--lighthouse none)\n") != std::string::npos);
+  CHECK(none.find("group 1: store port free, run id job-replica1, REPLICA_GROUP_ID=1 NUM_REPLICA_GROUPS=2 "
+                  "TORCHFT_LIGHTHOUSE=http://lh:1\n") != std::string::npos);
+}
+
 TEST_CASE("the lighthouse: its command with --bind, and where the groups find it", "[replicas]") {
   ReplicaGroups r;
   r.lighthouse = "  /opt/torchft_lighthouse\t--min_replicas 2  ";
