@@ -69,7 +69,9 @@ int ReplicaSupervisor::run() {
     for (int i = 0; i < o_.config.replicas.count; ++i) start_group(i);
   } catch (const StartError&) {
     forward(SIGKILL);
-    while (running_groups() > 0) reap();
+    for (Group& g : groups_) {
+      if (g.pid > 0) ::waitpid(g.pid, nullptr, 0);  // killed: returns at once
+    }
     stop_lighthouse();
     throw;
   }

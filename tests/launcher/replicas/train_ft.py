@@ -4,17 +4,21 @@ MLP on random data. Run by tests/launcher/replica_groups (test_torchft.py) under
 `ddplaunch --replica_groups` and under torchrun.
 
 Each rank appends "<unix time> <step> <pid>" to OUT/g<REPLICA_GROUP_ID>r<RANK>.steps after every
-committed step, writes OUT/g<G>r<R>.pid at start, and group rank 0 writes the step to
+committed step, writes "<pid> <unix time it started>" to OUT/g<G>r<R>.pid at start (a restarted
+rank, which finds the file, then waits --rejoin_delay seconds before it joins), and group rank 0 writes the step to
 OUT/step.replica_<G>.txt (ddplaunch's --progress_file, named for the group). It stops, exit 0, at
 the first step after OUT/stop appears.
 """
-import argparse
 import os
-import sys
 import time
-from datetime import timedelta
 
-import torch
+START = time.time()  # before torch's import: what a restart costs the launcher is measured from here
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from datetime import timedelta  # noqa: E402
+
+import torch  # noqa: E402
 from torch import nn, optim
 
 from torchft import DistributedDataParallel, Manager, Optimizer, ProcessGroupGloo
@@ -24,12 +28,19 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--step_delay", type=float, default=0.05)
+    parser.add_argument("--rejoin_delay", type=float, default=0,
+                        help="a restarted rank waits this long before it joins (a slow recovery)")
     args = parser.parse_args()
     group = int(os.environ["REPLICA_GROUP_ID"])
     rank = int(os.environ["RANK"])
     tag = f"g{group}r{rank}"
-    with open(os.path.join(args.out, tag + ".pid"), "w") as f:
-        f.write(str(os.getpid()))
+    pid_file = os.path.join(args.out, tag + ".pid")
+    restarted = os.path.exists(pid_file)
+    with open(pid_file + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {START:.3f}\n")
+    os.replace(pid_file + ".tmp", pid_file)
+    if restarted:
+        time.sleep(args.rejoin_delay)
     torch.manual_seed(group * 100 + rank)
     torch.set_num_threads(1)
 
