@@ -18,7 +18,7 @@ void declare_replica_options(FlagApp& app, ReplicaValues& values, LaunchConfig& 
       ->type_name("N");
   app.add_option("--lighthouse", c.replicas.lighthouse,
                  "with --replica_groups: the lighthouse command (split at spaces; ddplaunch adds --bind "
-                 "[::]:PORT), or none for one started elsewhere (TORCHFT_LIGHTHOUSE) (default: torchft_lighthouse "
+                 "127.0.0.1:PORT), or none for one started elsewhere (TORCHFT_LIGHTHOUSE) (default: torchft_lighthouse "
                  "--min_replicas 1 --quorum_tick_ms 100 --join_timeout_ms 10000)")
       ->type_name("CMD|none");
   app.add_option("--lighthouse_port,--lighthouse-port", values.lighthouse_port,

@@ -9,7 +9,8 @@ namespace ddp::launcher {
 
 // The lighthouse torchft's own recipe starts next to its torchruns (torchft/torchx.py's comment,
 // its README): one replica is a quorum, a 100 ms tick, 10 s for stragglers to join. ddplaunch
-// adds `--bind [::]:<--lighthouse_port>`.
+// adds `--bind 127.0.0.1:<--lighthouse_port>`: every group runs on this node, and the lighthouse
+// has no authentication, so it listens on loopback only (torchft's own default is [::]).
 inline constexpr const char* kDefaultLighthouse =
     "torchft_lighthouse --min_replicas 1 --quorum_tick_ms 100 --join_timeout_ms 10000";
 // torchft_lighthouse's own default port (its --bind [::]:29510) and TORCHFT_LIGHTHOUSE's.

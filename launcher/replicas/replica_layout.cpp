@@ -39,7 +39,7 @@ std::string group_file(const std::string& path, int group) {
 std::string lighthouse_url(const ReplicaGroups& replicas, const Environment& env) {
   const auto given = env.find(kTorchftLighthouseEnv);
   if (!replicas.starts_lighthouse() && given != env.end() && !given->second.empty()) return given->second;
-  return fmt::format("http://localhost:{}", replicas.lighthouse_port);
+  return fmt::format("http://127.0.0.1:{}", replicas.lighthouse_port);
 }
 
 Environment group_environment(Environment env, const ReplicaGroups& replicas, int group, const std::string& url) {
@@ -59,7 +59,7 @@ std::vector<std::string> lighthouse_argv(const ReplicaGroups& replicas) {
     at = end == std::string::npos ? end : text.find_first_not_of(" \t", end);
   }
   argv.push_back("--bind");
-  argv.push_back(fmt::format("[::]:{}", replicas.lighthouse_port));
+  argv.push_back(fmt::format("127.0.0.1:{}", replicas.lighthouse_port));
   return argv;
 }
 

@@ -31,7 +31,7 @@ LaunchConfig group_config(const LaunchConfig& layout);
 // "<stem>.replica_<i><extension>": "/x/summary.json" → "/x/summary.replica_1.json"; "" stays "".
 std::string group_file(const std::string& path, int group);
 
-// Where the groups find the lighthouse: "http://localhost:<--lighthouse_port>", or, with
+// Where the groups find the lighthouse: "http://127.0.0.1:<--lighthouse_port>", or, with
 // --lighthouse none, TORCHFT_LIGHTHOUSE from `env` when it is set.
 std::string lighthouse_url(const ReplicaGroups& replicas, const Environment& env);
 
@@ -39,7 +39,7 @@ std::string lighthouse_url(const ReplicaGroups& replicas, const Environment& env
 // TORCHFT_LIGHTHOUSE (= `url`) set.
 Environment group_environment(Environment env, const ReplicaGroups& replicas, int group, const std::string& url);
 
-// The lighthouse's argv: --lighthouse split at spaces and tabs, then "--bind", "[::]:<port>".
+// The lighthouse's argv: --lighthouse split at spaces and tabs, then "--bind", "127.0.0.1:<port>".
 std::vector<std::string> lighthouse_argv(const ReplicaGroups& replicas);
 
 // --dry-run's account of the layout (`layout`: the layout's launcher's configuration), one line

@@ -100,7 +100,7 @@ void ReplicaSupervisor::start_lighthouse() {
   child.env = o_.env;
   lighthouse_ = start_child(child);
   log::info("lighthouse started (pid {}): {} {}", lighthouse_, o_.config.replicas.lighthouse,
-            fmt::format("--bind [::]:{}", o_.config.replicas.lighthouse_port));
+            fmt::format("--bind 127.0.0.1:{}", o_.config.replicas.lighthouse_port));
 }
 
 void ReplicaSupervisor::start_group(int index) {

@@ -4,7 +4,7 @@ in seconds without torchft (test_torchft.py runs torchft itself):
 
   * each group's launcher is told REPLICA_GROUP_ID, NUM_REPLICA_GROUPS, TORCHFT_LIGHTHOUSE, its
     store on --master_port + i, and not the launchers' own DDPLAUNCH_REPLICA_GROUP; the lighthouse
-    gets --bind [::]:<--lighthouse_port>, and is ended with the job;
+    gets --bind 127.0.0.1:<--lighthouse_port>, and is ended with the job;
   * a group's failure restarts that group only (the other's worker keeps its pid);
   * a group that runs out of restarts ends alone, the others keep running, and the job's exit
     code is that group's;
@@ -99,11 +99,11 @@ def test_each_group_is_told_its_group_port_and_the_lighthouse(lx, procs):
         env = lx.read_env(f"env.g{g}")
         assert env["REPLICA_GROUP_ID"] == str(g)
         assert env["NUM_REPLICA_GROUPS"] == "2"
-        assert env["TORCHFT_LIGHTHOUSE"] == f"http://localhost:{port}"
+        assert env["TORCHFT_LIGHTHOUSE"] == f"http://127.0.0.1:{port}"
         assert env["MASTER_PORT"] == str(base + g)  # torchft's torchx: --master_port=29600+i
         assert "DDPLAUNCH_REPLICA_GROUP" not in env  # the launchers' own
     with open(os.path.join(lx.dir, "lighthouse.args")) as f:
-        assert f.read().split() == ["--min_replicas", "1", "--bind", f"[::]:{port}"]
+        assert f.read().split() == ["--min_replicas", "1", "--bind", f"127.0.0.1:{port}"]
     assert "replica groups: 2 launchers (restarts: 10 each)" in err
     assert not alive(lighthouse_pids(lx)[0]), "the lighthouse outlived the job"
     procs.assert_no_survivors()

@@ -62,12 +62,12 @@ TEST_CASE("a group's launcher is told torchft's variables and its group", "[repl
   ReplicaGroups r;
   r.count = 2;
   const ddp::Environment env =
-      group_environment({{"PATH", "/bin"}, {"REPLICA_GROUP_ID", "7"}}, r, 1, "http://localhost:29510");
+      group_environment({{"PATH", "/bin"}, {"REPLICA_GROUP_ID", "7"}}, r, 1, "http://127.0.0.1:29510");
   CHECK(env == ddp::Environment{{"PATH", "/bin"},
                                 {"DDPLAUNCH_REPLICA_GROUP", "1"},
                                 {"REPLICA_GROUP_ID", "1"},
                                 {"NUM_REPLICA_GROUPS", "2"},
-                                {"TORCHFT_LIGHTHOUSE", "http://localhost:29510"}});
+                                {"TORCHFT_LIGHTHOUSE", "http://127.0.0.1:29510"}});
 }
 
 TEST_CASE("--dry-run's account of the layout", "[replicas]") {
@@ -77,11 +77,11 @@ TEST_CASE("--dry-run's account of the layout", "[replicas]") {
   c.replicas.lighthouse = "torchft_lighthouse --min_replicas 1";
   CHECK(describe_layout(c, {}) ==
         "replica groups: 2, each its own launcher and restart domain (10 restarts each)\n"
-        "lighthouse (supervised, ended with the job): torchft_lighthouse --min_replicas 1 --bind [::]:29510\n"
+        "lighthouse (supervised, ended with the job): torchft_lighthouse --min_replicas 1 --bind 127.0.0.1:29510\n"
         "group 0: store port 29600, run id job-replica0, REPLICA_GROUP_ID=0 NUM_REPLICA_GROUPS=2 "
-        "TORCHFT_LIGHTHOUSE=http://localhost:29510\n"
+        "TORCHFT_LIGHTHOUSE=http://127.0.0.1:29510\n"
         "group 1: store port 29601, run id job-replica1, REPLICA_GROUP_ID=1 NUM_REPLICA_GROUPS=2 "
-        "TORCHFT_LIGHTHOUSE=http://localhost:29510\n");
+        "TORCHFT_LIGHTHOUSE=http://127.0.0.1:29510\n");
   c.replicas.lighthouse = "none";
   c.master_port = 0;
   const std::string none = describe_layout(c, {{"TORCHFT_LIGHTHOUSE", "http://lh:1"}});
@@ -95,9 +95,9 @@ TEST_CASE("the lighthouse: its command with --bind, and where the groups find it
   r.lighthouse = "  /opt/torchft_lighthouse\t--min_replicas 2  ";
   r.lighthouse_port = 29511;
   CHECK(lighthouse_argv(r) ==
-        std::vector<std::string>{"/opt/torchft_lighthouse", "--min_replicas", "2", "--bind", "[::]:29511"});
-  CHECK(lighthouse_url(r, {{"TORCHFT_LIGHTHOUSE", "http://elsewhere:1"}}) == "http://localhost:29511");
+        std::vector<std::string>{"/opt/torchft_lighthouse", "--min_replicas", "2", "--bind", "127.0.0.1:29511"});
+  CHECK(lighthouse_url(r, {{"TORCHFT_LIGHTHOUSE", "http://elsewhere:1"}}) == "http://127.0.0.1:29511");
   r.lighthouse = "none";
   CHECK(lighthouse_url(r, {{"TORCHFT_LIGHTHOUSE", "http://elsewhere:1"}}) == "http://elsewhere:1");
-  CHECK(lighthouse_url(r, {}) == "http://localhost:29511");
+  CHECK(lighthouse_url(r, {}) == "http://127.0.0.1:29511");
 }
