@@ -21,7 +21,7 @@ TEST_CASE("without --replica_groups there is no layout, and a stray group variab
   CHECK(c.progress_from_collectives);
 }
 
-TEST_CASE("--replica_groups: the layout's launcher, torchft's lighthouse and 10 restarts per group", "[replicas]") {
+TEST_CASE("with --replica_groups: the layout's launcher, torchft's lighthouse and 10 restarts per group", "[replicas]") {
   const LaunchConfig c = parse({"--replica_groups", "2", "prog"});
   CHECK(c.replicas.count == 2);
   CHECK(c.replicas.supervises());

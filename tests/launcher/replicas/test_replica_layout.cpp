@@ -70,7 +70,7 @@ TEST_CASE("a group's launcher is told torchft's variables and its group", "[repl
                                 {"TORCHFT_LIGHTHOUSE", "http://127.0.0.1:29510"}});
 }
 
-TEST_CASE("--dry-run's account of the layout", "[replicas]") {
+TEST_CASE("the dry run's account of the layout", "[replicas]") {
   LaunchConfig c = layout(-1);
   c.replicas.count = 2;
   c.max_restarts = 10;
