@@ -2,14 +2,15 @@
 # TorchFT for its test (tests/launcher/replicas/test_torchft.py) in a venv of its own, over the
 # project's .venv: a .pth file names .venv's site-packages, so torchft finds .venv's torch
 # (it needs torch>=2.7) and nothing is installed into .venv itself. Idempotent: returns at once
-# when torchft imports.
+# when torchft is installed there.
 #   Usage: scripts/torchft_venv.sh [BASE_VENV (default .venv)] [DEST (default .venv-torchft)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCHFT_VERSION="${DDPLAUNCH_TORCHFT_VERSION:-0.2.0}"
 base="${1:-.venv}"
 dest="${2:-.venv-torchft}"
-if "$dest/bin/python" -c 'import torchft' 2>/dev/null; then
+# Installed: its metadata is there (importing it would import torch, seconds).
+if "$dest/bin/python" -c 'import importlib.metadata as m; m.version("torchft")' 2>/dev/null; then
   exit 0
 fi
 if [[ ! -x "$base/bin/python" ]]; then
