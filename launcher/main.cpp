@@ -5,10 +5,12 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "common/child_process.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
+#include "ddplaunch/common/env_lookup.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/backends.hpp"
 #include "launcher/cli/cli.hpp"
@@ -19,6 +21,8 @@
 #include "launcher/fleet/fleet_launch.hpp"
 #include "launcher/fleet/port_probe.hpp"
 #include "launcher/kubeflow/progress_reporter.hpp"
+#include "launcher/replicas/replica_layout.hpp"
+#include "launcher/replicas/replica_supervisor.hpp"
 #include "launcher/status/status_query.hpp"
 #include "launcher/workers/job_lifetime.hpp"
 #include "launcher/workers/process_context.hpp"
@@ -44,16 +48,33 @@ int main(int argc, char** argv) {
       return parsed.config.dry_run ? print_fleet_dry_run(parsed.config) : run_fleet(parsed.config);
     }
     if (!parsed.config.fleet.fleet_probe.empty()) return run_port_probe(parsed.config);
+    if (parsed.config.dry_run && parsed.config.replicas.supervises()) {
+      // TorchFT's layout, then one group's launcher as --dry-run shows any launcher.
+      std::cout << describe_layout(parsed.config, ddp::current_environment()) << "group 0's launcher:\n";
+      LaunchConfig group0 = parsed.config;
+      group0.replicas.index = 0;
+      return print_dry_run(group_config(group0));
+    }
     if (parsed.config.dry_run) return print_dry_run(parsed.config);
     if (parsed.config.dump_stacks) return request_stacks(parsed.config);
     if (parsed.config.status) return print_status(parsed.config);
+    // A replica group's launcher (--replica_groups): its own ports, files and run id (replica_layout.hpp).
+    const LaunchConfig config = parsed.config.replicas.index >= 0 ? group_config(parsed.config) : parsed.config;
+    if (config.replicas.index >= 0) log::set_program("ddplaunch[replica " + std::to_string(config.replicas.index) + "]");
     // Before anything starts: a FIFO or a device named by a file flag exits 2 (file_flag.hpp).
-    check_file_flags(parsed.config);
+    check_file_flags(config);
+    // --replica_groups (TorchFT): this launcher starts the lighthouse and one ddplaunch per group
+    // with this command line; each of those runs the agent below as its group.
+    if (config.replicas.supervises()) {
+      ReplicaSupervisor layout(
+          {config, "/proc/self/exe", std::vector<std::string>(argv, argv + argc), ddp::current_environment()});
+      return layout.run();
+    }
     // Before any thread: the reaper starts as a copy of this process or on its memory (job_lifetime.hpp).
     // DDPLAUNCH_CGROUP=0: process groups only (what a machine without a writable cgroup v2 gets).
     const char* cgroup = std::getenv("DDPLAUNCH_CGROUP");
     const bool use_cgroup = cgroup == nullptr || std::string(cgroup) != "0";
-    JobLifetime lifetime(JobLifetimeOptions{parsed.config.run_id, parsed.config.shutdown_timeout, use_cgroup});
+    JobLifetime lifetime(JobLifetimeOptions{config.run_id, config.shutdown_timeout, use_cgroup});
     if (control_fd >= 0) watch_controller(control_fd);  // a thread: after the lifetime's reaper
     AgentDeps deps;
     deps.backend = make_backend;
@@ -68,8 +89,8 @@ int main(int argc, char** argv) {
     if (auto endpoint = trainer_status_endpoint(ddp::process_env())) {
       ProgressReporterOptions o;
       o.endpoint = std::move(*endpoint);
-      o.progress_file = parsed.config.progress_file;
-      o.max_restarts = parsed.config.max_restarts;
+      o.progress_file = config.progress_file;
+      o.max_restarts = config.max_restarts;
       progress = std::make_unique<ProgressReporter>(std::move(o));
       deps.listeners.push_back(progress.get());
     }

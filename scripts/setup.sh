@@ -93,5 +93,7 @@ elif ! .venv/bin/python -c 'import pytest, pytest_timeout, xdist, scikit_build_c
   say "installing ${py_tools[*]} into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_tools[@]}"
 fi
+# TorchFT's replica-group test: torchft in .venv-torchft, over .venv's torch (scripts/torchft_venv.sh).
+((demo)) || scripts/torchft_venv.sh .venv .venv-torchft
 say "LibTorch cmake prefix: ${info#* }"
 say "ready"

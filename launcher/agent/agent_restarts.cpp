@@ -45,6 +45,8 @@ void Agent::note_failed_round(const Outcome& cause, const RoundSummary& summary,
     events_.emit(RoundFailed{view_, round});
     then(verdict_ && breaker_trips(*verdict_, c_.max_no_progress_restarts));
   };
+  // A TorchFT replica group's collectives measure nothing (launch_config.hpp): unknown, never "none".
+  if (!c_.progress_from_collectives) collectives.reset();
   if (c_.max_no_progress_restarts > 0 && status_.restartable()) return settle_progress(collectives, std::move(record));
   record(std::nullopt);
 }

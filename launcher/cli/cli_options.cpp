@@ -297,6 +297,7 @@ void declare_options(FlagApp& app, CommandLineValues& values, PetDefaults& pet) 
   declare_rendezvous_options(app, values, pet);
   declare_worker_options(app, values, pet);
   declare_output_options(app, values, pet);
+  declare_replica_options(app, values.replicas, values.config);
 }
 
 }  // namespace ddp::launcher

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/cli/replica_options.hpp"
 #include "launcher/config/launch_config.hpp"
 
 namespace ddp::launcher {
@@ -32,7 +33,7 @@ struct CommandLineValues {
   std::optional<std::string> master_port;
   std::optional<std::string> signals_to_handle;
   std::optional<std::string> active_nodes;  // unset: every node runs workers
-  std::string max_restarts = "0";
+  std::optional<std::string> max_restarts;  // unset: 0, or 10 per replica group (replica_options.hpp)
   std::string max_no_progress_restarts = "0";
   std::string nproc_per_node = "1";
   std::string redirects = "0";
@@ -60,6 +61,7 @@ struct CommandLineValues {
   std::string event_log_handler = "null";
   std::optional<std::string> logs_specs;  // refused: a Python entry point
   std::string print_completion;           // --print_completion SHELL: print the script, run nothing
+  ReplicaValues replicas;                 // --replica_groups, --lighthouse_port
   bool use_env = true;                    // --use_env=false asks for --local_rank=i in the workers' arguments
   std::string local_rank_arg;             // --local_rank_arg[=underscore|dash]; "" when not given
 };

@@ -15,6 +15,7 @@
 #include "common/worker_env.hpp"
 #include "launcher/cli/c10d_ranks.hpp"
 #include "launcher/cli/mpi.hpp"
+#include "launcher/cli/replica_options.hpp"
 #include "launcher/cli/rdzv_backend_choice.hpp"
 #include "launcher/cli/slurm.hpp"
 #include "launcher/cli/torchrun_env.hpp"
@@ -138,7 +139,8 @@ LaunchConfig to_launch_config(CommandLineValues v, const EnvLookup& env, const s
   apply_output(v, c);
   if (const auto tmp = env("TMPDIR"); tmp && !tmp->empty()) c.temp_dir = *tmp;
   apply_torchrun_knobs(v, env, c);
-  c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts);
+  c.max_restarts = parse_whole_number("--max_restarts", v.max_restarts.value_or("0"));
+  apply_replica_groups(v.replicas, env, v.max_restarts.has_value(), c);
   c.max_no_progress_restarts = parse_whole_number("--max_no_progress_restarts", v.max_no_progress_restarts);
   if (v.active_nodes) c.active_nodes = parse_whole_number("--active_nodes", *v.active_nodes);
   c.signals_to_handle = parse_signals(v.signals_to_handle, env);

@@ -8,6 +8,7 @@
 #include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "launcher/cli/replica_options.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -252,6 +253,7 @@ void validate(const LaunchConfig& c) {
   check_restarts_and_durations(c);
   check_workers(c);
   check_output(c);
+  check_replica_groups(c);
 }
 
 }  // namespace ddp::launcher

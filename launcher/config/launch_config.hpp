@@ -13,6 +13,7 @@
 #include "ddplaunch/common/error.hpp"
 #include "launcher/config/backend_rules.hpp"
 #include "launcher/config/fleet_options.hpp"
+#include "launcher/config/replica_groups.hpp"
 
 namespace ddp::launcher {
 
@@ -124,6 +125,12 @@ struct LaunchConfig {
   // without progress (0 = off), progress read from --progress_file ("" = none) or collectives.
   int max_no_progress_restarts = 0;
   std::string progress_file;
+  // Whether the breaker may measure a round by its collectives when --progress_file gives no
+  // reading. False in a TorchFT replica group (replicas/replica_layout.hpp): torchft makes new
+  // process groups at every quorum, so their sequence numbers restart and say nothing of progress.
+  bool progress_from_collectives = true;
+  // --replica_groups and the lighthouse (replica_groups.hpp): TorchFT's layout from one command.
+  ReplicaGroups replicas;
   std::string health_check;        // --health_check: a site command run before every round ("" = none; health/)
   double health_min_free_mb = 16;  // --health_min_free_mb: the log directory's floor (0: only writable)
   // Python workers get PyTorch's worker server on a private socket (workers/python_hook.hpp);

@@ -20,8 +20,9 @@ SOURCES = (".cpp", ".hpp", ".h", ".cc")
 # own: its parent includes it like any area below, and it never includes its parent.
 LAUNCHER_AREAS = {
     "": {"cli", "agent", "status", "events", "watch", "report", "health", "workers", "etcd", "rdzv", "topology",
-         "config", "fleet", "kubeflow"},
+         "config", "fleet", "kubeflow", "replicas"},
     "kubeflow": {"events", "watch", "etcd", "report", "workers", "rdzv", "config"},
+    "replicas": {"config"},
     "cli": {"rdzv", "config"},
     "fleet": {"rdzv", "config"},
     "agent": {"status", "events", "watch", "report", "health", "workers", "rdzv", "topology", "config"},
