@@ -1,8 +1,9 @@
 """Launcher footprint: peak RSS and CPU time of the launcher process itself (not its workers) while
 it supervises 8 sleeping workers, ddplaunch against the venv's torchrun and, where installed,
 NVIDIA's ft_launcher (bench/peers.py). A launcher may run helpers besides its workers (ddplaunch's
-reaper, ft_launcher's rank monitor servers, one per worker): the last column sums the peak RSS of
-every process under the launcher but the workers (/bin/sleep).
+reaper, ft_launcher's rank monitor servers, one per worker): the last column is the peak of the
+summed PSS (proportional set size: a page shared by k processes counts 1/k in each, so forked
+helpers are not counted twice) of every process under the launcher but the workers (/bin/sleep).
 
 Each launcher runs `--standalone --nproc_per_node 8 --no-python /bin/sleep S` (S = 10, quick 3);
 both run at the same time (their workers only sleep). Peak RSS is VmHWM from /proc/PID/status,
@@ -17,7 +18,7 @@ import sys
 import time
 
 from bench_standby import tree
-from peers import FT_GPU_NOTE, FT_LAUNCHER, ft_available, ft_missing_note, ft_version
+from peers import FT_GPU_NOTE, FT_LAUNCHER, bar_plot, ft_available, ft_missing_note, ft_version
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
@@ -42,6 +43,22 @@ def commands():
     return out
 
 
+def proc_kib(pid, file, field):
+    """The KiB value of `field` ("Pss:", "VmHWM:") in /proc/PID/`file`, None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{file}") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        pass  # exited while we looked
+    return None
+
+
+def pss_kib(pid):
+    return proc_kib(pid, "smaps_rollup", "Pss:") or 0
+
+
 def helpers(root):
     """The processes under `root` that are not its workers (/bin/sleep), root included."""
     found = []
@@ -56,14 +73,7 @@ def helpers(root):
 
 
 def peak_rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return None
+    return proc_kib(pid, "status", "VmHWM:")
 
 
 def cpu_seconds(pid):
@@ -74,12 +84,14 @@ def cpu_seconds(pid):
 
 
 def measure_all():
-    """Starts every launcher at once; returns {name: (peak RSS KiB, CPU s, wall s, helpers' peak RSS KiB)}."""
+    """Starts every launcher at once; returns {name: (peak RSS KiB, CPU s, wall s, peak summed PSS KiB of
+    the launcher's processes but the workers, how many such processes were seen)}."""
     procs = {name: subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
              for name, cmd in commands().items()}
     t0 = time.perf_counter()
     peak = {name: 0 for name in procs}
-    helper_peak = {name: {} for name in procs}  # pid -> peak RSS KiB
+    pss_peak = {name: 0 for name in procs}
+    seen = {name: set() for name in procs}
     cpu, wall = {}, {}
     while len(cpu) < len(procs):
         for name, p in procs.items():
@@ -88,10 +100,9 @@ def measure_all():
             rss = peak_rss_kib(p.pid)
             if rss:
                 peak[name] = max(peak[name], rss)
-            for pid in helpers(p.pid):
-                hwm = peak_rss_kib(pid)
-                if hwm:
-                    helper_peak[name][pid] = max(helper_peak[name].get(pid, 0), hwm)
+            mine = helpers(p.pid)
+            seen[name].update(mine)
+            pss_peak[name] = max(pss_peak[name], sum(pss_kib(pid) for pid in mine))
             # Exited (a zombie until reaped): read its own CPU times, then reap it.
             info = os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             if info is not None:
@@ -99,8 +110,7 @@ def measure_all():
                 cpu[name] = cpu_seconds(p.pid)
                 p.wait()
         time.sleep(0.02)
-    return {name: (peak[name], cpu[name], wall[name], sum(helper_peak[name].values()), len(helper_peak[name]))
-            for name in procs}
+    return {name: (peak[name], cpu[name], wall[name], pss_peak[name], len(seen[name])) for name in procs}
 
 
 def main():
@@ -111,7 +121,7 @@ def main():
         return [r[name][i] for r in runs]
 
     out = [f"## 7. Launcher footprint ({WORKERS} workers of /bin/sleep {SECONDS}, the launcher process only)", "",
-           "| | peak RSS | CPU time | share of one core | all launcher processes: summed peak RSS (processes) |",
+           "| | peak RSS | CPU time | share of one core | all launcher processes: peak summed PSS (processes seen) |",
            "|---|---|---|---|---|"]
     def ms(seconds):
         # Below one clock tick the kernel's counters show 0: say so rather than print "0 ms".
@@ -133,8 +143,15 @@ def main():
         cpu_ratio = f"{p_cpu / o_cpu:.0f}×" if o_cpu > 0 else f"> {p_cpu * TICK:.0f}×"
         out.append(f"| {name} / ddplaunch | {p_rss / o_rss:.0f}× | {cpu_ratio} | | {p_all / o_all:.0f}× |")
     out += ["", f"CPU times come in clock ticks of {1000 // TICK} ms; the launch itself is included. "
-            "Target: ≤ 10 MiB and ≤ 1% of a core. All launcher processes: the peak RSS (VmHWM) of every process "
-            "under the launcher but the workers, summed (polled every 20 ms; shared pages count once per process)."]
+            "Target: ≤ 10 MiB and ≤ 1% of a core. All launcher processes: the largest sum, over the polls (every "
+            "20 ms or slower: each poll walks /proc), of the PSS of every process under the launcher but the "
+            "workers; processes seen counts every such pid, short-lived ones (a worker before its exec) included."]
+    png = bar_plot("footprint_peers.png", f"Launcher memory, {WORKERS} sleeping workers (median, MiB)",
+                   ["launcher process: peak RSS", "all its processes but the workers: peak PSS"],
+                   {n: [statistics.median(col(n, 0)) / 1024, statistics.median(col(n, 3)) / 1024] for n in names},
+                   "MiB (log scale)", log=True)
+    if png:
+        out += ["", f"![launcher memory, ddplaunch / torchrun / ft_launcher]({png})"]
     if ft_available():
         out += ["", f"ft_launcher: nvidia-resiliency-ext {ft_version()}, --standalone, its defaults; it starts one rank "
                 "monitor server process per worker. " + FT_GPU_NOTE]

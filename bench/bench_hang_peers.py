@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from bench_recovery import DDPLAUNCH, PY, QUICK, kill_leftovers, tail, write_script
-from peers import FT_LAUNCHER, ft_available, ft_missing_note, ft_version
+from peers import FT_LAUNCHER, FT_PYTHON, bar_plot, ft_available, ft_missing_note, ft_version
 
 REPS = 1 if QUICK else 3
 BOUND = 15.0 if QUICK else 60.0
@@ -58,9 +58,10 @@ CONFIGS = [
     ("ddplaunch --hang_timeout 2", lambda prog: [DDPLAUNCH, "--standalone", "--nproc_per_node", "2",
                                                   f"--hang_timeout={TIMEOUT_S}", prog], {}),
     ("ft_launcher, heartbeat API in the script", lambda prog: [FT_LAUNCHER, "--standalone", "--nproc-per-node=2",
-                                                               *FT_FLAGS, prog], {"BENCH_FT_HEARTBEATS": "1"}),
+                                                               *FT_FLAGS, prog],
+     {"BENCH_FT_HEARTBEATS": "1", "PYTHON_EXEC": FT_PYTHON}),
     ("ft_launcher, script unchanged", lambda prog: [FT_LAUNCHER, "--standalone", "--nproc-per-node=2", *FT_FLAGS, prog],
-     {}),
+     {"PYTHON_EXEC": FT_PYTHON}),
     ("torchrun", lambda prog: [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                                "--max-restarts=0", prog], {}),
 ]
@@ -73,7 +74,7 @@ def one_run(command, extra_env):
         err = os.path.join(d, "launcher.err")
         with open(err, "wb") as fe:
             p = subprocess.Popen(command(prog), stdout=subprocess.DEVNULL, stderr=fe, start_new_session=True,
-                                 env=dict(ENV, HANG_DIR=d, **extra_env))
+                                 env={**ENV, "HANG_DIR": d, **extra_env})
         try:
             stop_file, deadline = os.path.join(d, "stopped"), time.time() + 180
             while not os.path.exists(stop_file):  # another process's file: nothing to wait on but polling
@@ -121,6 +122,10 @@ def main():
             cell = f"not ended after {BOUND:.0f} s ({len(runs) - len(ended)} of {len(runs)} runs)"
             ratio = f"> {BOUND / ours:.0f}×"
         rows.append(f"| {name} | {cell} | {', '.join(codes) or '— (stopped by the bench)'} | {ratio} |")
+    bars = {name: [statistics.median(s for s, _ in results[name]) if results[name] and
+                   all(s is not None for s, _ in results[name]) else None] for name, _, _ in configs}
+    png = bar_plot("hang_peers.png", f"A rank stops: stop → the job's end (no bar: not ended in {BOUND:.0f} s)",
+                   ["2 gloo ranks, 2 s timeouts"], bars, "seconds")
     out = [f"## 2e. A hung rank: stop → the job's end ({TIMEOUT_S} s timeouts, 2 gloo ranks, --max_restarts 0)", "",
            "| launcher | stop → launcher exit | exit code | / ddplaunch |", "|---|---|---|---|"] + rows
     for name, e in errors.items():
@@ -137,6 +142,8 @@ def main():
              "--ft-initial-rank-heartbeat-timeout 120 --ft-workload-check-interval 0.2, otherwise its defaults "
              "(on a missed heartbeat its rank monitor kills the rank with SIGKILL, then the agent ends the job)."
              if ft_available() else ft_missing_note())]
+    if png:
+        out += ["", f"![stop → the job's end, per launcher]({png})"]
     print("\n".join(out))
 
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from guards import LAUNCH_GUARDS, verdict
-from peers import FT_LAUNCHER, ft_available, ft_missing_note, ft_version
+from peers import FT_LAUNCHER, bar_plot, ft_available, ft_missing_note, ft_version
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
@@ -97,6 +97,11 @@ def launch_overhead():
         ft_cells = (fmt(ft), f"{ft[0] / ours[0]:.0f}×") if ft else ("not run", "—")
         out.append(f"| {n} | {fmt(ours)} | {fmt(peer)} | {ft_cells[0]} | {fmt(floor)} | {fmt(floor_cmd)} | "
                    f"{peer[0] / ours[0]:.0f}× | {ft_cells[1]} | {vs_floor:.1f}× | {vs_floor_cmd:.2f}× | {no_cgroup_vs:.2f}× |")
+    png = bar_plot("launch_peers.png", "Launch of N workers of /bin/true (whole command, median)",
+                   [f"{n} worker{'s' if n > 1 else ''}" for n, *_ in rows],
+                   {"ddplaunch": [r[1][0] * 1000 for r in rows], "torchrun": [r[2][0] * 1000 for r in rows],
+                    **({"ft_launcher": [r[8][0] * 1000 for r in rows]} if ft_available() else {})},
+                   "ms (log scale)", log=True)
     out.append("")
     for n, *_, vs_floor_cmd, _, _ in rows:
         out.append(verdict(f"launch of {n} worker{'s' if n > 1 else ''}: ddplaunch / whole-command floor",
@@ -111,6 +116,8 @@ def launch_overhead():
                f"{PEER_REPS} runs per size interleaved with torchrun's, its defaults (it logs that its GPU health "
                "check and NIC monitor are off on this machine without NVML or InfiniBand)."
                if ft_available() else ft_missing_note())]
+    if png:
+        out += ["", f"![launch time, ddplaunch / torchrun / ft_launcher]({png})"]
     return out, {n: (ours[0], vs_floor_cmd) for n, ours, _, _, _, _, vs_floor_cmd, _, _ in rows}
 
 

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from peers import FT_GPU_NOTE, FT_LAUNCHER, ft_available, ft_missing_note, ft_version, launchers
+from peers import FT_GPU_NOTE, FT_LAUNCHER, bar_plot, ft_available, ft_missing_note, ft_version, launchers
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
@@ -214,7 +214,7 @@ def main():
     out = ["## 2b. Recovery after a failure (1 node and 2 nodes on loopback, 4 workers, --max_restarts 1)", "",
            "| nodes | | " + " | ".join(names) + " | " + " | ".join(f"{n} / ddplaunch" for n in names[1:]) + " |",
            "|---|---|" + "---|" * (2 * len(names) - 1)]
-    notes, seen = [], []
+    notes, seen, medians = [], [], {n: [] for n in names}
     for nodes in (1, 2):
         results, errors = interleaved(lambda name, rep: one_run(name, rep, nodes), REPS, names)
         if "ddplaunch" in errors:
@@ -228,12 +228,18 @@ def main():
                             ("of which: failure → last sibling stopped", down)):
             out.append(f"| {nodes} | {label} | " + " | ".join(cell(data[n], n) for n in names) + " | " +
                        " | ".join(ratio_cell(data[n], data["ddplaunch"]) for n in names[1:]) + " |")
+        for n in names:
+            medians[n].append(statistics.median(rec[n]) if rec[n] else None)
         for n, e in errors.items():
             notes += ["", f"{n} could not run the {nodes}-node job; its error (tail):", "", "```", e[-3000:], "```"]
         seen.append(f"{nodes} node(s): " + "; ".join(f"{n}: {' / '.join(sorted({','.join(c) for _, _, c in rows}))}"
                                                     for n, rows in results.items() if rows))
     out += notes
-    ft = (f" ft_launcher (nvidia-resiliency-ext {ft_version()}, {FT_LAUNCHER}): torchrun's flags, its own defaults "
+    png = bar_plot("recovery_peers.png", f"A worker fails: failure → all {WORLD} workers running again (median)",
+                   ["1 node", "2 nodes (loopback)"], medians, "seconds (log scale)", log=True)
+    if png:
+        out += ["", f"![recovery after a failure, ddplaunch / torchrun / ft_launcher]({png})"]
+    ft = (f" ft_launcher (nvidia-resiliency-ext {ft_version()}, from the bench's venv): torchrun's flags, its own defaults "
           "(monitor interval 0.1 s, workers-stop-timeout 30 s, its rendezvous with torch's 1 s state cache), not tuned; the workers make no call to its heartbeat API." if ft_available() else
           " " + ft_missing_note())
     out += ["", f"{REPS} interleaved runs each ({', '.join(names)}, ...). One launcher with 4 workers, or two launchers "

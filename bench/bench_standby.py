@@ -28,7 +28,7 @@ import tempfile
 import time
 
 from bench_recovery import DDPLAUNCH, PY, QUICK, free_port, interleaved, kill_leftovers, tail
-from peers import FT_LAUNCHER, ft_available, ft_missing_note, ft_version, launchers
+from peers import FT_LAUNCHER, bar_plot, ft_available, ft_missing_note, ft_version, launchers
 
 REPS = 2 if QUICK else 3
 TIMEOUT = 180  # seconds for one job; nothing may hang the benchmark
@@ -230,6 +230,12 @@ def main():
                " |" + " |" * (len(names) - 1))
     for name, e in errors.items():
         out += ["", f"{name} could not run this job; its error (tail):", "", "```", e[-3000:], "```"]
+    png = bar_plot("standby_peers.png", "A node lost: kill → all ranks running again / in the new group (median)",
+                   ["running again", "in the new process group"],
+                   {n: [statistics.median(r[i] for r in res[n]) if res[n] else None for i in (0, 1)] for n in names},
+                   "seconds")
+    if png:
+        out += ["", f"![node lost with a spare, ddplaunch / torchrun / ft_launcher]({png})"]
     ft = (f" ft_launcher (nvidia-resiliency-ext {ft_version()}): the same flags as torchrun, its defaults otherwise; "
           "this release has no standby node of its own (hot spares came with 0.6, not on PyPI), so it restarts "
           "elastically like torchrun." if ft_available() else " " + ft_missing_note())

@@ -27,6 +27,7 @@ import sys
 
 from bench_rendezvous import SERVER_RESERVED, results_of, settle, start_clients, tell
 from bench_servers import Ours, Torch, cpu_seconds, dns_note, fd_limit
+from linear_fit import fit, linear_word
 
 QUICK = "--quick" in sys.argv
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,28 +70,6 @@ def storm(server, n, pattern):
     settle(server)
     return {"seconds": (end - start) / 1e9, "cpu_storm": cpu2 - cpu1, "cpu_connect": cpu1 - cpu0,
             "rss": rss1 - rss0}
-
-
-def fit(points):
-    """Least squares y = a + b·n over (n, y) points: (b, R², log-log slope k)."""
-    import math
-    ns, ys = [n for n, _ in points], [y for _, y in points]
-    mn, my = statistics.fmean(ns), statistics.fmean(ys)
-    sxx = sum((n - mn) ** 2 for n in ns)
-    b = sum((n - mn) * (y - my) for n, y in points) / sxx
-    a = my - b * mn
-    ss_tot = sum((y - my) ** 2 for y in ys) or 1e-30
-    r2 = 1 - sum((y - a - b * n) ** 2 for n, y in points) / ss_tot
-    logs = [(math.log(n), math.log(y)) for n, y in points if y > 0]
-    lx, ly = statistics.fmean(x for x, _ in logs), statistics.fmean(y for _, y in logs)
-    k = sum((x - lx) * (y - ly) for x, y in logs) / (sum((x - lx) ** 2 for x, _ in logs) or 1e-30)
-    return b, r2, k
-
-
-def linear_word(r2, k):
-    if r2 >= 0.9 and 0.8 <= k <= 1.2:
-        return "linear"
-    return "faster than linear" if k > 1.2 else ("slower than linear" if k < 0.8 else "not a clean line")
 
 
 def plot(data):

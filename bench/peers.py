@@ -42,3 +42,38 @@ FT_GPU_NOTE = ("ft_launcher on this machine (no GPU, no NVIDIA driver): its laun
                "Shared Library Not Found\"), the NIC health monitor (\"No such file or directory: /sys/class/infiniband\"), "
                "and, outside the launcher, the straggler detector's CUDA kernel timing (CUPTI) and the in-process "
                "restart's CUDA parts.")
+
+COLORS = {"ddplaunch": "tab:blue", "torchrun": "tab:orange", "ft_launcher": "tab:green"}
+
+
+def bar_plot(filename, title, groups, series, ylabel, log=False, note=None):
+    """A grouped bar chart in bench/`filename`: one group per label in `groups`, one bar per launcher,
+    series = {launcher: [value or None per group]} (None: not run or not ended, drawn as no bar).
+    Returns the file's name for the Markdown, or None without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(groups) * max(1, len(series)) / 2, 3.6))
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        kept = [(x, v) for x, v in zip(xs, values) if v is not None]
+        ax.bar([x for x, _ in kept], [v for _, v in kept], width, label=name, color=COLORS.get(name))
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if note:
+        ax.text(0.01, 0.98, note, transform=ax.transAxes, va="top", fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), filename)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return filename
