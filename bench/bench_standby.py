@@ -46,9 +46,12 @@ from datetime import timedelta
 import torch, torch.distributed as dist
 # The launcher's store at MASTER_ADDR:MASTER_PORT, with keys of this attempt's own: torchrun's
 # workers meet in one store for every attempt, where the first attempt's gloo addresses stay
-# (ddplaunch deletes them between rounds; the same worker runs under both launchers).
-store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                      timeout=timedelta(seconds=60))
+# (ddplaunch deletes them between rounds; the same worker runs under every launcher). Where the
+# launcher says it hosts no store there (TORCHELASTIC_USE_AGENT_STORE other than True: ft_launcher
+# 0.4.1's c10d rendezvous), rank 0 hosts it, as init_process_group("env://") would.
+hosts = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and rank == "0"
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=hosts,
+                      world_size=int(os.environ["WORLD_SIZE"]) if hosts else None, timeout=timedelta(seconds=60))
 dist.init_process_group("gloo", store=dist.PrefixStore(f"bench/attempt_{attempt}", store), rank=int(rank),
                         world_size=int(os.environ["WORLD_SIZE"]))
 joined = time.time()
@@ -65,6 +68,10 @@ while True:
         break
     time.sleep(0.05)
 dist.destroy_process_group()
+# Where rank 0 hosts the store, it must outlive the others' last use of it.
+store.add("bench/done", 1)
+while hosts and int(store.add("bench/done", 0)) < int(os.environ["WORLD_SIZE"]):
+    time.sleep(0.02)
 """
 
 
