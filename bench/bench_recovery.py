@@ -1,7 +1,9 @@
-"""Recovery after a failure: ddplaunch against the venv's torchrun, two nodes on this machine.
+"""Recovery after a failure: ddplaunch against the venv's torchrun and, where installed
+(bench/peers.py), NVIDIA's ft_launcher with torchrun's flags, on one node and on two nodes on this
+machine.
 
-Two launchers run here as node_rank 0 and 1 (--nnodes=2 --nproc_per_node=2, loopback, a free TCP
-port found by binding port 0, --max_restarts=1). The worker is a bash script (WORKER below). In
+One launcher with 4 workers, or two launchers as node_rank 0 and 1 (--nnodes=2 --nproc_per_node=2,
+loopback), a free TCP port found by binding port 0, --max_restarts=1. The worker is a bash script (WORKER below). In
 the first attempt rank 0 sleeps 1 s, writes `date +%s.%N` to `fail` and exits 1, while the other
 three ranks sleep (a SIGTERM trap notes when the launcher stops them). The launchers tear the job
 down and start it again; in the second attempt every rank writes its start time to `start_<rank>`
@@ -14,6 +16,7 @@ rendezvous and monitor settings at their defaults. The runs alternate (ddplaunch
 ddplaunch, ...) so drift in the machine's load hits both alike. Reports only; nothing is asserted.
 Writes a Markdown section to stdout.   python bench_recovery.py BUILD_BIN_DIR [--quick]
 """
+import contextlib
 import os
 import signal
 import socket
@@ -66,17 +69,53 @@ def free_port():
         return s.getsockname()[1]
 
 
-def commands(name, port, run_id, prog, nodes=2):
+class NamespaceNodes:
+    """Two network namespaces joined by a veth pair (10.232.0.1 and 10.232.0.2), as hosts with
+    addresses of their own; `prefix(g)` runs a command on node g. Needs root and iproute2:
+    `available()` says whether this machine allows it. Removed on exit."""
+    ADDRS = ("10.232.0.1", "10.232.0.2")
+
+    @staticmethod
+    def available():
+        return os.geteuid() == 0 and subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+    def __enter__(self):
+        tag = os.getpid() % 100000
+        self.names = [f"ddp_bench_a{tag}", f"ddp_bench_b{tag}"]
+        veth = [f"vba{tag}", f"vbb{tag}"]
+        steps = [["ip", "netns", "add", n] for n in self.names]
+        steps.append(["ip", "link", "add", veth[0], "netns", self.names[0], "type", "veth", "peer", "name", veth[1],
+                      "netns", self.names[1]])
+        for n, v, a in zip(self.names, veth, self.ADDRS):
+            steps += [["ip", "-n", n, "addr", "add", f"{a}/24", "dev", v], ["ip", "-n", n, "link", "set", v, "up"],
+                      ["ip", "-n", n, "link", "set", "lo", "up"]]
+        for step in steps:
+            subprocess.run(step, check=True, capture_output=True)
+        return self
+
+    def prefix(self, g):
+        return ["ip", "netns", "exec", self.names[g]]
+
+    def __exit__(self, *exc):
+        for n in self.names:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def commands(name, port, run_id, prog, nodes=2, hosts=None):
+    """One command per node; on `hosts` (NamespaceNodes) each runs in its node's namespace."""
     per_node = WORLD // nodes
+    addr = hosts.ADDRS[0] if hosts else "127.0.0.1"
+    prefix = hosts.prefix if hosts else (lambda g: [])
     if name == "ddplaunch":
-        return [[DDPLAUNCH, "--nnodes", str(nodes), "--nproc_per_node", str(per_node), "--node_rank", str(g),
-                 "--master_addr", "127.0.0.1", "--master_port", str(port), "--rdzv_id", run_id,
-                 "--max_restarts", "1", "--no_python", prog] for g in range(nodes)]
+        return [prefix(g) + [DDPLAUNCH, "--nnodes", str(nodes), "--nproc_per_node", str(per_node), "--node_rank", str(g),
+                             "--master_addr", addr, "--master_port", str(port), "--rdzv_id", run_id,
+                             "--max_restarts", "1", "--no_python", prog] for g in range(nodes)]
     # ft_launcher takes torchrun's flags (it is torchrun's agent with NVIDIA's rendezvous and monitors).
     front = [FT_LAUNCHER] if name == "ft_launcher" else [PY, "-m", "torch.distributed.run"]
-    return [front + [f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv_backend=c10d",
-                     f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id={run_id}", "--max-restarts=1", "--no-python", prog]
-            for _ in range(nodes)]
+    return [prefix(g) + front + [f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv_backend=c10d",
+                                 f"--rdzv_endpoint={addr}:{port}", f"--rdzv_id={run_id}", "--max-restarts=1",
+                                 "--no-python", prog]
+            for g in range(nodes)]
 
 
 def kill_leftovers(procs, marker):
@@ -147,14 +186,14 @@ def wait_codes(procs, timeout):
     return codes
 
 
-def one_run(name, rep, nodes=2):
+def one_run(name, rep, nodes=2, hosts=None):
     """Returns (recovery s, teardown s, restart counts seen in the second attempt) or raises RuntimeError."""
     with tempfile.TemporaryDirectory(prefix="bench_recovery_") as d:
         prog = write_script(d, WORKER)
         run_id = f"recovery-{os.getpid()}-{name}-{rep}"
         procs, logs = [], []
         try:
-            for g, cmd in enumerate(commands(name, free_port(), run_id, prog, nodes)):
+            for g, cmd in enumerate(commands(name, free_port(), run_id, prog, nodes, hosts)):
                 out, err = os.path.join(d, f"node{g}.out"), os.path.join(d, f"node{g}.err")
                 logs.append(err)
                 with open(out, "wb") as fo, open(err, "wb") as fe:
@@ -215,8 +254,11 @@ def main():
            "| nodes | | " + " | ".join(names) + " | " + " | ".join(f"{n} / ddplaunch" for n in names[1:]) + " |",
            "|---|---|" + "---|" * (2 * len(names) - 1)]
     notes, seen, medians = [], [], {n: [] for n in names}
-    for nodes in (1, 2):
-        results, errors = interleaved(lambda name, rep: one_run(name, rep, nodes), REPS, names)
+    variants = [(1, None), (2, None)] + ([(2, "netns")] if NamespaceNodes.available() else [])
+    for nodes, kind in variants:
+        with (NamespaceNodes() if kind else contextlib.nullcontext()) as hosts:
+            results, errors = interleaved(lambda name, rep: one_run(name, rep, nodes, hosts), REPS, names)
+        label = f"{nodes} (network namespaces)" if kind else str(nodes)
         if "ddplaunch" in errors:
             # ddplaunch is the subject: if it cannot recover, the benchmark itself has failed.
             sys.stderr.write(errors["ddplaunch"] + "\n")
@@ -224,26 +266,30 @@ def main():
         rec = {n: [r for r, _, _ in rows] for n, rows in results.items()}
         down = {n: [t for _, t, _ in rows if t is not None] for n, rows in results.items()}
         cell = lambda xs, n: fmt(xs) if xs else ("failed (below)" if n in errors else "—")
+        row_label = label
         for label, data in ((f"failure → all {WORLD} workers running again", rec),
                             ("of which: failure → last sibling stopped", down)):
-            out.append(f"| {nodes} | {label} | " + " | ".join(cell(data[n], n) for n in names) + " | " +
+            out.append(f"| {row_label} | {label} | " + " | ".join(cell(data[n], n) for n in names) + " | " +
                        " | ".join(ratio_cell(data[n], data["ddplaunch"]) for n in names[1:]) + " |")
         for n in names:
             medians[n].append(statistics.median(rec[n]) if rec[n] else None)
         for n, e in errors.items():
-            notes += ["", f"{n} could not run the {nodes}-node job; its error (tail):", "", "```", e[-3000:], "```"]
-        seen.append(f"{nodes} node(s): " + "; ".join(f"{n}: {' / '.join(sorted({','.join(c) for _, _, c in rows}))}"
+            notes += ["", f"{n} could not run the {row_label}-node job; its error (tail):", "", "```", e[-3000:], "```"]
+        seen.append(f"{row_label} node(s): " + "; ".join(f"{n}: {' / '.join(sorted({','.join(c) for _, _, c in rows}))}"
                                                     for n, rows in results.items() if rows))
     out += notes
     png = bar_plot("recovery_peers.png", f"A worker fails: failure → all {WORLD} workers running again (median)",
-                   ["1 node", "2 nodes (loopback)"], medians, "seconds (log scale)", log=True)
+                   ["1 node", "2 nodes (loopback)", "2 nodes (network namespaces)"][:len(variants)], medians,
+                   "seconds (log scale)", log=True)
     if png:
         out += ["", f"![recovery after a failure, ddplaunch / torchrun / ft_launcher]({png})"]
     ft = (f" ft_launcher (nvidia-resiliency-ext {ft_version()}, from the bench's venv): torchrun's flags, its own defaults "
           "(monitor interval 0.1 s, workers-stop-timeout 30 s, its rendezvous with torch's 1 s state cache), not tuned; the workers make no call to its heartbeat API." if ft_available() else
           " " + ft_missing_note())
     out += ["", f"{REPS} interleaved runs each ({', '.join(names)}, ...). One launcher with 4 workers, or two launchers "
-            "on this machine (node_rank 0 and 1, --nnodes=2 --nproc_per_node=2), --max_restarts=1, a fresh free port and "
+            "on this machine (node_rank 0 and 1, --nnodes=2 --nproc_per_node=2; on loopback, and where the bench may "
+            "(root, iproute2) in two network namespaces joined by a veth pair, 10.232.0.1 and 10.232.0.2, the store "
+            "on the first), --max_restarts=1, a fresh free port and "
             "run id per run, bash workers: in the first attempt rank 0 sleeps 1 s, notes the time and exits 1 while the "
             "other ranks sleep; in the second every rank notes its start and exits 0. Recovery = the last rank's start − "
             "the failure; \"last sibling stopped\" is when the last sleeping rank received SIGTERM (a bash trap). "

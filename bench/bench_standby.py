@@ -1,4 +1,5 @@
-"""A node lost with a spare at hand: ddplaunch's standby nodes against torchrun's elastic restart.
+"""A node lost with a spare at hand: ddplaunch's standby nodes against torchrun's elastic restart
+and, where installed (bench/peers.py), NVIDIA's ft_launcher's, with torchrun's flags.
 
 Three launchers on this machine (loopback "nodes", a free TCP port, --nnodes=2:3
 --nproc_per_node=2 --max_restarts=1, last_call_timeout=1 s for both). The workers are Python
