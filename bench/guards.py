@@ -13,7 +13,8 @@ STORE_CPU_GUARD = 1.25
 PREFIX = "- guard "
 
 
-def verdict(what, ratio, limit):
-    """One Markdown list line: `- guard pass: WHAT 1.31× (limit ≤ 1.5×)` or `- guard FAIL: ...`."""
+def verdict(what, ratio, limit, note=None):
+    """One Markdown list line: `- guard pass: WHAT 1.31× (limit ≤ 1.5×)` or `- guard FAIL: ...`;
+    `note` (how precise the figure is) goes inside the brackets."""
     word = "pass" if ratio <= limit else "FAIL"
-    return f"{PREFIX}{word}: {what} {ratio:.2f}× (limit ≤ {limit:g}×)"
+    return f"{PREFIX}{word}: {what} {ratio:.2f}× (limit ≤ {limit:g}×{'; ' + note if note else ''})"

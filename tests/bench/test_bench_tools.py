@@ -16,6 +16,8 @@ def test_guard_verdict_says_pass_at_the_limit_and_fail_above_it():
         "- guard pass: launch of 1 worker 1.50× (limit ≤ 1.5×)"
     assert guards.verdict("launch of 8 workers", 1.31, guards.LAUNCH_GUARDS[8]) == \
         "- guard FAIL: launch of 8 workers 1.31× (limit ≤ 1.25×)"
+    assert guards.verdict("store mix at 16 conns", 1.2, guards.STORE_CPU_GUARD, "±7%") == \
+        "- guard pass: store mix at 16 conns 1.20× (limit ≤ 1.25×; ±7%)"
     assert guards.LAUNCH_GUARDS == {1: 1.5, 8: 1.25, 32: 1.25}
     assert guards.STORE_CPU_GUARD == 1.25
 
