@@ -6,7 +6,7 @@
 #   bench/RESULTS.sections.md instead (RESULTS.md keeps every section)
 # Sections: launch overhead and failure teardown (bench_launcher.py), the Python worker hook's
 # start-up cost (bench_python_hook.py), recovery after a failure
-# on two loopback nodes (bench_recovery.py), a node lost with a spare at hand against torchrun's
+# on one node and two (loopback, and network namespaces where root), with ft_launcher too (bench_recovery.py), a node lost with a spare at hand against torchrun's
 # elastic restart (bench_standby.py), a hung rank to the job's end against torchrun and ft_launcher
 # with and without its heartbeat API (bench_hang_peers.py), the restart cost over many rounds (bench_restart_cost.py:
 # the last rounds' time over the first's), store throughput and
