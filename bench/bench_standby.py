@@ -50,9 +50,11 @@ import torch, torch.distributed as dist
 # (ddplaunch deletes them between rounds; the same worker runs under every launcher). Where the
 # launcher says it hosts no store there (TORCHELASTIC_USE_AGENT_STORE other than True: ft_launcher
 # 0.4.1's c10d rendezvous), rank 0 hosts it, as init_process_group("env://") would.
-hosts = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and rank == "0"
+own_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+hosts = own_store and rank == "0"
+# With a world size every client counts itself in, which the host waits for.
 store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=hosts,
-                      world_size=int(os.environ["WORLD_SIZE"]) if hosts else None, timeout=timedelta(seconds=60))
+                      world_size=int(os.environ["WORLD_SIZE"]) if own_store else None, timeout=timedelta(seconds=60))
 dist.init_process_group("gloo", store=dist.PrefixStore(f"bench/attempt_{attempt}", store), rank=int(rank),
                         world_size=int(os.environ["WORLD_SIZE"]))
 joined = time.time()
