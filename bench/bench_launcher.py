@@ -1,4 +1,6 @@
-"""Launcher benchmarks, ddplaunch against the venv's torchrun, measured side by side.
+"""Launcher benchmarks, ddplaunch against the venv's torchrun (and, in the launch rows, NVIDIA's
+ft_launcher where bench/peers.py finds it), measured side by side; the launch rows end with their
+guard verdicts (bench/guards.py).
 
 1. Launch overhead: whole-command wall time of running N workers of /bin/true (N = 1, 8, 32)
    under ddplaunch, under `torchrun --no-python`, and the fork+exec+wait floor (spawn_floor): as
