@@ -1,4 +1,6 @@
-"""Launcher benchmarks, ddplaunch against the venv's torchrun, measured side by side.
+"""Launcher benchmarks, ddplaunch against the venv's torchrun (and, in the launch rows, NVIDIA's
+ft_launcher where bench/peers.py finds it), measured side by side; the launch rows end with their
+guard verdicts (bench/guards.py).
 
 1. Launch overhead: whole-command wall time of running N workers of /bin/true (N = 1, 8, 32)
    under ddplaunch, under `torchrun --no-python`, and the fork+exec+wait floor (spawn_floor): as
@@ -22,6 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from guards import LAUNCH_GUARDS, verdict
+from peers import FT_LAUNCHER, bar_plot, ft_available, ft_missing_note, ft_version
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
@@ -73,28 +78,49 @@ def launch_overhead():
             no_cgroup.append(wall(cmd, dict(ENV, DDPLAUNCH_CGROUP="0")))
             floor.append(float(subprocess.check_output([FLOOR, str(n), "/bin/true"])))
             floor_cmd.append(wall([FLOOR, str(n), "/bin/true"]))
-        peer = stats([wall([PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
-                            "--no-python", "/bin/true"]) for _ in range(PEER_REPS)])
+        peer_runs, ft_runs = [], []
+        for _ in range(PEER_REPS):  # interleaved, like the fast ones
+            peer_runs.append(wall([PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
+                                   "--no-python", "/bin/true"]))
+            if ft_available():
+                ft_runs.append(wall([FT_LAUNCHER, "--standalone", "--nproc_per_node", str(n), "--no-python", "/bin/true"]))
+        peer, ft = stats(peer_runs), (stats(ft_runs) if ft_runs else None)
         vs_floor = statistics.median(o / f for o, f in zip(ours, floor))
         vs_floor_cmd = statistics.median(o / f for o, f in zip(ours, floor_cmd))
         no_cgroup_vs_floor_cmd = statistics.median(o / f for o, f in zip(no_cgroup, floor_cmd))
         rows.append((n, stats(ours), peer, stats(floor), stats(floor_cmd), vs_floor, vs_floor_cmd,
-                     no_cgroup_vs_floor_cmd))
+                     no_cgroup_vs_floor_cmd, ft))
     out = ["## 1. Launch overhead (N workers of /bin/true, whole command)", "",
-           "| workers | ddplaunch | torchrun --no-python | floor: spawns only | floor: whole command | "
-           "torchrun / ddplaunch | ddplaunch / floor: spawns only | ddplaunch / floor: whole command | "
-           "without a cgroup / floor: whole command |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    for n, ours, peer, floor, floor_cmd, vs_floor, vs_floor_cmd, no_cgroup_vs in rows:
-        out.append(f"| {n} | {fmt(ours)} | {fmt(peer)} | {fmt(floor)} | {fmt(floor_cmd)} | {peer[0] / ours[0]:.0f}× | "
-                   f"{vs_floor:.1f}× | {vs_floor_cmd:.2f}× | {no_cgroup_vs:.2f}× |")
+           "| workers | ddplaunch | torchrun --no-python | ft_launcher --no-python | floor: spawns only | "
+           "floor: whole command | torchrun / ddplaunch | ft_launcher / ddplaunch | ddplaunch / floor: spawns only | "
+           "ddplaunch / floor: whole command | without a cgroup / floor: whole command |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for n, ours, peer, floor, floor_cmd, vs_floor, vs_floor_cmd, no_cgroup_vs, ft in rows:
+        ft_cells = (fmt(ft), f"{ft[0] / ours[0]:.0f}×") if ft else ("not run", "—")
+        out.append(f"| {n} | {fmt(ours)} | {fmt(peer)} | {ft_cells[0]} | {fmt(floor)} | {fmt(floor_cmd)} | "
+                   f"{peer[0] / ours[0]:.0f}× | {ft_cells[1]} | {vs_floor:.1f}× | {vs_floor_cmd:.2f}× | {no_cgroup_vs:.2f}× |")
+    png = bar_plot("launch_peers.png", "Launch of N workers of /bin/true (whole command, median)",
+                   [f"{n} worker{'s' if n > 1 else ''}" for n, *_ in rows],
+                   {"ddplaunch": [r[1][0] * 1000 for r in rows], "torchrun": [r[2][0] * 1000 for r in rows],
+                    **({"ft_launcher": [r[8][0] * 1000 for r in rows]} if ft_available() else {})},
+                   "ms (log scale)", log=True)
+    out.append("")
+    for n, *_, vs_floor_cmd, _, _ in rows:
+        out.append(verdict(f"launch of {n} worker{'s' if n > 1 else ''}: ddplaunch / whole-command floor",
+                           vs_floor_cmd, LAUNCH_GUARDS[n]))
     out += ["", "Floor, spawns only: spawn_floor's own timer around posix_spawn and waitpid of the N workers. "
             "Floor, whole command: the same program timed from here like the launchers, so it also pays for "
             "starting and ending a process, as every launcher does. Ratios to the floor are medians of "
             f"per-repetition ratios ({FAST_REPS} interleaved repetitions). Without a cgroup: the same "
             "launch with DDPLAUNCH_CGROUP=0, process groups only, as on a machine where the launcher may not "
-            "write cgroup v2 (a Slurm step, most ssh sessions of a user without a delegated subtree)."]
-    return out, {n: (ours[0], vs_floor_cmd) for n, ours, _, _, _, _, vs_floor_cmd, _ in rows}
+            "write cgroup v2 (a Slurm step, most ssh sessions of a user without a delegated subtree). "
+            + (f"ft_launcher: NVIDIA's nvidia-resiliency-ext {ft_version()} from the bench's venv (bench/peers.py), "
+               f"{PEER_REPS} runs per size interleaved with torchrun's, its defaults (it logs that its GPU health "
+               "check and NIC monitor are off on this machine without NVML or InfiniBand)."
+               if ft_available() else ft_missing_note())]
+    if png:
+        out += ["", f"![launch time, ddplaunch / torchrun / ft_launcher]({png})"]
+    return out, {n: (ours[0], vs_floor_cmd) for n, ours, _, _, _, _, vs_floor_cmd, _, _ in rows}
 
 
 def before_after(after):

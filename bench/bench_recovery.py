@@ -1,7 +1,9 @@
-"""Recovery after a failure: ddplaunch against the venv's torchrun, two nodes on this machine.
+"""Recovery after a failure: ddplaunch against the venv's torchrun and, where installed
+(bench/peers.py), NVIDIA's ft_launcher with torchrun's flags, on one node and on two nodes on this
+machine.
 
-Two launchers run here as node_rank 0 and 1 (--nnodes=2 --nproc_per_node=2, loopback, a free TCP
-port found by binding port 0, --max_restarts=1). The worker is a bash script (WORKER below). In
+One launcher with 4 workers, or two launchers as node_rank 0 and 1 (--nnodes=2 --nproc_per_node=2,
+loopback), a free TCP port found by binding port 0, --max_restarts=1. The worker is a bash script (WORKER below). In
 the first attempt rank 0 sleeps 1 s, writes `date +%s.%N` to `fail` and exits 1, while the other
 three ranks sleep (a SIGTERM trap notes when the launcher stops them). The launchers tear the job
 down and start it again; in the second attempt every rank writes its start time to `start_<rank>`
@@ -14,6 +16,7 @@ rendezvous and monitor settings at their defaults. The runs alternate (ddplaunch
 ddplaunch, ...) so drift in the machine's load hits both alike. Reports only; nothing is asserted.
 Writes a Markdown section to stdout.   python bench_recovery.py BUILD_BIN_DIR [--quick]
 """
+import contextlib
 import os
 import signal
 import socket
@@ -22,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from peers import FT_GPU_NOTE, FT_LAUNCHER, bar_plot, ft_available, ft_missing_note, ft_version, launchers
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
@@ -64,14 +69,53 @@ def free_port():
         return s.getsockname()[1]
 
 
-def commands(name, port, run_id, prog):
+class NamespaceNodes:
+    """Two network namespaces joined by a veth pair (10.232.0.1 and 10.232.0.2), as hosts with
+    addresses of their own; `prefix(g)` runs a command on node g. Needs root and iproute2:
+    `available()` says whether this machine allows it. Removed on exit."""
+    ADDRS = ("10.232.0.1", "10.232.0.2")
+
+    @staticmethod
+    def available():
+        return os.geteuid() == 0 and subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+    def __enter__(self):
+        tag = os.getpid() % 100000
+        self.names = [f"ddp_bench_a{tag}", f"ddp_bench_b{tag}"]
+        veth = [f"vba{tag}", f"vbb{tag}"]
+        steps = [["ip", "netns", "add", n] for n in self.names]
+        steps.append(["ip", "link", "add", veth[0], "netns", self.names[0], "type", "veth", "peer", "name", veth[1],
+                      "netns", self.names[1]])
+        for n, v, a in zip(self.names, veth, self.ADDRS):
+            steps += [["ip", "-n", n, "addr", "add", f"{a}/24", "dev", v], ["ip", "-n", n, "link", "set", v, "up"],
+                      ["ip", "-n", n, "link", "set", "lo", "up"]]
+        for step in steps:
+            subprocess.run(step, check=True, capture_output=True)
+        return self
+
+    def prefix(self, g):
+        return ["ip", "netns", "exec", self.names[g]]
+
+    def __exit__(self, *exc):
+        for n in self.names:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def commands(name, port, run_id, prog, nodes=2, hosts=None):
+    """One command per node; on `hosts` (NamespaceNodes) each runs in its node's namespace."""
+    per_node = WORLD // nodes
+    addr = hosts.ADDRS[0] if hosts else "127.0.0.1"
+    prefix = hosts.prefix if hosts else (lambda g: [])
     if name == "ddplaunch":
-        return [[DDPLAUNCH, "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", str(g),
-                 "--master_addr", "127.0.0.1", "--master_port", str(port), "--rdzv_id", run_id,
-                 "--max_restarts", "1", "--no_python", prog] for g in (0, 1)]
-    return [[PY, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2", "--rdzv_backend=c10d",
-             f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id={run_id}", "--max-restarts=1", "--no-python", prog]
-            for _ in (0, 1)]
+        return [prefix(g) + [DDPLAUNCH, "--nnodes", str(nodes), "--nproc_per_node", str(per_node), "--node_rank", str(g),
+                             "--master_addr", addr, "--master_port", str(port), "--rdzv_id", run_id,
+                             "--max_restarts", "1", "--no_python", prog] for g in range(nodes)]
+    # ft_launcher takes torchrun's flags (it is torchrun's agent with NVIDIA's rendezvous and monitors).
+    front = [FT_LAUNCHER] if name == "ft_launcher" else [PY, "-m", "torch.distributed.run"]
+    return [prefix(g) + front + [f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv_backend=c10d",
+                                 f"--rdzv_endpoint={addr}:{port}", f"--rdzv_id={run_id}", "--max-restarts=1",
+                                 "--no-python", prog]
+            for g in range(nodes)]
 
 
 def kill_leftovers(procs, marker):
@@ -142,21 +186,21 @@ def wait_codes(procs, timeout):
     return codes
 
 
-def one_run(name, rep):
+def one_run(name, rep, nodes=2, hosts=None):
     """Returns (recovery s, teardown s, restart counts seen in the second attempt) or raises RuntimeError."""
     with tempfile.TemporaryDirectory(prefix="bench_recovery_") as d:
         prog = write_script(d, WORKER)
         run_id = f"recovery-{os.getpid()}-{name}-{rep}"
         procs, logs = [], []
         try:
-            for g, cmd in enumerate(commands(name, free_port(), run_id, prog)):
+            for g, cmd in enumerate(commands(name, free_port(), run_id, prog, nodes, hosts)):
                 out, err = os.path.join(d, f"node{g}.out"), os.path.join(d, f"node{g}.err")
                 logs.append(err)
                 with open(out, "wb") as fo, open(err, "wb") as fe:
                     procs.append(subprocess.Popen(cmd, stdout=fo, stderr=fe, start_new_session=True,
                                                   env=dict(ENV, RECOVERY_DIR=d, NODE_TAG=str(g))))
             codes = wait_codes(procs, TIMEOUT)
-            if codes != [0, 0]:
+            if codes != [0] * nodes:
                 msg = [f"{name} run {rep + 1}: launchers exited {codes}"]
                 for g, err in enumerate(logs):
                     msg.append(f"--- node {g} stderr (tail) ---\n{tail(err)}")
@@ -184,13 +228,13 @@ def fmt(samples):
     return f"{med:.2f} s ({lo:.2f}–{hi:.2f})"
 
 
-def interleaved(run, reps):
-    """run(name, rep) for each rep, ddplaunch and torchrun in turn, so drift in the machine's load hits
-    both alike; a launcher whose run raised RuntimeError is not run again. Returns ({name: [results]},
+def interleaved(run, reps, names=("ddplaunch", "torchrun")):
+    """run(name, rep) for each rep, the launchers `names` in turn, so drift in the machine's load hits
+    all alike; a launcher whose run raised RuntimeError is not run again. Returns ({name: [results]},
     {name: error})."""
-    results, errors = {"ddplaunch": [], "torchrun": []}, {}
+    results, errors = {name: [] for name in names}, {}
     for rep in range(reps):
-        for name in ("ddplaunch", "torchrun"):
+        for name in names:
             if name in errors:
                 continue
             try:
@@ -200,59 +244,72 @@ def interleaved(run, reps):
     return results, errors
 
 
-def main():
-    rec = {"ddplaunch": [], "torchrun": []}
-    down = {"ddplaunch": [], "torchrun": []}
-    counts = {"ddplaunch": set(), "torchrun": set()}
-    results, errors = interleaved(one_run, REPS)
-    for name, rows in results.items():
-        for r, t, c in rows:
-            rec[name].append(r)
-            if t is not None:
-                down[name].append(t)
-            counts[name].add(",".join(c))
+def ratio_cell(peer, ours):
+    return f"{statistics.median(peer) / statistics.median(ours):.0f}×" if peer and ours else "—"
 
-    if "ddplaunch" in errors:
-        # ddplaunch is the subject: if it cannot recover, the benchmark itself has failed.
-        sys.stderr.write(errors["ddplaunch"] + "\n")
-        sys.exit(1)
-    out = ["## 2b. Recovery after a failure (2 nodes on loopback, --max_restarts 1)", ""]
-    ours = rec["ddplaunch"]
-    if "torchrun" in errors:
-        out += ["| | ddplaunch |", "|---|---|",
-                f"| failure → all 4 workers running again | {fmt(ours)} |",
-                f"| of which: failure → last sibling stopped | {fmt(down['ddplaunch'])} |", "",
-                "torchrun could not run this job, so there is no ratio; its error:", "", "```",
-                errors["torchrun"], "```"]
-    else:
-        peer = rec["torchrun"]
-        out += ["| | ddplaunch | torchrun | torchrun / ddplaunch |", "|---|---|---|---|",
-                f"| failure → all 4 workers running again | {fmt(ours)} | {fmt(peer)} | "
-                f"{statistics.median(peer) / statistics.median(ours):.0f}× |",
-                f"| of which: failure → last sibling stopped | {fmt(down['ddplaunch'])} | {fmt(down['torchrun'])} | "
-                f"{statistics.median(down['torchrun']) / statistics.median(down['ddplaunch']):.0f}× |"]
-    seen = "; ".join(f"{n}: {' / '.join(sorted(c))}" for n, c in counts.items() if c)
-    out += ["", f"{REPS} interleaved runs each (ddplaunch, torchrun, ddplaunch, ...). Two launchers on this machine "
-            "(node_rank 0 and 1, --nnodes=2 --nproc_per_node=2, --max_restarts=1, a fresh free port and run id per "
-            "run), bash workers: in the first attempt rank 0 sleeps 1 s, notes the time and exits 1 while the other "
-            "ranks sleep; in the second every rank notes its start and exits 0. Recovery = the last rank's start − "
+
+def main():
+    names = launchers()
+    out = ["## 2b. Recovery after a failure (1 node and 2 nodes on loopback, 4 workers, --max_restarts 1)", "",
+           "| nodes | | " + " | ".join(names) + " | " + " | ".join(f"{n} / ddplaunch" for n in names[1:]) + " |",
+           "|---|---|" + "---|" * (2 * len(names) - 1)]
+    notes, seen, medians = [], [], {n: [] for n in names}
+    variants = [(1, None), (2, None)] + ([(2, "netns")] if NamespaceNodes.available() else [])
+    for nodes, kind in variants:
+        with (NamespaceNodes() if kind else contextlib.nullcontext()) as hosts:
+            results, errors = interleaved(lambda name, rep: one_run(name, rep, nodes, hosts), REPS, names)
+        label = f"{nodes} (network namespaces)" if kind else str(nodes)
+        if "ddplaunch" in errors:
+            # ddplaunch is the subject: if it cannot recover, the benchmark itself has failed.
+            sys.stderr.write(errors["ddplaunch"] + "\n")
+            sys.exit(1)
+        rec = {n: [r for r, _, _ in rows] for n, rows in results.items()}
+        down = {n: [t for _, t, _ in rows if t is not None] for n, rows in results.items()}
+        cell = lambda xs, n: fmt(xs) if xs else ("failed (below)" if n in errors else "—")
+        row_label = label
+        for label, data in ((f"failure → all {WORLD} workers running again", rec),
+                            ("of which: failure → last sibling stopped", down)):
+            out.append(f"| {row_label} | {label} | " + " | ".join(cell(data[n], n) for n in names) + " | " +
+                       " | ".join(ratio_cell(data[n], data["ddplaunch"]) for n in names[1:]) + " |")
+        for n in names:
+            medians[n].append(statistics.median(rec[n]) if rec[n] else None)
+        for n, e in errors.items():
+            notes += ["", f"{n} could not run the {row_label}-node job; its error (tail):", "", "```", e[-3000:], "```"]
+        seen.append(f"{row_label} node(s): " + "; ".join(f"{n}: {' / '.join(sorted({','.join(c) for _, _, c in rows}))}"
+                                                    for n, rows in results.items() if rows))
+    out += notes
+    png = bar_plot("recovery_peers.png", f"A worker fails: failure → all {WORLD} workers running again (median)",
+                   ["1 node", "2 nodes (loopback)", "2 nodes (network namespaces)"][:len(variants)], medians,
+                   "seconds (log scale)", log=True)
+    if png:
+        out += ["", f"![recovery after a failure, ddplaunch / torchrun / ft_launcher]({png})"]
+    ft = (f" ft_launcher (nvidia-resiliency-ext {ft_version()}, from the bench's venv): torchrun's flags, its own defaults "
+          "(monitor interval 0.1 s, workers-stop-timeout 30 s, its rendezvous with torch's 1 s state cache), not tuned; the workers make no call to its heartbeat API." if ft_available() else
+          " " + ft_missing_note())
+    out += ["", f"{REPS} interleaved runs each ({', '.join(names)}, ...). One launcher with 4 workers, or two launchers "
+            "on this machine (node_rank 0 and 1, --nnodes=2 --nproc_per_node=2; on loopback, and where the bench may "
+            "(root, iproute2) in two network namespaces joined by a veth pair, 10.232.0.1 and 10.232.0.2, the store "
+            "on the first), --max_restarts=1, a fresh free port and "
+            "run id per run, bash workers: in the first attempt rank 0 sleeps 1 s, notes the time and exits 1 while the "
+            "other ranks sleep; in the second every rank notes its start and exits 0. Recovery = the last rank's start − "
             "the failure; \"last sibling stopped\" is when the last sleeping rank received SIGTERM (a bash trap). "
             "ddplaunch: --master_addr 127.0.0.1 --master_port PORT --node_rank g --rdzv_id ID, --no_python, "
             "other settings at their defaults. torchrun (python -m torch.distributed.run, torch "
-            f"{torch_version()}): --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:PORT --rdzv_id=ID on both nodes, "
+            f"{torch_version()}): --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:PORT --rdzv_id=ID on every node, "
             "--no-python, everything else at its defaults (monitor_interval 0.1 s, c10d rendezvous timeouts, "
-            "keep-alive 5 s, SIGTERM then SIGKILL after the grace period, start method spawn); not tuned. "
-            f"TORCHELASTIC_RESTART_COUNT seen by ranks 0–3 in the second attempt ({seen}): torchrun's agent that "
-            "restarts because the other node re-joined the rendezvous does not count it as a restart, so the "
+            "keep-alive 5 s, SIGTERM then SIGKILL after the grace period, start method spawn); not tuned." + ft +
+            f" TORCHELASTIC_RESTART_COUNT seen by ranks 0–3 in the second attempt ({'; '.join(seen)}): torchrun's agent "
+            "that restarts because the other node re-joined the rendezvous does not count it as a restart, so the "
             "worker recognises the second attempt by a marker its launcher slot left in the first."]
-    if "torchrun" not in errors:
-        out += ["", "Where torchrun's time goes (its c10d rendezvous, read from torch's dynamic_rendezvous.py and an "
-                "INFO log): the failing node notices within its 0.1 s monitor interval, stops its sibling and "
-                "re-joins the rendezvous at once; the healthy node learns of it only through num_nodes_waiting(), "
-                "which serves a rendezvous state cached for up to 1 s (cache_duration=1), so its ranks are stopped "
-                "up to a second after the failure (the second row); then the join loop, while it waits for the "
-                "other node, re-reads the state after a fixed 1 s sleep, which adds about one more second before "
-                "the workers start. Two one-second polls, not process handling, make up nearly all of it."]
+    if ft_available():
+        out += ["", FT_GPU_NOTE]
+    out += ["", "Where torchrun's time goes (its c10d rendezvous, read from torch's dynamic_rendezvous.py and an "
+            "INFO log): the failing node notices within its 0.1 s monitor interval, stops its sibling and "
+            "re-joins the rendezvous at once; the healthy node learns of it only through num_nodes_waiting(), "
+            "which serves a rendezvous state cached for up to 1 s (cache_duration=1), so its ranks are stopped "
+            "up to a second after the failure (the second row); then the join loop, while it waits for the "
+            "other node, re-reads the state after a fixed 1 s sleep, which adds about one more second before "
+            "the workers start. Two one-second polls, not process handling, make up nearly all of it."]
     print("\n".join(out))
 
 

@@ -53,8 +53,9 @@ PROFILE_BEFORE_AFTER = [
 ]
 
 
-def rendezvous(server, n, timeout=120):
-    """One rendezvous of n ranks; returns (seconds, server CPU seconds (user, sys))."""
+def start_clients(server, n, timeout=120, pattern="init"):
+    """rendezvous_scale processes simulating n ranks against `server`, started and "ready" (not
+    released yet: write a line to each one's stdin)."""
     _run_counter[0] += 1
     run = _run_counter[0]
     per_proc = fd_limit() - 64
@@ -68,22 +69,39 @@ def rendezvous(server, n, timeout=120):
                            for k in range(max(1, math.ceil(count / PER_SOURCE))))
         procs.append(subprocess.Popen(
             [os.path.join(BIN, "rendezvous_scale"), "127.0.0.1", str(server.port), str(n), str(first), str(count),
-             "--group", group, "--sources", sources, "--window", str(WINDOW), "--timeout", str(timeout)],
+             "--group", group, "--sources", sources, "--window", str(WINDOW), "--timeout", str(timeout),
+             "--pattern", pattern],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     for p in procs:
         if p.stdout.readline().strip() != "ready":
             raise RuntimeError("rendezvous_scale did not start")
-    cpu0 = cpu_split(server.pid)
+    return procs
+
+
+def tell(procs, line="go"):
     for p in procs:
-        p.stdin.write("go\n")
+        p.stdin.write(line + "\n")
         p.stdin.flush()
+
+
+def results_of(procs, what):
+    """Each process's final JSON line; raises RuntimeError naming `what` if one failed."""
     results = []
     for p in procs:
         line = p.stdout.readline()
         rc = p.wait()
         if rc != 0 or not line:
-            raise RuntimeError(f"rendezvous of {n} ranks against {server.name} failed (exit {rc})")
+            raise RuntimeError(f"{what} failed (exit {rc})")
         results.append(json.loads(line))
+    return results
+
+
+def rendezvous(server, n, timeout=120):
+    """One rendezvous of n ranks; returns (seconds, server CPU seconds (user, sys))."""
+    procs = start_clients(server, n, timeout)
+    cpu0 = cpu_split(server.pid)
+    tell(procs)
+    results = results_of(procs, f"rendezvous of {n} ranks against {server.name}")
     cpu1 = cpu_split(server.pid)
     settle(server)
     seconds = (max(r["last_release_ns"] for r in results) - min(r["first_connect_ns"] for r in results)) / 1e9

@@ -1,4 +1,5 @@
-"""A node lost with a spare at hand: ddplaunch's standby nodes against torchrun's elastic restart.
+"""A node lost with a spare at hand: ddplaunch's standby nodes against torchrun's elastic restart
+and, where installed (bench/peers.py), NVIDIA's ft_launcher's, with torchrun's flags.
 
 Three launchers on this machine (loopback "nodes", a free TCP port, --nnodes=2:3
 --nproc_per_node=2 --max_restarts=1, last_call_timeout=1 s for both). The workers are Python
@@ -28,6 +29,7 @@ import tempfile
 import time
 
 from bench_recovery import DDPLAUNCH, PY, QUICK, free_port, interleaved, kill_leftovers, tail
+from peers import FT_LAUNCHER, bar_plot, ft_available, ft_missing_note, ft_version, launchers
 
 REPS = 2 if QUICK else 3
 TIMEOUT = 180  # seconds for one job; nothing may hang the benchmark
@@ -45,9 +47,14 @@ from datetime import timedelta
 import torch, torch.distributed as dist
 # The launcher's store at MASTER_ADDR:MASTER_PORT, with keys of this attempt's own: torchrun's
 # workers meet in one store for every attempt, where the first attempt's gloo addresses stay
-# (ddplaunch deletes them between rounds; the same worker runs under both launchers).
-store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                      timeout=timedelta(seconds=60))
+# (ddplaunch deletes them between rounds; the same worker runs under every launcher). Where the
+# launcher says it hosts no store there (TORCHELASTIC_USE_AGENT_STORE other than True: ft_launcher
+# 0.4.1's c10d rendezvous), rank 0 hosts it, as init_process_group("env://") would.
+own_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+hosts = own_store and rank == "0"
+# With a world size every client counts itself in, which the host waits for.
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=hosts,
+                      world_size=int(os.environ["WORLD_SIZE"]) if own_store else None, timeout=timedelta(seconds=60))
 dist.init_process_group("gloo", store=dist.PrefixStore(f"bench/attempt_{attempt}", store), rank=int(rank),
                         world_size=int(os.environ["WORLD_SIZE"]))
 joined = time.time()
@@ -64,6 +71,10 @@ while True:
         break
     time.sleep(0.05)
 dist.destroy_process_group()
+# Where rank 0 hosts the store, it must outlive the others' last use of it.
+store.add("bench/done", 1)
+while hosts and int(store.add("bench/done", 0)) < int(os.environ["WORLD_SIZE"]):
+    time.sleep(0.02)
 """
 
 
@@ -72,9 +83,10 @@ def command(name, g, port, run_id, prog):
         return [DDPLAUNCH, "--nnodes=2:3", "--active_nodes=2", "--nproc_per_node=2", f"--node_rank={g}",
                 "--master_addr=127.0.0.1", f"--master_port={port}", f"--rdzv_id={run_id}", "--max_restarts=1",
                 "--rdzv_conf", "last_call_timeout=1", prog]
-    return [PY, "-m", "torch.distributed.run", "--nnodes=2:3", "--nproc-per-node=2", "--rdzv_backend=c10d",
-            f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id={run_id}", "--max-restarts=1",
-            "--rdzv_conf=last_call_timeout=1", prog]
+    front = [FT_LAUNCHER] if name == "ft_launcher" else [PY, "-m", "torch.distributed.run"]
+    return front + ["--nnodes=2:3", "--nproc-per-node=2", "--rdzv_backend=c10d",
+                    f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id={run_id}", "--max-restarts=1",
+                    "--rdzv_conf=last_call_timeout=1", prog]
 
 
 def children():
@@ -207,30 +219,38 @@ def fmt(samples):
 
 
 def main():
-    res, errors = interleaved(one_run, REPS)
+    names = launchers()
+    res, errors = interleaved(one_run, REPS, names)
     if "ddplaunch" in errors:
         sys.stderr.write(errors["ddplaunch"] + "\n")
         sys.exit(1)
     out = ["## 2c. A node lost with a spare at hand (3 nodes on loopback, --nnodes=2:3, --max_restarts 1)", ""]
-    ours = res["ddplaunch"]
     worlds = lambda rows: " → ".join(sorted({f"{a} → {b}" for _, _, a, b in rows}))
-    if "torchrun" in errors:
-        out += ["| | ddplaunch (--active_nodes=2) |", "|---|---|",
-                f"| failure → all ranks running again with a spare | {fmt([r[0] for r in ours])} |",
-                f"| failure → all ranks in the new process group | {fmt([r[1] for r in ours])} |",
-                f"| world size | {worlds(ours)} |", "", "torchrun could not run this job; its error:", "", "```",
-                errors["torchrun"][-3000:], "```"]
-    else:
-        peer = res["torchrun"]
-        ratio = lambda i: statistics.median(r[i] for r in peer) / statistics.median(r[i] for r in ours)
-        out += ["| | ddplaunch (--active_nodes=2) | torchrun (elastic) | torchrun / ddplaunch |", "|---|---|---|---|",
-                f"| failure → all ranks running again with a spare | {fmt([r[0] for r in ours])} | "
-                f"{fmt([r[0] for r in peer])} | {ratio(0):.1f}× |",
-                f"| failure → all ranks in the new process group | {fmt([r[1] for r in ours])} | "
-                f"{fmt([r[1] for r in peer])} | {ratio(1):.1f}× |",
-                f"| world size before → after | {worlds(ours)} | {worlds(peer)} | |"]
+    heads = {"ddplaunch": "ddplaunch (--active_nodes=2)", "torchrun": "torchrun (elastic)",
+             "ft_launcher": "ft_launcher (elastic)"}
+    cell = lambda name, i: fmt([r[i] for r in res[name]]) if res[name] else "failed (below)"
+    ratio = lambda name, i: (f"{statistics.median(r[i] for r in res[name]) / statistics.median(r[i] for r in res['ddplaunch']):.1f}×"
+                             if res[name] else "—")
+    out += ["| | " + " | ".join(heads[n] for n in names) + " | " + " | ".join(f"{n} / ddplaunch" for n in names[1:]) + " |",
+            "|---|" + "---|" * (2 * len(names) - 1)]
+    for i, label in ((0, "failure → all ranks running again with a spare"), (1, "failure → all ranks in the new process group")):
+        out.append(f"| {label} | " + " | ".join(cell(n, i) for n in names) + " | " +
+                   " | ".join(ratio(n, i) for n in names[1:]) + " |")
+    out.append("| world size before → after | " + " | ".join(worlds(res[n]) if res[n] else "—" for n in names) +
+               " |" + " |" * (len(names) - 1))
+    for name, e in errors.items():
+        out += ["", f"{name} could not run this job; its error (tail):", "", "```", e[-3000:], "```"]
+    png = bar_plot("standby_peers.png", "A node lost: kill → all ranks running again / in the new group (median)",
+                   ["running again", "in the new process group"],
+                   {n: [statistics.median(r[i] for r in res[n]) if res[n] else None for i in (0, 1)] for n in names},
+                   "seconds")
+    if png:
+        out += ["", f"![node lost with a spare, ddplaunch / torchrun / ft_launcher]({png})"]
+    ft = (f" ft_launcher (nvidia-resiliency-ext {ft_version()}): the same flags as torchrun, its defaults otherwise; "
+          "this release has no standby node of its own (hot spares came with 0.6, not on PyPI), so it restarts "
+          "elastically like torchrun." if ft_available() else " " + ft_missing_note())
     out += ["", f"{REPS} interleaved runs each. Three launchers on this machine, --nnodes=2:3 --nproc_per_node=2 "
-            "--max_restarts=1 and --rdzv_conf last_call_timeout=1 for both (torchrun's default last call is "
+            "--max_restarts=1 and --rdzv_conf last_call_timeout=1 for all (torchrun's default last call is "
             "30 s, ddplaunch's 3 s), a fresh free port and run id per run; Python workers with torch (gloo "
             "all_reduce every 50 ms). The kill: SIGKILL to a non-host launcher that runs workers and to every "
             "process under it at once (a machine gone); the survivors' collectives fail and their launchers "
@@ -239,11 +259,11 @@ def main():
             f"{os.cpu_count()} cores). ddplaunch --active_nodes=2: the third node stands by (no workers) and takes "
             "the lost node's place, so the world size stays 4. torchrun has no standby: all three nodes run "
             "workers (world size 6) and the restart goes on with the two left (world size 4). "
-            "torchrun: python -m torch.distributed.run --rdzv_backend=c10d, otherwise defaults. The workers "
-            "prefix their store keys with the attempt: torchrun's workers meet in one store in every attempt, "
-            "and gloo's addresses from the first attempt (keys PyTorch never deletes) make a new rank dial a "
-            "dead one (torch 2.15 relies on a new TCPStore per attempt); ddplaunch deletes the workers' keys "
-            "between rounds, and the same worker runs under both."]
+            "torchrun: python -m torch.distributed.run --rdzv_backend=c10d, otherwise defaults." + ft +
+            " The workers prefix their store keys with the attempt: torchrun's workers meet in one store in every "
+            "attempt, and gloo's addresses from the first attempt (keys PyTorch never deletes) make a new rank dial "
+            "a dead one (torch 2.15 relies on a new TCPStore per attempt); ddplaunch deletes the workers' keys "
+            "between rounds, and the same worker runs under all."]
     print("\n".join(out))
 
 

@@ -19,7 +19,8 @@ import statistics
 import subprocess
 import sys
 
-from bench_servers import Floor, Ours, Torch, cpu_seconds, dns_note
+from bench_servers import CPU_RESOLUTION_S, Floor, Ours, Torch, cpu_seconds, dns_note
+from guards import STORE_CPU_GUARD, verdict
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
@@ -108,6 +109,7 @@ def main():
            "ours / PyTorch ops/s | loopback floor p50 µs | ours p50 / floor p50 | server CPU µs/op: ours / PyTorch / floor | "
            "CPU ÷ floor: ours / PyTorch" + (" / before" if BEFORE else "") + " |",
            "|---|---|---|---|---|---|---|---|---|"]
+    guards = []
     for mode, conns, runs in rows:
         o, t, f = runs["ours"], runs["torch"], runs["floor"]
         cell = lambda rs: (f"{statistics.median(r['ops_per_s'] for r in rs):.0f} "
@@ -128,11 +130,20 @@ def main():
             per = [med([a["cpu_us_per_op"] / b["cpu_us_per_op"] for a, b in zip(runs[n], f)]) for n in names]
             to_floor_cpu = " / ".join(f"**{m:.2f}×** ({lo:.2f}–{hi:.2f})" if n == "ours" else f"{m:.2f}×"
                                       for n, (m, lo, hi) in zip(names, per))
+            if mode in ("mix", "pingpong"):
+                # One unit of the CPU counter over the smallest count is the figure's precision.
+                least = min(r["cpu_us_per_op"] * r["ops_total"] / 1e6 for r in runs["ours"] + f) or CPU_RESOLUTION_S
+                coarse = (f", CPU counted in {CPU_RESOLUTION_S * 1000:.0f} ms ticks: ±{100 * CPU_RESOLUTION_S / least:.0f}%"
+                          if CPU_RESOLUTION_S >= 1e-6 else "")
+                guards.append(verdict(f"store {mode} at {conns} conns: ddplaunch-store CPU per op / floor's",
+                                      per[0][0], STORE_CPU_GUARD,
+                                      f"per repetition {per[0][1]:.2f}–{per[0][2]:.2f}×{coarse}"))
         else:
             to_floor_cpu = "—"
         label = "add ×16 pipelined (not PyTorch's pattern)" if mode == PIPELINED else mode
         out.append(f"| {label} | {conns} | {cell(o)} | {cell(t)} | **{ratio[0]:.2f}×** ({ratio[1]:.2f}–{ratio[2]:.2f}) | "
                    f"{floor_cells} | {cpu} | {to_floor_cpu} |")
+    out += [""] + guards
     mix_rows = [r for r in rows if r[0] == "mix"]
     ceiling = max(statistics.median(r["cpu_us_per_op"] for r in runs["torch"]) /
                   statistics.median(r["cpu_us_per_op"] for r in runs["floor"]) for _, _, runs in mix_rows)

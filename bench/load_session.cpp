@@ -39,11 +39,17 @@ void LoadSession::exchange(std::string_view bytes, ReplyShape shape) {
   read_reply();
 }
 
-std::size_t LoadSession::complete_reply() const {
+std::size_t LoadSession::complete_reply() {
   if (shape_.kind == ReplyShape::Kind::Fixed) return have_ >= shape_.bytes ? shape_.bytes : 0;
-  if (have_ < 8) return 0;
-  const auto len = static_cast<std::size_t>(rdzv::get_i64(in_.data()));
-  return have_ >= 8 + len ? 8 + len : 0;
+  // Strings already known complete are skipped: a long MULTI_GET reply arrives in many reads.
+  const std::size_t count = shape_.kind == ReplyShape::Kind::Strings ? shape_.bytes : 1;
+  for (; scanned_strings_ < count; ++scanned_strings_) {
+    if (have_ < scanned_bytes_ + 8) return 0;
+    const auto end = scanned_bytes_ + 8 + static_cast<std::size_t>(rdzv::get_i64(in_.data() + scanned_bytes_));
+    if (have_ < end) return 0;
+    scanned_bytes_ = end;
+  }
+  return scanned_bytes_;
 }
 
 void LoadSession::read_reply() {
@@ -51,6 +57,8 @@ void LoadSession::read_reply() {
     std::int64_t value = 0;
     if (shape_.kind == ReplyShape::Kind::String) {
       value = rdzv::get_i64(in_.data());
+    } else if (shape_.kind == ReplyShape::Kind::Strings) {
+      value = static_cast<std::int64_t>(used);
     } else {
       for (std::size_t i = std::min<std::size_t>(used, 8); i-- > 0;) {
         value = (value << 8) | static_cast<unsigned char>(in_[i]);
@@ -59,6 +67,7 @@ void LoadSession::read_reply() {
     // Without pipelining nothing follows the reply; keep whatever does for the next one.
     std::memmove(in_.data(), in_.data() + used, have_ - used);
     have_ -= used;
+    scanned_strings_ = scanned_bytes_ = 0;
     return on_reply(value);
   }
   if (have_ == in_.size()) in_.resize(in_.size() * 2);  // a long string reply
@@ -92,6 +101,10 @@ void append_wait(std::string& out, std::string_view key) {
 
 void append_delete(std::string& out, std::string_view key) {
   out += rdzv::encode_request({rdzv::QueryType::DeleteKey, {std::string(key)}, {}, 0});
+}
+
+void append_multi_get(std::string& out, const std::vector<std::string>& keys) {
+  out += rdzv::encode_request({rdzv::QueryType::MultiGet, keys, {}, 0});
 }
 
 void append_handshake(std::string& out, std::uint32_t nonce) {

@@ -22,13 +22,14 @@ namespace ddp::bench {
 
 // What the reply to a request looks like on the wire.
 struct ReplyShape {
-  enum class Kind { None, Fixed, String };
+  enum class Kind { None, Fixed, String, Strings };
   Kind kind = Kind::None;
-  std::size_t bytes = 0;  // Fixed: the width (1, 4 or 8 for the store; anything for the floor)
+  std::size_t bytes = 0;  // Fixed: the width (1, 4 or 8 for the store; anything for the floor); Strings: the count
 
   static ReplyShape none() { return {Kind::None, 0}; }
   static ReplyShape fixed(std::size_t n) { return {Kind::Fixed, n}; }
   static ReplyShape string() { return {Kind::String, 0}; }  // u64 length + bytes
+  static ReplyShape strings(std::size_t n) { return {Kind::Strings, n}; }  // n of them (MULTI_GET)
 };
 
 class LoadSession {
@@ -45,7 +46,7 @@ class LoadSession {
  protected:
   // Sends `bytes` (which must stay valid until the reply arrives), then reads one reply of
   // `shape` and calls on_reply with its value: the integer (little-endian) for a fixed-width
-  // reply of at most 8 bytes, the length for a string, 0 otherwise. A None reply completes as
+  // reply of at most 8 bytes, the length for a string, the total length for strings, 0 otherwise. A None reply completes as
   // soon as the bytes are handed to the kernel.
   void exchange(std::string_view bytes, ReplyShape shape);
   virtual void on_reply(std::int64_t value) = 0;
@@ -57,11 +58,14 @@ class LoadSession {
  private:
   void read_reply();
   // The length of a complete reply at the front of the input, or 0 while incomplete.
-  std::size_t complete_reply() const;
+  std::size_t complete_reply();
 
   ReplyShape shape_;
   std::vector<char> in_ = std::vector<char>(512);
   std::size_t have_ = 0;
+  // String replies: how many strings, and bytes, at the front of the input are known complete.
+  std::size_t scanned_strings_ = 0;
+  std::size_t scanned_bytes_ = 0;
 };
 
 // Request encoders appending to `out` (rendezvous::encode_request of one-key requests).
@@ -71,6 +75,7 @@ void append_add(std::string& out, std::string_view key, std::int64_t delta);
 void append_check(std::string& out, std::string_view key);  // CHECK of one key
 void append_wait(std::string& out, std::string_view key);   // WAIT for one key
 void append_delete(std::string& out, std::string_view key);
+void append_multi_get(std::string& out, const std::vector<std::string>& keys);
 // VALIDATE with the magic followed by PING with `nonce`; the server echoes the 4 nonce bytes.
 void append_handshake(std::string& out, std::uint32_t nonce);
 

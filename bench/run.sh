@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Runs the benchmarks against the peers from .venv and writes bench/RESULTS.md.
+# Runs the benchmarks against the peers from .venv (and NVIDIA's ft_launcher from .bench-venv) and
+# writes bench/RESULTS.md, then prints the guard verdicts (bench/guards.py), one line per guarded row.
 #   bench/run.sh [--quick]        (BENCH_BUILD_DIR=dir to build in another tree than build/)
+#   BENCH_SECTIONS="storm hang_peers" bench/run.sh --quick   runs only those sections and writes
+#   bench/RESULTS.sections.md instead (RESULTS.md keeps every section)
 # Sections: launch overhead and failure teardown (bench_launcher.py), the Python worker hook's
 # start-up cost (bench_python_hook.py), recovery after a failure
-# on two loopback nodes (bench_recovery.py), a node lost with a spare at hand against torchrun's
-# elastic restart (bench_standby.py), the restart cost over many rounds (bench_restart_cost.py:
+# on one node and two (loopback, and network namespaces where root), with ft_launcher too (bench_recovery.py), a node lost with a spare at hand against torchrun's
+# elastic restart (bench_standby.py), a hung rank to the job's end against torchrun and ft_launcher
+# with and without its heartbeat API (bench_hang_peers.py), the restart cost over many rounds (bench_restart_cost.py:
 # the last rounds' time over the first's), store throughput and
-# latency (bench_store.py, plot store_throughput.png), CPU allreduce against Gloo
+# latency (bench_store.py, plot store_throughput.png), the store's storms up to the descriptor
+# limit, every rank on one key (bench_storm.py, plot store_storms.png), CPU allreduce against Gloo
 # (bench_allreduce.py, plot allreduce.png), launcher footprint (bench_footprint.py), log
 # forwarding (bench_logs.py), NUMA binding (bench_numa.py), rendezvous at scale (bench_rendezvous.py, plot
 # rendezvous_scaling.png), meeting in etcd against torchrun's etcd backend (bench_etcd.py), DDP step time (bench_ddp.py), workers under contention against torchrun's
@@ -22,8 +27,18 @@ cmake --build "$BUILD" --target ddplaunch ddplaunch-store spawn_floor store_load
 .venv/bin/python -c "import matplotlib" 2>/dev/null || .venv/bin/pip install -q matplotlib >/dev/null
 # torchrun's etcd rendezvous backend, the peer of bench_etcd.py, needs python-etcd.
 .venv/bin/python -c "import etcd" 2>/dev/null || .venv/bin/pip install -q python-etcd >/dev/null
+# NVIDIA's ft_launcher (nvidia-resiliency-ext), a peer in the launcher, recovery, standby, hang and
+# footprint sections, in the bench's own venv; without PyPI the sections say it was not run.
+BENCH_FT_LAUNCHER="$(dirname "$(scripts/bench-peers-venv.sh || echo /nonexistent/python)")/ft_launcher"
+export BENCH_FT_LAUNCHER
+sections="launcher python_hook recovery standby hang_peers restart_cost store rendezvous storm etcd allreduce ddp footprint logs numa contention gpu"
+out=bench/RESULTS.md
+if [[ -n ${BENCH_SECTIONS:-} ]]; then
+  sections=$BENCH_SECTIONS
+  out=bench/RESULTS.sections.md
+fi
 # A failed section leaves the last complete RESULTS.md in place, and no partial file behind.
-trap 'rm -f bench/RESULTS.md.tmp' EXIT
+trap 'rm -f "$out.tmp"' EXIT
 {
   echo "# Benchmark results"
   echo
@@ -31,10 +46,14 @@ trap 'rm -f bench/RESULTS.md.tmp' EXIT
   echo "date $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')."
   echo "Medians of repeated runs, min–max in brackets; ratios from the same run."
   echo
-  for section in launcher python_hook recovery standby restart_cost store rendezvous etcd allreduce ddp footprint logs numa contention gpu; do
+  for section in $sections; do
     .venv/bin/python "bench/bench_$section.py" "$BUILD/bin" "$@"
     echo
   done
-} > bench/RESULTS.md.tmp
-mv bench/RESULTS.md.tmp bench/RESULTS.md
-cat bench/RESULTS.md
+} > "$out.tmp"
+mv "$out.tmp" "$out"
+cat "$out"
+# The guard verdicts again, together, so a drift shows in the run that causes it.
+echo
+echo "Guards (bench/guards.py):"
+grep -e '^- guard ' "$out" | sed 's/^- //' || echo "no guarded section ran"
