@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
       progress = std::make_unique<ProgressReporter>(std::move(o));
       deps.listeners.push_back(progress.get());
     }
-    const int code = run_agent(parsed.config, std::move(deps));
+    const int code = run_agent(config, std::move(deps));
     lifetime.finish();  // nothing of the job is left when we exit
     return code;
   } catch (const UsageError& e) {
