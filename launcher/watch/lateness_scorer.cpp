@@ -1,0 +1,202 @@
+// See lateness_scorer.hpp.
+#include "launcher/watch/lateness_scorer.hpp"
+
+#include <algorithm>
+
+namespace ddp::launcher {
+
+double median_of(std::vector<double> v) {
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2;
+}
+
+void LatenessScorer::add(const std::vector<EntryTime>& entries) {
+  for (const EntryTime& e : entries) window_.emplace(std::make_tuple(e.group, e.seq, e.rank), e);
+}
+
+void LatenessScorer::reset() {
+  window_.clear();
+  rank_flags_.clear();
+  node_flags_.clear();
+  history_.clear();
+}
+
+// Step 6 for one rank or node.
+void LatenessScorer::step_flag(Flag& f, bool scored, bool late, double now, bool& found, bool& recovered,
+                               double& for_s) const {
+  found = recovered = false;
+  if (!scored) return;  // nothing seen: neither late nor on time
+  if (late) {
+    f.ok_streak = 0;
+    if (f.late_streak++ == 0 && !f.flagged) f.since = now;
+    if (!f.flagged && f.late_streak >= o_.persist) {
+      f.flagged = found = true;
+      for_s = now - f.since;
+    }
+    return;
+  }
+  f.late_streak = 0;
+  if (!f.flagged) {
+    f.since = 0;
+    return;
+  }
+  if (++f.ok_streak >= o_.persist) {
+    f.flagged = false;
+    recovered = true;
+    for_s = now - f.since;
+    f.since = 0;
+  }
+}
+
+StragglerScores LatenessScorer::score(double now, const std::map<int, RankPlace>& places,
+                                      std::vector<StragglerChange>& changes) {
+  // Step 1.
+  const std::int64_t newest = window_.empty() ? 0
+                                              : std::max_element(window_.begin(), window_.end(), [](auto& a, auto& b) {
+                                                  return a.second.entered_ns < b.second.entered_ns;
+                                                })->second.entered_ns;
+  const std::int64_t oldest = newest - std::chrono::duration_cast<std::chrono::nanoseconds>(o_.window).count();
+  std::erase_if(window_, [&](const auto& kv) { return kv.second.entered_ns < oldest; });
+
+  // Step 2: the window's collectives, and who took part in each group.
+  std::map<std::pair<std::string, long long>, std::vector<const EntryTime*>> collectives;
+  std::map<std::string, std::set<int>> members;
+  for (const auto& [key, e] : window_) {
+    collectives[{e.group, e.seq}].push_back(&e);
+    members[e.group].insert(e.rank);
+  }
+  std::map<int, std::vector<double>> late;                                    // by rank, ms
+  std::map<std::string, std::map<std::string, std::vector<double>>> by_sig;  // group → signature → median entry s
+  std::map<std::string, int> counted;
+  for (const auto& [id, entries] : collectives) {
+    if (entries.size() < 2 || entries.size() != members[id.first].size()) continue;
+    std::vector<double> times;
+    for (const EntryTime* e : entries) times.push_back(static_cast<double>(e->entered_ns));
+    const double mid = median_of(times);
+    for (const EntryTime* e : entries) late[e->rank].push_back((static_cast<double>(e->entered_ns) - mid) / 1e6);
+    by_sig[id.first][entries.front()->signature].push_back(mid / 1e9);
+    ++counted[id.first];
+  }
+
+  // Step 4.
+  std::optional<double> step;
+  if (!counted.empty()) {
+    const auto busiest = std::max_element(counted.begin(), counted.end(),
+                                          [](auto& a, auto& b) { return a.second < b.second; });
+    const std::vector<double>* times = nullptr;
+    for (const auto& [sig, t] : by_sig[busiest->first]) {
+      if (!times || t.size() > times->size()) times = &t;
+    }
+    if (times && times->size() >= 3) {
+      std::vector<double> sorted = *times;
+      std::sort(sorted.begin(), sorted.end());
+      std::vector<double> gaps;
+      for (std::size_t i = 1; i < sorted.size(); ++i) gaps.push_back(sorted[i] - sorted[i - 1]);
+      const double s = median_of(gaps);
+      if (s > 0) step = s * 1000;  // ms
+    }
+  }
+
+  // Steps 3, 5, 6 for ranks.
+  StragglerScores out;
+  out.mode = o_.mode;
+  out.window_s = std::chrono::duration<double>(o_.window).count();
+  out.scored_at = now;
+  std::map<int, std::vector<const RankLateness*>> on_node;
+  std::set<int> nodes_found;
+  std::vector<StragglerChange> rank_changes;
+  for (const auto& [rank, place] : places) {
+    RankLateness r;
+    r.rank = rank;
+    r.node = place.node;
+    r.host = place.host;
+    const auto it = late.find(rank);
+    const bool scored = it != late.end() && static_cast<int>(it->second.size()) >= o_.min_samples;
+    if (scored) {
+      r.lateness_ms = median_of(it->second);
+      if (step) r.step_fraction = r.lateness_ms / *step;
+    }
+    const bool is_late = scored && r.lateness_ms >= o_.min_ms && (!step || r.lateness_ms >= o_.min_fraction * *step);
+    Flag& f = rank_flags_[rank];
+    bool found = false, recovered = false;
+    double for_s = 0;
+    step_flag(f, scored, is_late, now, found, recovered, for_s);
+    r.straggler = f.flagged;
+    if (f.since > 0) r.since = f.since;
+    auto& h = history_[rank];
+    if (scored) h.emplace_back(now, r.lateness_ms);
+    std::erase_if(h, [&](const auto& p) { return p.first < now - static_cast<double>(o_.history.count()); });
+    r.history = h;
+    if (found || recovered) {
+      rank_changes.push_back({found, false, rank, place.node, place.host, r.lateness_ms, r.step_fraction, for_s});
+    }
+    if (scored) {
+      auto [w, fresh] = worst_ranks_.emplace(rank, r);
+      if (!fresh && r.lateness_ms > w->second.lateness_ms) w->second = r;
+      w->second.history.clear();
+    }
+    out.ranks.push_back(std::move(r));
+  }
+
+  // Step 7.
+  for (const RankLateness& r : out.ranks) on_node[r.node].push_back(&r);
+  for (const auto& [node, ranks] : on_node) {
+    NodeLateness n;
+    n.node = node;
+    n.host = ranks.front()->host;
+    std::vector<double> lates;
+    int flagged = 0;
+    for (const RankLateness* r : ranks) {
+      if (!r->history.empty() && r->history.back().first == now) lates.push_back(r->lateness_ms);
+      flagged += r->straggler ? 1 : 0;
+    }
+    const bool scored = !lates.empty();
+    if (scored) n.lateness_ms = median_of(lates);
+    const bool together = on_node.size() > 1 && flagged * 2 > static_cast<int>(ranks.size());
+    Flag& f = node_flags_[node];
+    // A node's flag follows its ranks' at once: their own flags already waited `persist` scorings.
+    bool found = together && !f.flagged;
+    bool recovered = !together && f.flagged;
+    const double for_s = f.flagged ? now - f.since : 0;
+    if (found) {
+      f.since = now;
+      for (const RankLateness* r : ranks) {
+        if (r->since) f.since = std::min(f.since, *r->since);
+      }
+      nodes_found.insert(node);
+    }
+    f.flagged = together;
+    n.straggler = f.flagged;
+    if (f.flagged) n.since = f.since;
+    if (found || recovered) {
+      changes.push_back({found, true, -1, node, n.host, n.lateness_ms, std::nullopt, found ? now - f.since : for_s});
+    }
+    if (scored) {
+      auto [w, fresh] = worst_nodes_.emplace(node, n);
+      if (!fresh && n.lateness_ms > w->second.lateness_ms) w->second = n;
+    }
+    out.nodes.push_back(std::move(n));
+  }
+  // A node found says it for its ranks found with it: one line, not one per rank.
+  for (StragglerChange& c : rank_changes) {
+    if (!(c.found && nodes_found.count(c.node))) changes.push_back(std::move(c));
+  }
+  return out;
+}
+
+LatenessScorer::Worst LatenessScorer::worst(std::size_t count) const {
+  Worst w;
+  for (const auto& [rank, r] : worst_ranks_) w.ranks.push_back(r);
+  for (const auto& [node, n] : worst_nodes_) w.nodes.push_back(n);
+  std::sort(w.ranks.begin(), w.ranks.end(), [](auto& a, auto& b) { return a.lateness_ms > b.lateness_ms; });
+  std::sort(w.nodes.begin(), w.nodes.end(), [](auto& a, auto& b) { return a.lateness_ms > b.lateness_ms; });
+  if (w.ranks.size() > count) w.ranks.resize(count);
+  if (w.nodes.size() > count) w.nodes.resize(count);
+  return w;
+}
+
+}  // namespace ddp::launcher
