@@ -45,6 +45,9 @@ struct CommandLineValues {
   std::string monitor_interval = "0.1";
   std::string shutdown_timeout;  // "": TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 (torchrun_env.hpp)
   std::string hang_timeout = "0";
+  std::string stragglers = "warn";  // checked by the flag (off, warn, exclude, replace)
+  std::string straggler_window = "30";
+  std::string straggler_replace_after = "300";
   std::string preemption_grace;  // "": the longer of 30 s and --shutdown_timeout
   std::string rdzv_timeout = "900";
   std::string heartbeat_timeout = "10";

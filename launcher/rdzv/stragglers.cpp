@@ -40,27 +40,6 @@ std::string span_text(double s) {
 
 }  // namespace
 
-const char* to_string(StragglerMode mode) {
-  switch (mode) {
-    case StragglerMode::Off:
-      return "off";
-    case StragglerMode::Warn:
-      return "warn";
-    case StragglerMode::Exclude:
-      return "exclude";
-    case StragglerMode::Replace:
-      return "replace";
-  }
-  return "?";
-}
-
-std::optional<StragglerMode> straggler_mode_from(const std::string& word) {
-  for (StragglerMode m : {StragglerMode::Off, StragglerMode::Warn, StragglerMode::Exclude, StragglerMode::Replace}) {
-    if (word == to_string(m)) return m;
-  }
-  return std::nullopt;
-}
-
 std::string encode_entries(const NodeEntries& e) {
   std::string out = fmt::format("{}{} {}\n", kEntriesHeader, e.node, e.host);
   for (const EntryTime& t : e.entries) {

@@ -6,7 +6,7 @@
 //
 // Wire forms (store values under the round's prefix, docs/stragglers.md):
 //   entries: "ddplaunch-entries 1 <node> <host>\n" then one line per collective entry,
-//            "<rank> <group> <seq> <entered ns, node 0's clock> <signature>";
+//            "<rank> <group> <seq> <entered ns, the node's own clock> <signature>";
 //   scores:  "ddplaunch-stragglers 1\n" then the scores as one JSON object (straggler_json's).
 // decode_* return nullopt for anything encode_* did not write. Pure; thread-safe.
 #pragma once
@@ -17,16 +17,13 @@
 #include <utility>
 #include <vector>
 
-namespace ddp::launcher {
+#include "launcher/config/straggler_mode.hpp"
 
-// --stragglers: what a straggler found makes ddplaunch do.
-enum class StragglerMode { Off, Warn, Exclude, Replace };
-const char* to_string(StragglerMode mode);                          // "off", "warn", "exclude", "replace"
-std::optional<StragglerMode> straggler_mode_from(const std::string& word);  // nullopt: not one of them
+namespace ddp::launcher {
 
 // One rank entering one collective: `group` is the process group's name, the same on every rank
 // ("0": the default group; "runtime": the ddplaunch runtime's communicator), `seq` its collective
-// number in that group, `entered_ns` CLOCK_REALTIME on node 0's clock (the node's offset applied),
+// number in that group, `entered_ns` CLOCK_REALTIME (node 0 applies each node's clock offset),
 // `signature` what makes two collectives of a step tell apart ("gloo:all_reduce[1000]").
 struct EntryTime {
   int rank = 0;

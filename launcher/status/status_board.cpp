@@ -49,9 +49,16 @@ void StatusBoard::on_event(const RoundEvent& event) {
           stopping(e.cause.code, e.cause.origin_node);
         } else if constexpr (std::is_same_v<E, HangFound>) {
           hang(e.collective, e.text);
+        } else if constexpr (std::is_same_v<E, StragglersScored>) {
+          stragglers(e.scores);
         }
       },
       event);
+}
+
+void StatusBoard::stragglers(const StragglerScores& scores) {
+  std::lock_guard lock(mutex_);
+  s_.stragglers = scores;
 }
 
 void StatusBoard::joined(int round, const RankMap& ranks, int group_rank, int restarts) {

@@ -84,6 +84,7 @@ struct StatusSnapshot {
   int stop_origin = -1;                        // and the group rank it came from (-1: none or unknown)
   std::vector<CollectiveProgress> progress;    // by slot, read at snapshot time (empty: no table)
   std::map<int, FrProgress> flight_recorders;  // by rank, as the last polls saw them
+  std::optional<StragglerScores> stragglers;   // the last scores (none yet: detection off, or not scored)
   std::int64_t now_ns = 0;                     // when the snapshot was taken
 };
 
@@ -110,6 +111,8 @@ class StatusBoard : public RoundListener {
   void stopping(int code, int origin_node);
   // A hang was found (`collective`) or is suspected; `text`'s first line is kept.
   void hang(bool collective, const std::string& text);
+  // Straggler detection's last scores (kept across rounds until the next scores).
+  void stragglers(const StragglerScores& scores);
 
   StatusSnapshot snapshot() const;
 

@@ -115,6 +115,7 @@ std::string status_json(const StatusSnapshot& s) {
       {"ranks", ranks},
       {"hang", hang},
       {"stopping", stop},
+      {"stragglers", s.stragglers ? json::parse(straggler_json(*s.stragglers)) : json(nullptr)},
   };
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }

@@ -134,11 +134,6 @@ StragglerScores LatenessScorer::score(double now, const std::map<int, RankPlace>
     if (found || recovered) {
       rank_changes.push_back({found, false, rank, place.node, place.host, r.lateness_ms, r.step_fraction, for_s});
     }
-    if (scored) {
-      auto [w, fresh] = worst_ranks_.emplace(rank, r);
-      if (!fresh && r.lateness_ms > w->second.lateness_ms) w->second = r;
-      w->second.history.clear();
-    }
     out.ranks.push_back(std::move(r));
   }
 
@@ -175,10 +170,6 @@ StragglerScores LatenessScorer::score(double now, const std::map<int, RankPlace>
     if (found || recovered) {
       changes.push_back({found, true, -1, node, n.host, n.lateness_ms, std::nullopt, found ? now - f.since : for_s});
     }
-    if (scored) {
-      auto [w, fresh] = worst_nodes_.emplace(node, n);
-      if (!fresh && n.lateness_ms > w->second.lateness_ms) w->second = n;
-    }
     out.nodes.push_back(std::move(n));
   }
   // A node found says it for its ranks found with it: one line, not one per rank.
@@ -186,17 +177,6 @@ StragglerScores LatenessScorer::score(double now, const std::map<int, RankPlace>
     if (!(c.found && nodes_found.count(c.node))) changes.push_back(std::move(c));
   }
   return out;
-}
-
-LatenessScorer::Worst LatenessScorer::worst(std::size_t count) const {
-  Worst w;
-  for (const auto& [rank, r] : worst_ranks_) w.ranks.push_back(r);
-  for (const auto& [node, n] : worst_nodes_) w.nodes.push_back(n);
-  std::sort(w.ranks.begin(), w.ranks.end(), [](auto& a, auto& b) { return a.lateness_ms > b.lateness_ms; });
-  std::sort(w.nodes.begin(), w.nodes.end(), [](auto& a, auto& b) { return a.lateness_ms > b.lateness_ms; });
-  if (w.ranks.size() > count) w.ranks.resize(count);
-  if (w.nodes.size() > count) w.nodes.resize(count);
-  return w;
 }
 
 }  // namespace ddp::launcher

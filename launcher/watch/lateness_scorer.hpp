@@ -57,16 +57,8 @@ class LatenessScorer {
   // Steps 1-7 at `now` (unix s) for the ranks of `places` (by rank). Appends to `changes` the
   // stragglers found and recovered since the last call. Never throws (but std::bad_alloc).
   StragglerScores score(double now, const std::map<int, RankPlace>& places, std::vector<StragglerChange>& changes);
-  // A new round: the window and the flags start afresh (the run's worst stay in worst()).
+  // A new round: the window and the flags start afresh.
   void reset();
-
-  // The run's slowest ranks and nodes: each one's highest lateness in a scoring, highest first
-  // (at most `count` of each), for the summary. Ranks and nodes never scored are left out.
-  struct Worst {
-    std::vector<RankLateness> ranks;
-    std::vector<NodeLateness> nodes;
-  };
-  Worst worst(std::size_t count) const;
 
  private:
   struct Flag {
@@ -81,8 +73,6 @@ class LatenessScorer {
   std::map<int, Flag> rank_flags_;
   std::map<int, Flag> node_flags_;
   std::map<int, std::vector<std::pair<double, double>>> history_;
-  std::map<int, RankLateness> worst_ranks_;
-  std::map<int, NodeLateness> worst_nodes_;
 };
 
 // The median of `values` (not empty). Pure.
