@@ -14,6 +14,46 @@ double median_of(std::vector<double> v) {
   return (lower + upper) / 2;
 }
 
+namespace {
+
+// Step 4 for one group: the anchor is its most frequent signature; between two of its
+// occurrences lies one step. Each rank's samples are its summed lateness over each whole step
+// (a rank late by X before a step's first collective is late by X in it and by nothing in the
+// collectives after it, which wait for nobody); without an anchor seen three times, each
+// collective's lateness is a sample and the step is unknown.
+GroupSamples group_samples(const std::vector<Counted>& list) {
+  GroupSamples g;
+  std::map<std::string, std::vector<double>> by_sig;
+  for (const Counted& c : list) by_sig[c.signature].push_back(c.mid_s);
+  const std::pair<const std::string, std::vector<double>>* anchor = nullptr;
+  for (const auto& kv : by_sig) {
+    if (!anchor || kv.second.size() > anchor->second.size()) anchor = &kv;
+  }
+  if (!anchor || anchor->second.size() < 3) {
+    for (const Counted& c : list)
+      for (const auto& [rank, ms] : c.late) g.late[rank].push_back(ms);
+    return g;
+  }
+  std::vector<double> gaps;
+  for (std::size_t i = 1; i < anchor->second.size(); ++i) gaps.push_back(anchor->second[i] - anchor->second[i - 1]);
+  if (const double s = median_of(gaps); s > 0) g.step_ms = s * 1000;
+  std::map<int, double> sum;
+  bool inside = false;  // from the first anchor on: whole steps only
+  for (const Counted& c : list) {
+    if (c.signature == anchor->first) {
+      if (inside)
+        for (const auto& [rank, ms] : sum) g.late[rank].push_back(ms);
+      sum.clear();
+      inside = true;
+    }
+    if (!inside) continue;
+    for (const auto& [rank, ms] : c.late) sum[rank] += ms;
+  }
+  return g;
+}
+
+}  // namespace
+
 void LatenessScorer::add(const std::vector<EntryTime>& entries) {
   for (const EntryTime& e : entries) window_.emplace(std::make_tuple(e.group, e.seq, e.rank), e);
 }
@@ -69,35 +109,26 @@ StragglerScores LatenessScorer::score(double now, const std::map<int, RankPlace>
     collectives[{e.group, e.seq}].push_back(&e);
     members[e.group].insert(e.rank);
   }
-  std::map<int, std::vector<double>> late;                                    // by rank, ms
-  std::map<std::string, std::map<std::string, std::vector<double>>> by_sig;  // group → signature → median entry s
-  std::map<std::string, int> counted;
+  std::map<std::string, std::vector<Counted>> counted;  // by group, in collective order
   for (const auto& [id, entries] : collectives) {
     if (entries.size() < 2 || entries.size() != members[id.first].size()) continue;
     std::vector<double> times;
     for (const EntryTime* e : entries) times.push_back(static_cast<double>(e->entered_ns));
     const double mid = median_of(times);
-    for (const EntryTime* e : entries) late[e->rank].push_back((static_cast<double>(e->entered_ns) - mid) / 1e6);
-    by_sig[id.first][entries.front()->signature].push_back(mid / 1e9);
-    ++counted[id.first];
+    Counted c{mid / 1e9, entries.front()->signature, {}};
+    for (const EntryTime* e : entries) c.late[e->rank] = (static_cast<double>(e->entered_ns) - mid) / 1e6;
+    counted[id.first].push_back(std::move(c));
   }
 
-  // Step 4.
-  std::optional<double> step;
-  if (!counted.empty()) {
-    const auto busiest = std::max_element(counted.begin(), counted.end(),
-                                          [](auto& a, auto& b) { return a.second < b.second; });
-    const std::vector<double>* times = nullptr;
-    for (const auto& [sig, t] : by_sig[busiest->first]) {
-      if (!times || t.size() > times->size()) times = &t;
-    }
-    if (times && times->size() >= 3) {
-      std::vector<double> sorted = *times;
-      std::sort(sorted.begin(), sorted.end());
-      std::vector<double> gaps;
-      for (std::size_t i = 1; i < sorted.size(); ++i) gaps.push_back(sorted[i] - sorted[i - 1]);
-      const double s = median_of(gaps);
-      if (s > 0) step = s * 1000;  // ms
+  // Steps 3 and 4, per group; each rank is scored in the group where it has the most samples.
+  std::map<int, std::vector<double>> late;  // by rank: its samples, ms
+  std::map<int, std::optional<double>> step_of;
+  for (const auto& [group, list] : counted) {
+    GroupSamples g = group_samples(list);
+    for (auto& [rank, samples] : g.late) {
+      if (samples.size() <= late[rank].size()) continue;
+      late[rank] = std::move(samples);
+      step_of[rank] = g.step_ms;
     }
   }
 
@@ -116,6 +147,7 @@ StragglerScores LatenessScorer::score(double now, const std::map<int, RankPlace>
     r.host = place.host;
     const auto it = late.find(rank);
     const bool scored = it != late.end() && static_cast<int>(it->second.size()) >= o_.min_samples;
+    const std::optional<double> step = scored ? step_of[rank] : std::nullopt;
     if (scored) {
       r.lateness_ms = median_of(it->second);
       if (step) r.step_fraction = r.lateness_ms / *step;

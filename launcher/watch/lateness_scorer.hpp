@@ -5,11 +5,15 @@
 //   2. A collective (group, #N) counts when every rank seen in that group in the window entered
 //      it (at least two): each rank's lateness in it is its entry time minus the median of the
 //      ranks' entry times.
-//   3. A rank's lateness is the median of its latenesses over the counted collectives (at least
-//      `min_samples` of them): one slow step, a checkpoint or a garbage collection moves a median
-//      of many collectives little, where it would move a mean or a maximum.
-//   4. The step: the median time between two collectives of the same signature (op and sizes)
-//      in the group with the most counted collectives, that signature being its most frequent.
+//   3. The steps: in each group, its most frequent signature (op and sizes) is the anchor, and
+//      one step lies between two of its occurrences; the step time is the median time between
+//      them. A rank's sample is its summed lateness over a whole step: a rank late by X before
+//      a step's first collective is late by X in it, and by nothing in the collectives after it
+//      in the same step (they wait for nobody). Without an anchor seen three times, each
+//      collective's lateness is a sample and the step is unknown.
+//   4. A rank's lateness is the median of its samples (at least `min_samples`), in the group
+//      where it has the most: one slow step, a checkpoint or a garbage collection moves a median
+//      of many steps little, where it would move a mean or a maximum.
 //   5. A rank is late in this scoring when its lateness is at least `min_ms` and at least
 //      `min_fraction` of a step (when the step is known).
 //   6. It is flagged a straggler after `persist` scorings late in a row, and recovers after
@@ -20,8 +24,10 @@
 // Pure apart from its memory of the window and of the flags. Not thread-safe.
 #pragma once
 
+
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -37,8 +43,21 @@ struct LatenessOptions {
   double min_ms = 20;           // --straggler_min_ms: the absolute threshold
   double min_fraction = 0.1;    // --straggler_fraction: the relative one (of a step)
   int persist = 2;              // scorings in a row (step 6)
-  int min_samples = 5;          // counted collectives a rank needs in the window (step 3)
+  int min_samples = 3;          // samples (steps) a rank needs in the window (step 4)
   std::chrono::seconds history{600};  // how far RankLateness::history reaches
+};
+
+// A collective every rank of its group entered (step 2): when (the ranks' median, unix s), its
+// signature, and each rank's lateness in it (ms).
+struct Counted {
+  double mid_s = 0;
+  std::string signature;
+  std::map<int, double> late;
+};
+// One group's samples by rank (step 3), and its step time (ms) when known.
+struct GroupSamples {
+  std::map<int, std::vector<double>> late;
+  std::optional<double> step_ms;
 };
 
 // Where a rank runs.

@@ -154,3 +154,26 @@ TEST_CASE("entries and scores round-trip through their wire forms") {
   CHECK(straggler_json(node_view(s, 0)).find("\"ranks\":[]") != std::string::npos);
   CHECK_FALSE(decode_scores("ddplaunch-stragglers 1\n{not json"));
 }
+
+TEST_CASE("with two collectives per step, a rank's lateness is its delay per step, not half of it") {
+  // Each step: all_reduce[1000] after the work (rank 1 late by 40 ms), then all_reduce[1], which
+  // every rank enters together.
+  std::vector<EntryTime> entries;
+  for (int s = 0; s < 300; ++s) {
+    for (int r = 0; r < 3; ++r) {
+      const std::int64_t t = kStart + s * 100 * kMs;
+      entries.push_back({r, "0", 2 * s + 1, t + (r == 1 ? 40 : 0) * kMs, "gloo:all_reduce[[1000]]"});
+      entries.push_back({r, "0", 2 * s + 2, t + 45 * kMs, "gloo:all_reduce[[1]]"});
+    }
+  }
+  LatenessScorer scorer({});
+  scorer.add(entries);
+  std::vector<StragglerChange> changes;
+  scorer.score(at(300), places(3, 3), changes);
+  const StragglerScores s = scorer.score(at(300), places(3, 3), changes);
+  CHECK(s.ranks[1].lateness_ms == Approx(40.0));
+  REQUIRE(s.ranks[1].step_fraction);
+  CHECK(*s.ranks[1].step_fraction == Approx(0.4));
+  CHECK(s.ranks[1].straggler);
+  CHECK(s.ranks[0].lateness_ms == Approx(0.0));
+}
