@@ -205,7 +205,7 @@ NODES = ["10.246.0.1", "10.246.0.2"]
 @pytest.fixture(scope="module")
 def hosts():
     for made in netns_hosts_or_skip(NODES):
-        yield [h.ns for h in made]
+        yield [(h.ns, h.ifname) for h in made]
 
 
 def test_a_slow_node_of_two_is_named_on_both(hosts, ddplaunch, procs, tmp_path):
@@ -213,12 +213,13 @@ def test_a_slow_node_of_two_is_named_on_both(hosts, ddplaunch, procs, tmp_path):
     prog = launches.script("train.py", GLOO)
     port = free_port()
     nodes = []
-    for rank, ns in enumerate(hosts):
+    for rank, (ns, ifname) in enumerate(hosts):
         # Node 1's ranks (2 and 3) sleep 80 ms more per step: 40 ms past the median of the four.
         nodes.append(launches.start(["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=2",
                                      f"--master_addr={NODES[0]}", f"--master_port={port}", *WINDOW,
                                      f"--summary_json={tmp_path}/summary{rank}.json", prog],
-                                    env=py_env(SECONDS=30, LATE_MS=80, LATE_RANK="2,3"),
+                                    # the host name resolves to loopback in every namespace
+                                    env=py_env(SECONDS=30, LATE_MS=80, LATE_RANK="2,3", GLOO_SOCKET_IFNAME=ifname),
                                     prefix=("ip", "netns", "exec", ns)))
     try:
         errs = [launches.communicate(p, timeout=150)[1] for p in nodes]
