@@ -10,7 +10,8 @@
 # (bench_allreduce.py, plot allreduce.png), launcher footprint (bench_footprint.py), log
 # forwarding (bench_logs.py), NUMA binding (bench_numa.py), rendezvous at scale (bench_rendezvous.py, plot
 # rendezvous_scaling.png), meeting in etcd against torchrun's etcd backend (bench_etcd.py), DDP step time (bench_ddp.py), workers under contention against torchrun's
-# (bench_contention.py: skipped with a note where scheduler autogroups do not apply) and the GPU
+# (bench_contention.py: skipped with a note where scheduler autogroups do not apply), straggler
+# detection's step-time cost and time to name a slow rank (bench_stragglers.py) and the GPU
 # section (bench_gpu.py: skipped with a note without a CUDA device).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ trap 'rm -f bench/RESULTS.md.tmp' EXIT
   echo "date $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD); torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')."
   echo "Medians of repeated runs, min–max in brackets; ratios from the same run."
   echo
-  for section in launcher python_hook recovery standby restart_cost store rendezvous etcd allreduce ddp footprint logs numa contention gpu; do
+  for section in launcher python_hook recovery standby restart_cost store rendezvous etcd allreduce ddp footprint logs numa contention stragglers gpu; do
     .venv/bin/python "bench/bench_$section.py" "$BUILD/bin" "$@"
     echo
   done
