@@ -10,6 +10,9 @@ unmodified workers. The window is 6 s (scored every 2 s) so that each test stays
     writes it): a slow rank named from the table;
   * two nodes x 2 ranks in network namespaces, node 1's two ranks slow together (sleeping): node 1
     is named in one line, on node 0 and on node 1, and in node 0's --status;
+  * --stragglers=replace on an elastic job with a spare (3 launchers on loopback, --nnodes=2:3
+    --active_nodes=2): the slow active node stops its round after --straggler_replace_after,
+    excludes itself from the next, and the spare takes its place; the job succeeds;
   * an Accelerate script with a slow rank;
   * [gpu] the gloo test with NCCL (two GPUs), skipped here.
 Each test ends its launchers by pid and checks that no worker is left.
@@ -48,6 +51,8 @@ rank = dist.get_rank()
 with open(os.path.join(os.environ["PIDDIR"], "pid.%d" % rank), "w") as f:
     f.write(str(os.getpid()))
 late_ranks = {int(r) for r in os.environ.get("LATE_RANK", "-1").split(",")}
+if os.environ.get("SLOW_HERE"):  # every rank of this launcher (its node, whatever its ranks)
+    late_ranks = {rank}
 late_ms = float(os.environ.get("LATE_MS", "0"))
 once_at = int(os.environ.get("ONCE_AT", "-1"))
 t = torch.ones(1000, device=device)
@@ -237,6 +242,27 @@ def test_a_slow_node_of_two_is_named_on_both(hosts, ddplaunch, procs, tmp_path):
     assert s0["slowest_nodes"][0]["node"] == 1, s0
     s1 = json.loads((tmp_path / "summary1.json").read_text())["stragglers"]
     assert {r["rank"] for r in s1["slowest_ranks"]} == {2, 3}, s1
+    launches.assert_no_survivors()
+
+
+def test_replace_restarts_the_round_with_the_spare_in_the_slow_nodes_place(launches, tmp_path):
+    prog = launches.script("train.py", GLOO)
+    port = free_port()
+    common = ["--nnodes=2:3", "--active_nodes=2", "--max_restarts=1", "--nproc_per_node=1",
+              "--master_addr=127.0.0.1", f"--master_port={port}", "--rdzv_conf", "last_call_timeout=2",
+              "--stragglers=replace", "--straggler_replace_after=4", *WINDOW]
+    nodes = {}
+    # Node 0 and node 1 (the first other to arrive) run workers; node 2 stands by. Node 1 is slow.
+    nodes[0] = launches.start(common + ["--node_rank=0", prog], env=py_env(SECONDS=20))
+    nodes[1] = launches.start(common + ["--node_rank=1", prog], env=py_env(SECONDS=20, SLOW_HERE=1, LATE_MS=80))
+    time.sleep(0.5)  # node 1 arrives first: the rendezvous orders the active nodes by arrival
+    nodes[2] = launches.start(common + ["--node_rank=2", prog], env=py_env(SECONDS=20))
+    errs = {n: launches.communicate(p, timeout=180)[1] for n, p in nodes.items()}
+    assert nodes[0].returncode == 0, errs[0]
+    assert nodes[2].returncode == 0, errs[2]
+    assert nodes[1].returncode == 69, errs[1]  # excluded itself, as a node failing its health check
+    assert "restarting the round with a spare in its place (--stragglers=replace)" in errs[1], errs[1]
+    assert "excluded itself: a straggler for" in errs[0] + errs[1], errs
     launches.assert_no_survivors()
 
 
