@@ -10,6 +10,14 @@ launchers on loopback (the store exchange and the clock offsets run as between m
    same time, side by side, so that the load of the shared machine hits both alike; each job's
    median step time on rank 0, each pair's ratio on/off, and the median of the ratios (target
    <= 1.01).
+   On a machine shared with other jobs the step times of two runs differ by tens of percent
+   whatever is measured, so the cost is also measured where it is paid:
+1b. One read of a worker's Flight Recorder as the launcher asks for it: a worker with ddplaunch's
+   hook (its worker server) and a full ring (2000 entries, TORCH_FR_BUFFER_SIZE's default under
+   ddplaunch), asked "ddplaunch_fr_entries" over its socket while it sleeps: the answer's wall
+   time and the CPU time the worker spent on it (from /proc), per read; at one read per scoring
+   interval (10 s by default) that CPU time over 10 s bounds the step-time cost (the read holds
+   the GIL, so at worst the training thread waits that long once per interval).
 2. False flags: straggler lines printed in the healthy runs with detection on (target 0).
 3. Detection: rank 3 slowed by 20% of a step from 8 s into the run, (a) sleeping that long more
    per step, (b) its CPU quota cut to 80% through its cgroup (cgroup v1 cpu.cfs_quota_us, or v2
@@ -18,6 +26,7 @@ launchers on loopback (the store exchange and the clock offsets run as between m
 Writes a Markdown section to stdout.
     python bench_stragglers.py BUILD_BIN_DIR [--quick]
 """
+import http.client
 import os
 import pathlib
 import re
@@ -84,6 +93,68 @@ if rank == 0:
         f.write(repr(statistics.median(steps[5:])))
 dist.destroy_process_group()
 '''
+
+
+HOOK = pathlib.Path(__file__).resolve().parents[1] / "python" / "ddplaunch" / "worker_hook"
+READ_REPS = 5 if QUICK else 20
+
+FULL_RING = '''\
+import os, sys, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
+t = torch.ones(1000)
+for _ in range(2100):
+    dist.all_reduce(t)
+with open(sys.argv[1], "w") as f:
+    f.write("ready")
+time.sleep(600)
+'''
+
+
+class UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=30)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+def cpu_s(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def read_cost(tmp):
+    """(wall ms per read, CPU ms per read, entries answered first) of ddplaunch_fr_entries."""
+    sock = os.path.join(tmp, "w.sock")
+    ready = os.path.join(tmp, "ready")
+    with open(os.path.join(tmp, "ring.py"), "w") as f:
+        f.write(FULL_RING)
+    env = dict(os.environ, PYTHONPATH=str(HOOK), DDPLAUNCH_WORKER_SOCKET=sock, TORCH_FR_BUFFER_SIZE="2000",
+               OMP_NUM_THREADS="1")
+    p = subprocess.Popen([sys.executable, os.path.join(tmp, "ring.py"), ready, str(free_port())], env=env)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(ready) and time.time() < deadline:
+            time.sleep(0.1)  # the worker fills its ring first; nothing to wait on
+        walls, cpus, first = [], [], None
+        for _ in range(READ_REPS):
+            c0, t0 = cpu_s(p.pid), time.perf_counter()
+            conn = UnixHTTP(sock)
+            conn.request("POST", "/handler/ddplaunch_fr_entries")
+            body = conn.getresponse().read().decode()
+            conn.close()
+            walls.append(time.perf_counter() - t0)
+            time.sleep(0.2)  # let /proc's tick-based counters catch up
+            cpus.append(cpu_s(p.pid) - c0)
+            if first is None:
+                first = len(body.splitlines())
+        return walls, cpus, first
+    finally:
+        p.kill()
+        p.wait()
 
 
 def free_port():
@@ -193,6 +264,7 @@ def main():
                     steps[mode].append(step)
                 ratios.append(results["warn"][1] / results["off"][1])
             false_flags += sum(1 for _, line in jobs["warn"].lines if "straggler:" in line)
+        walls, cpus, answered = read_cost(tmp)
         detect = {how: [detection(tmp, how) for _ in range(DETECT_RUNS)] for how in ("sleep", "cpu")}
 
     def span(xs):
@@ -210,6 +282,12 @@ def main():
     if ratios:
         print(f"| ratio on/off, median of the pairs (min–max) | {statistics.median(ratios):.3f} "
               f"({min(ratios):.3f}–{max(ratios):.3f}) (target <= 1.01) |")
+    print()
+    cpu_ms = statistics.median(cpus) * 1000
+    print(f"One read of a worker's Flight Recorder (a full ring, 2000 entries; {answered} answered the first time, "
+          f"none after): {span(walls)} wall, {cpu_ms:.0f} ms of the worker's CPU (median of {len(cpus)}); at one "
+          f"read per 10 s: **{cpu_ms / 10000 * 100:.2f}%** of the worker's time at most (target <= 1%). Runtime "
+          f"workers pay four stores to shared memory per collective and no read.")
     print()
     print(f"False flags in the {len(steps['warn'])} healthy runs with detection on: {false_flags} (target 0).")
     print()
