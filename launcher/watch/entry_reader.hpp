@@ -10,8 +10,8 @@
 //     has no "duration_ms" (TORCH_NCCL_ENABLE_TIMING changes nothing for gloo). NCCL records the
 //     same creation time; its discovered times come from its watchdog (with
 //     TORCH_NCCL_ENABLE_TIMING=1). The creation time is the one both give: it is used for both.
-//     The answer costs the worker a read of its whole ring (torch's pickled dump: ~80 ms for 2000
-//     entries on a loaded core), hence one read per scoring interval, not per second.
+//     The answer costs the worker a read of its whole ring (torch's pickled dump: ~30 ms of CPU for
+//     2000 entries, bench/bench_stragglers.py), hence one read per scoring interval, not per second.
 // A worker whose slot is attached by its pid reads from the table; otherwise from its server.
 // Not thread-safe: one thread (the straggler watch's) uses it.
 #pragma once
