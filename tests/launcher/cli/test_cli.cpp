@@ -115,7 +115,7 @@ TEST_CASE("both spellings of each flag are accepted", "[cli]") {
 // PET_* defaults. The variables are set both in the fake lookup and in the process environment
 // (restored afterwards), so this holds whichever of the two the parser reads; see the report on
 // CLI11's envname bypassing the EnvLookup.
-TEST_CASE("straggler detection is on by default; its flags set the mode, window and thresholds", "[cli]") {
+TEST_CASE("straggler detection is on by default, its flags set the mode, window and thresholds", "[cli]") {
   using ddp::launcher::StragglerMode;
   const auto d = parse({"prog"});
   CHECK(d.stragglers == StragglerMode::Warn);

@@ -208,7 +208,7 @@ TEST_CASE("a hang's root cause carries its collective as members, every failed r
   std::system(("rm -rf " + dir).c_str());
 }
 
-TEST_CASE("stragglers found and recovered are event-log lines; the summary keeps the run's slowest") {
+TEST_CASE("stragglers found and recovered are event-log lines, the summary keeps the run's slowest") {
   const std::string dir = temp_dir();
   RunRecorder recorder(RunRecorderOptions{dir + "/events.jsonl", {dir + "/summary.json"}, "job", "h0"});
   RoundView view;
