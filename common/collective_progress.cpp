@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -14,7 +15,6 @@
 #include <ctime>
 #include <thread>
 #include <utility>
-#include <algorithm>
 
 #include <fmt/format.h>
 

@@ -343,7 +343,7 @@ int Agent::run() {
   start_round();
   io_.run();
   status_server_.reset();  // before the progress table (the watch) and the run's directory go
-  stragglers_.reset();      // reads the progress table
+  stragglers_.reset();     // reads the progress table
   if (!procs_ && !exit_code_) exit_code_ = kExitFailure;
   watch_.reset();  // the timer pipe goes before the run's directory may
   if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);

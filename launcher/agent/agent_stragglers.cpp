@@ -44,8 +44,8 @@ void Agent::watch_stragglers(const std::vector<WorkerSpec>& specs, const std::ve
     for (int i = 0; i < n.nproc; ++i) r.places[view_.ranks.base_rank(n.node_rank) + i] = RankPlace{n.node_rank, n.host};
   }
   for (std::size_t i = 0; i < specs.size() && i < pids.size(); ++i) {
-    const std::string socket = python_hook_dir_.empty() ? std::string()
-                                                        : worker_socket_path(eff_.log_root, static_cast<int>(i));
+    const std::string socket =
+        python_hook_dir_.empty() ? std::string() : worker_socket_path(eff_.log_root, static_cast<int>(i));
     r.workers.push_back({specs[i].rank, pids[i], static_cast<int>(i), socket});
   }
   stragglers_->watch(std::move(r));
@@ -53,8 +53,8 @@ void Agent::watch_stragglers(const std::vector<WorkerSpec>& specs, const std::ve
 
 HealthGate Agent::straggler_gate(HealthGate inner) {
   if (c_.stragglers != StragglerMode::Exclude && c_.stragglers != StragglerMode::Replace) return inner;
-  return [inner = std::move(inner), excluded = straggler_excluded_](int round,
-                                                                      const CancelEvent& cancel) -> std::optional<SelfExclusion> {
+  return [inner = std::move(inner), excluded = straggler_excluded_](
+             int round, const CancelEvent& cancel) -> std::optional<SelfExclusion> {
     if (std::optional<std::string> why = excluded->take()) return SelfExclusion{*why, "ddplaunch: " + *why};
     return inner ? inner(round, cancel) : std::nullopt;
   };

@@ -166,8 +166,8 @@ void StragglerWatch::tick(const StragglerRound& r, rendezvous::Store* job) {
   on_scores_(r.round, std::move(view), std::move(changes));
 }
 
-std::vector<StragglerChange> changes_between(const std::optional<StragglerScores>& before,
-                                             const StragglerScores& after, int node) {
+std::vector<StragglerChange> changes_between(const std::optional<StragglerScores>& before, const StragglerScores& after,
+                                             int node) {
   std::vector<StragglerChange> out;
   const auto was = [&](auto&& match) {
     if (!before) return std::optional<bool>();
@@ -184,8 +184,7 @@ std::vector<StragglerChange> changes_between(const std::optional<StragglerScores
     });
     const bool before_flag = flagged.value_or(false);
     if (n.straggler != before_flag) {
-      out.push_back({n.straggler, true, -1, n.node, n.host, n.lateness_ms, std::nullopt,
-                     n.since ? now - *n.since : 0});
+      out.push_back({n.straggler, true, -1, n.node, n.host, n.lateness_ms, std::nullopt, n.since ? now - *n.since : 0});
       node_found = n.straggler;
     }
   }

@@ -45,7 +45,7 @@ struct StragglerRound {
   int round = 0;
   int node = 0;  // this node's group rank
   int nnodes = 1;
-  std::map<int, RankPlace> places;  // every rank of the round (its node and host)
+  std::map<int, RankPlace> places;   // every rank of the round (its node and host)
   std::vector<EntrySource> workers;  // this node's
 };
 
@@ -86,7 +86,7 @@ class StragglerWatch {
   bool stopping_ = false;
   std::thread scorer_, clock_;
   std::shared_ptr<rendezvous::Store> score_store_, clock_store_;  // under mutex_: stop() interrupts them
-  LatenessScorer scorer_state_;  // the score thread's
+  LatenessScorer scorer_state_;                                   // the score thread's
   // Per round: the entries published before (a node > 0 sends two intervals' worth), node 0's
   // measured clock offsets (best of the last eight by round trip), the last scores read.
   std::vector<EntryTime> previous_;
@@ -115,7 +115,7 @@ class StragglerExclusion {
 
 // Found and recovered between two of node 0's scores, for `node`'s ranks and itself (another
 // node's console lines). Pure.
-std::vector<StragglerChange> changes_between(const std::optional<StragglerScores>& before,
-                                             const StragglerScores& after, int node);
+std::vector<StragglerChange> changes_between(const std::optional<StragglerScores>& before, const StragglerScores& after,
+                                             int node);
 
 }  // namespace ddp::launcher

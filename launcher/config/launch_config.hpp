@@ -102,10 +102,10 @@ struct LaunchConfig {
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)
   // Straggler detection (docs/stragglers.md).
-  StragglerMode stragglers = StragglerMode::Warn;                            // --stragglers
-  std::chrono::milliseconds straggler_window{std::chrono::seconds(30)};     // --straggler_window
-  double straggler_min_ms = 20;                                              // --straggler_min_ms
-  double straggler_fraction = 0.1;                                           // --straggler_fraction
+  StragglerMode stragglers = StragglerMode::Warn;                              // --stragglers
+  std::chrono::milliseconds straggler_window{std::chrono::seconds(30)};        // --straggler_window
+  double straggler_min_ms = 20;                                                // --straggler_min_ms
+  double straggler_fraction = 0.1;                                             // --straggler_fraction
   std::chrono::milliseconds straggler_replace_after{std::chrono::minutes(5)};  // --straggler_replace_after
   // --preemption_grace: between forwarding a SIGTERM the launcher received (from Kubernetes or
   // Slurm) and SIGKILL; --shutdown_timeout is for failures, restarts and SIGINT/SIGHUP/SIGQUIT.

@@ -46,10 +46,10 @@ struct RankLateness {
   int rank = 0;
   int node = 0;
   std::string host;
-  double lateness_ms = 0;                // median over the window's collectives, vs the group's median
-  std::optional<double> step_fraction;   // lateness over the step time; nullopt: step unknown
+  double lateness_ms = 0;               // median over the window's collectives, vs the group's median
+  std::optional<double> step_fraction;  // lateness over the step time; nullopt: step unknown
   bool straggler = false;
-  std::optional<double> since;           // unix s: when its lateness began (flagged) or nullopt
+  std::optional<double> since;                     // unix s: when its lateness began (flagged) or nullopt
   std::vector<std::pair<double, double>> history;  // [unix s, lateness ms], the last 10 min
 };
 
@@ -64,7 +64,7 @@ struct NodeLateness {
 struct StragglerScores {
   StragglerMode mode = StragglerMode::Warn;
   double window_s = 0;
-  double scored_at = 0;  // unix s
+  double scored_at = 0;             // unix s
   std::vector<RankLateness> ranks;  // by rank
   std::vector<NodeLateness> nodes;  // by node
 };
@@ -80,9 +80,9 @@ StragglerScores node_view(const StragglerScores& scores, int node);
 
 // A straggler found or gone, as the console, the event log and the job's record say it.
 struct StragglerChange {
-  bool found = true;    // false: recovered
+  bool found = true;     // false: recovered
   bool is_node = false;  // a node (its ranks late together) rather than one rank
-  int rank = -1;        // when !is_node
+  int rank = -1;         // when !is_node
   int node = 0;
   std::string host;
   double lateness_ms = 0;

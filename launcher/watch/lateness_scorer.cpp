@@ -95,10 +95,10 @@ void LatenessScorer::step_flag(Flag& f, bool scored, bool late, double now, bool
 StragglerScores LatenessScorer::score(double now, const std::map<int, RankPlace>& places,
                                       std::vector<StragglerChange>& changes) {
   // Step 1.
-  const std::int64_t newest = window_.empty() ? 0
-                                              : std::max_element(window_.begin(), window_.end(), [](auto& a, auto& b) {
-                                                  return a.second.entered_ns < b.second.entered_ns;
-                                                })->second.entered_ns;
+  const std::int64_t newest =
+      window_.empty() ? 0 : std::max_element(window_.begin(), window_.end(), [](auto& a, auto& b) {
+                              return a.second.entered_ns < b.second.entered_ns;
+                            })->second.entered_ns;
   const std::int64_t oldest = newest - std::chrono::duration_cast<std::chrono::nanoseconds>(o_.window).count();
   std::erase_if(window_, [&](const auto& kv) { return kv.second.entered_ns < oldest; });
 

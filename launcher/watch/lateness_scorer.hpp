@@ -24,7 +24,6 @@
 // Pure apart from its memory of the window and of the flags. Not thread-safe.
 #pragma once
 
-
 #include <chrono>
 #include <map>
 #include <optional>
@@ -40,11 +39,11 @@ namespace ddp::launcher {
 struct LatenessOptions {
   StragglerMode mode = StragglerMode::Warn;
   std::chrono::milliseconds window{std::chrono::seconds(30)};  // --straggler_window
-  double min_ms = 20;           // --straggler_min_ms: the absolute threshold
-  double min_fraction = 0.1;    // --straggler_fraction: the relative one (of a step)
-  int persist = 2;              // scorings in a row (step 6)
-  int min_samples = 3;          // samples (steps) a rank needs in the window (step 4)
-  std::chrono::seconds history{600};  // how far RankLateness::history reaches
+  double min_ms = 20;                                          // --straggler_min_ms: the absolute threshold
+  double min_fraction = 0.1;                                   // --straggler_fraction: the relative one (of a step)
+  int persist = 2;                                             // scorings in a row (step 6)
+  int min_samples = 3;                                         // samples (steps) a rank needs in the window (step 4)
+  std::chrono::seconds history{600};                           // how far RankLateness::history reaches
 };
 
 // A collective every rank of its group entered (step 2): when (the ranks' median, unix s), its

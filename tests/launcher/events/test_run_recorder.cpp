@@ -239,7 +239,8 @@ TEST_CASE("stragglers found and recovered are event-log lines, the summary keeps
   CHECK(straggler_lines[0]["round"] == 2);
   CHECK(straggler_lines[0]["rank"] == 3);
   CHECK(straggler_lines[0]["kind"] == "rank");
-  CHECK(straggler_lines[0]["message"] == "rank 3 on node 1 (h1) enters collectives 48 ms late, 31% of a step, for 10 s");
+  CHECK(straggler_lines[0]["message"] ==
+        "rank 3 on node 1 (h1) enters collectives 48 ms late, 31% of a step, for 10 s");
   CHECK(straggler_lines[1]["event"] == "straggler_recovered");
   CHECK(straggler_lines[1]["for_s"] == 20.0);
 

@@ -56,7 +56,8 @@ std::vector<StragglerChange> run(LatenessScorer& scorer, int ranks, int per_node
 TEST_CASE("a rank late in every step is flagged after two scorings, with its lateness and step fraction") {
   LatenessScorer scorer({});
   StragglerScores last;
-  const auto changes = run(scorer, 4, 2, 400, [](int r, int) { return r == 3 ? 40.0 : 0.0; }, &last);
+  const auto changes = run(
+      scorer, 4, 2, 400, [](int r, int) { return r == 3 ? 40.0 : 0.0; }, &last);
   REQUIRE(changes.size() == 1);
   CHECK(changes[0].found);
   CHECK(changes[0].rank == 3);
@@ -90,7 +91,7 @@ TEST_CASE("one slow step, a rank slow once and jitter raise nothing") {
   const auto changes = run(
       scorer, 4, 2, 1200,
       [&](int r, int s) {
-        if (s == 350) return 5000.0;              // a checkpoint on every rank
+        if (s == 350) return 5000.0;                      // a checkpoint on every rank
         if (r == 2 && s >= 500 && s < 510) return 900.0;  // a garbage collection: ten steps slow once
         return jitter(random);
       },
@@ -111,7 +112,12 @@ TEST_CASE("lateness below the absolute or the relative threshold is not flagged"
 TEST_CASE("a node whose ranks are late together is flagged in one line") {
   LatenessScorer scorer({});
   StragglerScores last;
-  const auto changes = run(scorer, 4, 2, 400, [](int r, int) { return r >= 2 ? 60.0 : 0.0; /* 30 ms past the median of four */ }, &last);
+  const auto changes = run(
+      scorer, 4, 2, 400,
+      [](int r, int) {
+        return r >= 2 ? 60.0 : 0.0; /* 30 ms past the median of four */
+      },
+      &last);
   REQUIRE(changes.size() == 1);
   CHECK(changes[0].is_node);
   CHECK(changes[0].node == 1);
