@@ -15,7 +15,8 @@
 # (bench_allreduce.py, plot allreduce.png), launcher footprint (bench_footprint.py), log
 # forwarding (bench_logs.py), NUMA binding (bench_numa.py), rendezvous at scale (bench_rendezvous.py, plot
 # rendezvous_scaling.png), meeting in etcd against torchrun's etcd backend (bench_etcd.py), DDP step time (bench_ddp.py), workers under contention against torchrun's
-# (bench_contention.py: skipped with a note where scheduler autogroups do not apply) and the GPU
+# (bench_contention.py: skipped with a note where scheduler autogroups do not apply), straggler
+# detection's step-time cost and time to name a slow rank (bench_stragglers.py) and the GPU
 # section (bench_gpu.py: skipped with a note without a CUDA device).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ cmake --build "$BUILD" --target ddplaunch ddplaunch-store spawn_floor store_load
 # footprint sections, in the bench's own venv; without PyPI the sections say it was not run.
 BENCH_FT_LAUNCHER="$(dirname "$(scripts/bench-peers-venv.sh || echo /nonexistent/python)")/ft_launcher"
 export BENCH_FT_LAUNCHER
-sections="launcher python_hook recovery standby hang_peers restart_cost store rendezvous storm etcd allreduce ddp footprint logs numa contention gpu"
+sections="launcher python_hook recovery standby hang_peers restart_cost store rendezvous storm etcd allreduce ddp footprint logs numa contention stragglers gpu"
 out=bench/RESULTS.md
 if [[ -n ${BENCH_SECTIONS:-} ]]; then
   sections=$BENCH_SECTIONS

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -39,10 +40,32 @@ struct alignas(kLine) Slot {
   std::atomic<std::int32_t> pid;
 };
 static_assert(sizeof(Header) <= kLine && sizeof(Slot) == kLine);
+
+// One collective entered, in a slot's ring of the last kEntryRing (after every slot). `seq` is
+// stored last (release) and zeroed first: a reader that finds it the same before and after
+// reading the rest read a whole entry.
+struct RingEntry {
+  std::atomic<std::uint64_t> seq;
+  std::atomic<std::int64_t> entered_ns;
+  std::atomic<std::uint64_t> bytes;
+  std::atomic<std::uint64_t> kind;
+};
+static_assert(sizeof(RingEntry) == 32);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared-memory atomics must be lock-free");
 
-std::size_t table_bytes(int slots) {
+// The header and slots, as the first layout had them (a writer of that time checks only these).
+std::size_t slots_bytes(int slots) {
   return kLine * (1 + static_cast<std::size_t>(slots));
+}
+
+// With the rings after them.
+std::size_t table_bytes(int slots) {
+  return slots_bytes(slots) + static_cast<std::size_t>(slots) * kEntryRing * sizeof(RingEntry);
+}
+
+RingEntry* ring_at(void* base, int slots, int slot) {
+  char* rings = static_cast<char*>(base) + kLine * (1 + static_cast<std::size_t>(slots));
+  return reinterpret_cast<RingEntry*>(rings) + static_cast<std::size_t>(slot) * kEntryRing;
 }
 
 Slot* slot_at(void* base, int slot) {
@@ -141,7 +164,27 @@ void ProgressTable::reset() {
       s.kind.store(0, std::memory_order_relaxed);
       s.pid.store(0, std::memory_order_relaxed);
     });
+    RingEntry* ring = ring_at(base_, slots_, i);
+    for (std::size_t e = 0; e < kEntryRing; ++e) ring[e].seq.store(0, std::memory_order_release);
   }
+}
+
+std::vector<CollectiveEntry> ProgressTable::entries(int slot, std::uint64_t after) const {
+  std::vector<CollectiveEntry> out;
+  const RingEntry* ring = ring_at(base_, slots_, slot);
+  for (std::size_t i = 0; i < kEntryRing; ++i) {
+    const RingEntry& e = ring[i];
+    const std::uint64_t seq = e.seq.load(std::memory_order_acquire);
+    if (seq == 0 || seq <= after) continue;
+    CollectiveEntry c{seq, e.entered_ns.load(std::memory_order_relaxed),
+                      static_cast<CollectiveKind>(e.kind.load(std::memory_order_relaxed)),
+                      e.bytes.load(std::memory_order_relaxed)};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    // Overwritten meanwhile (the writer went round the ring): skipped, it was the oldest.
+    if (e.seq.load(std::memory_order_relaxed) == seq) out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+  return out;
 }
 
 CollectiveProgress ProgressTable::read(int slot) const {
@@ -188,17 +231,19 @@ std::optional<ProgressWriter> ProgressWriter::from_env(const EnvLookup& env) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw bad("names no open descriptor");
   const std::size_t length = static_cast<std::size_t>(st.st_size);
-  if (!S_ISREG(st.st_mode) || length < table_bytes(1)) throw bad("is not a progress table");
+  if (!S_ISREG(st.st_mode) || length < slots_bytes(1)) throw bad("is not a progress table");
   void* map = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) throw bad("cannot be mapped (" + errno_text("mmap") + ")");
   const auto* header = static_cast<const Header*>(map);
   const std::uint32_t slots = header->slots.load(std::memory_order_acquire);
-  if (std::memcmp(header->magic, kMagic, sizeof kMagic) != 0 || table_bytes(static_cast<int>(slots)) > length ||
+  if (std::memcmp(header->magic, kMagic, sizeof kMagic) != 0 || slots_bytes(static_cast<int>(slots)) > length ||
       slot < 0 || static_cast<std::uint32_t>(slot) >= slots) {
     ::munmap(map, length);
     throw bad(fmt::format("is not a progress table with a slot {}", slot));
   }
-  ProgressWriter writer(map, length, slot_at(map, slot));
+  // A table made by a launcher without rings (an older one) gets no ring entries.
+  void* ring = table_bytes(static_cast<int>(slots)) <= length ? ring_at(map, static_cast<int>(slots), slot) : nullptr;
+  ProgressWriter writer(map, length, slot_at(map, slot), ring);
   // Kept open for a later init() in this process, but a child of the worker inherits nothing.
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   // A second group in this process (destroy(); init()) goes on counting where the first stopped.
@@ -208,12 +253,14 @@ std::optional<ProgressWriter> ProgressWriter::from_env(const EnvLookup& env) {
   return writer;
 }
 
-ProgressWriter::ProgressWriter(void* map, std::size_t length, void* slot) : map_(map), length_(length), slot_(slot) {}
+ProgressWriter::ProgressWriter(void* map, std::size_t length, void* slot, void* ring)
+    : map_(map), length_(length), slot_(slot), ring_(ring) {}
 
 ProgressWriter::ProgressWriter(ProgressWriter&& other) noexcept
     : map_(std::exchange(other.map_, nullptr)),
       length_(other.length_),
       slot_(std::exchange(other.slot_, nullptr)),
+      ring_(std::exchange(other.ring_, nullptr)),
       sequence_(other.sequence_) {}
 
 ProgressWriter& ProgressWriter::operator=(ProgressWriter&& other) noexcept {
@@ -222,6 +269,7 @@ ProgressWriter& ProgressWriter::operator=(ProgressWriter&& other) noexcept {
     map_ = std::exchange(other.map_, nullptr);
     length_ = other.length_;
     slot_ = std::exchange(other.slot_, nullptr);
+    ring_ = std::exchange(other.ring_, nullptr);
     sequence_ = other.sequence_;
   }
   return *this;
@@ -240,6 +288,14 @@ void ProgressWriter::enter(CollectiveKind kind, std::uint64_t bytes) {
     s.bytes.store(bytes, std::memory_order_relaxed);
     s.entered_ns.store(now, std::memory_order_relaxed);
   });
+  if (!ring_) return;
+  RingEntry& e = static_cast<RingEntry*>(ring_)[n % kEntryRing];
+  e.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.entered_ns.store(now, std::memory_order_relaxed);
+  e.bytes.store(bytes, std::memory_order_relaxed);
+  e.kind.store(static_cast<std::uint64_t>(kind), std::memory_order_relaxed);
+  e.seq.store(n, std::memory_order_release);
 }
 
 void ProgressWriter::leave() {

@@ -7,8 +7,12 @@
 // two reads of the vDSO clock per collective.
 //
 // Layout (64-byte header "ddplaunch-progress v1" + slot count, then 64-byte slots, one cache line
-// each). Each slot is a seqlock: one writer (the worker's communicator, which serialises its
-// collectives), any number of readers that retry while a write is under way.
+// each, then each slot's ring of its last kEntryRing collectives entered, 32 bytes each: number,
+// entry time, kind, size, for straggler detection, docs/stragglers.md). Each slot is a seqlock:
+// one writer (the worker's communicator, which serialises its collectives), any number of
+// readers that retry while a write is under way; a ring entry's number is stored last and
+// checked again after its fields are read. The rings came later, after the slots, so a writer
+// and a table of either age work together (without ring entries).
 //
 // Thread-safety: a ProgressWriter is used by one thread at a time (the communicator's); reading
 // is safe from any thread and process at any time.
@@ -18,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ddplaunch/common/env_lookup.hpp"
 #include "ddplaunch/common/error.hpp"
@@ -41,6 +46,16 @@ struct CollectiveProgress {
   bool inside() const { return entered > completed; }
 };
 
+// One collective a worker entered, from its slot's ring.
+struct CollectiveEntry {
+  std::uint64_t seq = 0;
+  std::int64_t entered_ns = 0;
+  CollectiveKind kind = CollectiveKind::None;
+  std::uint64_t bytes = 0;
+};
+// How many of a worker's last collectives its ring keeps: at 100 collectives a second, 10 s.
+inline constexpr std::size_t kEntryRing = 1024;
+
 // The launcher's side. Move-only; unmaps and closes on destruction.
 class ProgressTable {
  public:
@@ -59,6 +74,9 @@ class ProgressTable {
   // mid-write: spins, then naps up to ~20 ms for a descheduled writer; a writer stopped mid-write
   // (SIGSTOP) gets its last copy given, which may be torn.
   CollectiveProgress read(int slot) const;
+  // The collectives slot `slot` (< slots()) entered after number `after` that its ring still
+  // holds, oldest first. Never throws (but std::bad_alloc); never blocks.
+  std::vector<CollectiveEntry> entries(int slot, std::uint64_t after) const;
 
  private:
   ProgressTable(int fd, void* base, int slots);
@@ -84,10 +102,11 @@ class ProgressWriter {
   void leave();
 
  private:
-  ProgressWriter(void* map, std::size_t length, void* slot);
+  ProgressWriter(void* map, std::size_t length, void* slot, void* ring);
   void* map_ = nullptr;
   std::size_t length_ = 0;
   void* slot_ = nullptr;
+  void* ring_ = nullptr;
   std::uint64_t sequence_ = 0;
 };
 

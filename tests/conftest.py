@@ -8,6 +8,7 @@ given fails rather than skips):
   --store PATH            ddplaunch-store
   --train PATH            examples/train
   --ddp-step-worker PATH  tests/runtime/ddp_step_worker
+  --straggler-worker PATH tests/launcher/straggler_worker (writes the progress table as the runtime does)
 
 Fixtures:
   ddplaunch, store_binary, train, ddp_step_worker   absolute paths of those binaries
@@ -33,6 +34,7 @@ BINARIES = {
     "store": "ddplaunch-store",
     "train": "the example trainer (examples/train)",
     "ddp-step-worker": "tests/runtime/ddp_step_worker",
+    "straggler-worker": "tests/launcher/straggler_worker",
 }
 
 
@@ -83,6 +85,11 @@ def train(pytestconfig) -> str:
 @pytest.fixture(scope="session")
 def ddp_step_worker(pytestconfig) -> str:
     return _binary(pytestconfig, "ddp-step-worker")
+
+
+@pytest.fixture(scope="session")
+def straggler_worker(pytestconfig) -> str:
+    return _binary(pytestconfig, "straggler-worker")
 
 
 @pytest.fixture

@@ -109,6 +109,7 @@ bool Agent::prepare() {
     }
     watch_ = std::make_unique<WorkerWatch>(io_, std::move(wo), [this](const HangReport& r) { on_hang(r); });
     status_board_.identify(status_identity(c_, eff_.host), {&watch_->progress_table(), watch_->flight_recorders()});
+    prepare_stragglers();
     // With --status_port now, so a port in use fails before the rendezvous; else with the
     // registration, after the workers start (register_once): off the path to their exec.
     if (deps_.preflight && c_.status_port >= 0) {
@@ -140,6 +141,7 @@ bool Agent::prepare() {
     deps_.health = [health = std::make_shared<NodeHealth>(c_, eff_, std::move(ho))](
                        int round, const CancelEvent& cancel) { return health->check(round, &cancel); };
   }
+  deps_.health = straggler_gate(std::move(deps_.health));
   joiner_ = std::make_unique<RoundJoiner>(io_, *backend_, c_, eff_, held_gate(deps_.health));
   progress_.emplace(c_.progress_file.empty() ? std::nullopt : std::optional(read_progress_file(c_.progress_file)));
   return true;
@@ -204,6 +206,7 @@ void Agent::on_joined(const JoinedRound& joined) {
       round_workers_[pids[i]] = {specs[i].rank, specs[i].local_rank};
     }
     watch_->started(view_.round, view_.group_rank, view_.nnodes(), std::move(workers));
+    watch_stragglers(specs, pids);
     register_once();  // after the workers start
   } catch (const UsageError& e) {
     log::error("{}", e.what());
@@ -261,6 +264,7 @@ void Agent::stop_round(Outcome cause, bool restartable, bool publish_it) {
   if (!status_.stoppable()) return check_round_end();
   if (publish_it) publish(cause);
   watch_->stopping(!status_.interrupted_by() && cause.code != kExitOk);
+  stop_stragglers();
   signal_sent_ = status_.interrupted_by() ? status_.interrupted_by() : SIGTERM;
   events_.emit(RoundStopping{view_, cause, signal_sent_});
   status_.stop(std::move(cause), restartable);
@@ -330,6 +334,7 @@ void Agent::end_round() {
   exit_barrier_timer_.cancel();
   const std::optional<long long> collectives = watch_->collectives_completed();  // ended() empties the table
   watch_->ended();
+  stop_stragglers();  // a round that succeeded was not stopped
   // Wake our own watcher if no node published an outcome, then stop the monitor. (Quietly: the
   // store's host may have ended its part of the job already, and then there is nothing to wake.)
   // The value is why this node stopped, never a bare "stopped": node 0, when the others lost it
@@ -382,6 +387,7 @@ int Agent::run() {
   // The same for the page's threads; another node publishes its last status for node 0's page.
   if (status_exchange_) status_exchange_->stop();
   page_stacks_.reset();
+  stragglers_.reset();     // reads the progress table
   if (!procs_ && !exit_code_) exit_code_ = kExitFailure;
   watch_.reset();  // the timer pipe goes before the run's directory may
   if (procs_ && procs_->running() > 0) procs_->signal(SIGKILL);

@@ -45,6 +45,7 @@
 #include "launcher/agent/progress_tracker.hpp"
 #include "launcher/agent/round_status.hpp"
 #include "common/exit_codes.hpp"
+#include "launcher/agent/straggler_watch.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/events/round_events.hpp"
 #include "launcher/events/run_recorder.hpp"
@@ -134,6 +135,16 @@ class Agent {
   // (`was_standby`; agent_standby.cpp).
   bool stands_by(bool was_standby);
   void start_monitor();
+  // agent_stragglers.cpp: makes the watch (prepare), starts it with the round's workers, stops it
+  // with the round (without waiting for its threads), and shows its scores.
+  void prepare_stragglers();
+  void watch_stragglers(const std::vector<WorkerSpec>& specs, const std::vector<int>& pids);
+  void stop_stragglers();
+  void on_stragglers(const StragglerScores& scores, const std::vector<StragglerChange>& changes);
+  // --stragglers=exclude|replace: this node, flagged, excludes itself from the next round (the
+  // gate's answer), and with replace stops the round after --straggler_replace_after.
+  void act_on_stragglers(const StragglerScores& scores);
+  HealthGate straggler_gate(HealthGate inner);
   // Records the job in this machine's registry (--dump_stacks, --status find it), once: in the
   // first round this node takes part in, with workers or standing by; starts the status server
   // first when prepare() did not (no --status_port).
@@ -227,6 +238,11 @@ class Agent {
   std::unique_ptr<RunRecorder> recorder_;  // --event_log, --summary_json (made by prepare())
   int signal_sent_ = 0;                    // what stop_round sent the workers last
   std::unique_ptr<WorkerWatch> watch_;     // timers, hangs, stacks (made by prepare())
+  std::unique_ptr<StragglerWatch> stragglers_;  // straggler detection (none with --stragglers=off)
+  // Why this node leaves the next round (exclude, replace): set on the loop, taken by the health
+  // gate on the join thread.
+  std::shared_ptr<StragglerExclusion> straggler_excluded_ = std::make_shared<StragglerExclusion>();
+  bool straggler_host_noted_ = false;
   RoundStatus status_;                     // the round's state, its root cause and a stopping signal received
   std::unique_ptr<ProcessContext> procs_;
   std::vector<std::unique_ptr<ProcessContext>> retired_;  // not settled yet, or the last round's

@@ -199,6 +199,27 @@ void declare_worker_options(FlagApp& app, CommandLineValues& v, PetDefaults& pet
               "entered it (PyTorch's Flight Recorder, or the ddplaunch runtime) with stacks; for workers with "
               "neither, report a suspected hang when they use almost no CPU this long (default 0: off; 300 "
               "suits most training)");
+  app.add_option("--stragglers", v.stragglers,
+                 "straggler detection: each rank's entry into collectives against the others' (Flight Recorder, or the "
+                 "ddplaunch runtime), a line when one is late for long; warn (default), off, exclude (leave a slow "
+                 "node out at the next restart) or replace (restart with a spare in its place after "
+                 "--straggler_replace_after) (docs/stragglers.md)")
+      ->check(CLI::IsMember({"off", "warn", "exclude", "replace"}).description(""))
+      ->type_name("off|warn|exclude|replace");
+  add_seconds(app, "--straggler_window,--straggler-window", v.straggler_window,
+              "the sliding window a rank's lateness is the median over; scored every third of it (default 30)");
+  app.add_option("--straggler_min_ms,--straggler-min-ms", c.straggler_min_ms,
+                 "the absolute threshold: a rank this many ms late or less is never a straggler (default 20)")
+      ->check(CLI::NonNegativeNumber.description(""))
+      ->type_name("MS");
+  app.add_option("--straggler_fraction,--straggler-fraction", c.straggler_fraction,
+                 "the relative threshold: a rank late by less than this fraction of a step is never a straggler "
+                 "(default 0.1)")
+      ->check(CLI::NonNegativeNumber.description(""))
+      ->type_name("FRACTION");
+  add_seconds(app, "--straggler_replace_after,--straggler-replace-after", v.straggler_replace_after,
+              "with --stragglers=replace: how long a node is a straggler before its round restarts with a spare in "
+              "its place (default 300)");
   app.add_flag_callback(
       "--no_worker_server,--no-worker-server", [&c] { c.worker_server = false; },
       "start no PyTorch worker server in Python workers (no PYTHONPATH hook, no control socket): hangs and "

@@ -48,6 +48,9 @@ struct CommandLineValues {
   std::string exit_barrier_timeout;  // "": TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300 (torchrun_env.hpp)
   // "": not given alone (--failure_budget may set it), else the default in the comment.
   std::string hang_timeout;  // 0: off
+  std::string stragglers = "warn";  // checked by the flag (off, warn, exclude, replace)
+  std::string straggler_window = "30";
+  std::string straggler_replace_after = "300";
   std::string preemption_grace;  // "": the longer of 30 s and --shutdown_timeout
   std::string unkillable_timeout;  // 30
   std::string failure_budget;      // "": none

@@ -87,6 +87,9 @@ void apply_durations(const CommandLineValues& v, const EnvLookup& env, LaunchCon
                            : shutdown_timeout_from(v.shutdown_timeout, env);
   c.hang_timeout = given_or(v.hang_timeout, budget, b.hang_timeout, seconds(0));
   c.exit_barrier_timeout = exit_barrier_timeout_from(v.exit_barrier_timeout, env);
+  c.stragglers = straggler_mode_from(v.stragglers).value_or(StragglerMode::Warn);
+  c.straggler_window = checked_seconds(v.straggler_window);
+  c.straggler_replace_after = checked_seconds(v.straggler_replace_after);
   // Unset: torchrun's one grace (30 s) or a longer --shutdown_timeout, as a torchrun user expects.
   c.preemption_grace = v.preemption_grace.empty()
                            ? std::max<std::chrono::milliseconds>(std::chrono::seconds(30), c.shutdown_timeout)

@@ -125,6 +125,20 @@ void check_restarts_and_durations(const LaunchConfig& c) {
     throw UsageError(fmt::format("--preemption_grace={} is negative; use 0 or more (default 30)",
                                  format_seconds(c.preemption_grace)));
   }
+  if (c.straggler_window < std::chrono::seconds(1)) {
+    throw UsageError(
+        fmt::format("--straggler_window={} is too short to take a median over; use at least 1 s "
+                    "(default 30)",
+                    format_seconds(c.straggler_window)));
+  }
+  if ((c.stragglers == StragglerMode::Exclude || c.stragglers == StragglerMode::Replace) &&
+      c.min_nodes == c.max_nodes) {
+    throw UsageError(
+        fmt::format("--stragglers={} leaves a slow node out of the next round, which needs an elastic "
+                    "job with a node to spare: give --nnodes=MIN:MAX with MIN < MAX (and --max_restarts "
+                    "of at least 1), or use --stragglers=warn",
+                    to_string(c.stragglers)));
+  }
   if (c.hang_timeout.count() < 0) {
     throw UsageError(fmt::format("--hang_timeout={} is negative; use 0 (off) or a number of seconds such as 300",
                                  format_seconds(c.hang_timeout)));

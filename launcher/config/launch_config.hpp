@@ -14,6 +14,7 @@
 #include "launcher/config/backend_rules.hpp"
 #include "launcher/config/fleet_options.hpp"
 #include "launcher/config/replica_groups.hpp"
+#include "launcher/config/straggler_mode.hpp"
 
 namespace ddp::launcher {
 
@@ -112,6 +113,12 @@ struct LaunchConfig {
   // stays, since their store is in it (agent.hpp, step 4).
   std::chrono::milliseconds exit_barrier_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds hang_timeout{0};  // --hang_timeout: 0 = off (hang_watch.hpp)
+  // Straggler detection (docs/stragglers.md).
+  StragglerMode stragglers = StragglerMode::Warn;                              // --stragglers
+  std::chrono::milliseconds straggler_window{std::chrono::seconds(30)};        // --straggler_window
+  double straggler_min_ms = 20;                                                // --straggler_min_ms
+  double straggler_fraction = 0.1;                                             // --straggler_fraction
+  std::chrono::milliseconds straggler_replace_after{std::chrono::minutes(5)};  // --straggler_replace_after
   // --preemption_grace: between forwarding a SIGTERM the launcher received (from Kubernetes or
   // Slurm) and SIGKILL; --shutdown_timeout is for failures, restarts and SIGINT/SIGHUP/SIGQUIT.
   // Unset on the command line: the longer of 30 s and --shutdown_timeout.

@@ -9,6 +9,8 @@
 //   WorkersStarted  this node's workers started (not on a standby node)
 //   WorkerExited    one of them exited
 //   HangFound       --hang_timeout found a collective hang, or suspects one
+//   StragglersScored  straggler detection scored the ranks (every third of --straggler_window;
+//                   rdzv/stragglers.hpp), with the stragglers found or recovered since the last
 //   RoundStopping   the round stops: the cause (its code, origin node, record) and the signal sent
 //   RoundFailed     the round failed; its record, as the restart history keeps it
 //   JobRestarting   the next round is a restart
@@ -27,6 +29,7 @@
 #include "launcher/rdzv/outcome.hpp"
 #include "launcher/rdzv/rank_map.hpp"
 #include "launcher/rdzv/root_cause.hpp"
+#include "launcher/rdzv/stragglers.hpp"
 #include "launcher/report/restart_history.hpp"
 #include "launcher/report/round_report.hpp"
 #include "launcher/workers/worker_spec.hpp"
@@ -70,6 +73,11 @@ struct HangFound {
   const std::string& text;         // the report
   const std::string& stacks_file;  // where the whole report and the stacks are ("" when none)
 };
+struct StragglersScored {
+  const RoundView& view;
+  const StragglerScores& scores;  // this node's view: on node 0 every rank, on another its own
+  const std::vector<StragglerChange>& changes;
+};
 struct RoundStopping {
   const RoundView& view;
   const Outcome& cause;  // the first reason to stop (its record: cause.root_cause)
@@ -92,8 +100,8 @@ struct JobEnded {
   const std::string& root_text;          // the words printed about it ("" with none)
 };
 
-using RoundEvent = std::variant<RoundJoining, RoundJoined, WorkersStarted, WorkerExited, HangFound, RoundStopping,
-                                RoundFailed, JobRestarting, JobEnded>;
+using RoundEvent = std::variant<RoundJoining, RoundJoined, WorkersStarted, WorkerExited, HangFound, StragglersScored,
+                                RoundStopping, RoundFailed, JobRestarting, JobEnded>;
 
 class RoundListener {
  public:

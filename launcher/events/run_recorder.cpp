@@ -92,6 +92,21 @@ bool write_all(int fd, const std::string& text) {
   return true;
 }
 
+// One straggler found or recovered, as the event log says it.
+json straggler_line(const StragglerChange& c, int round) {
+  json j = event_line(c.found ? "straggler" : "straggler_recovered");
+  j.update({{"round", round},
+            {"kind", c.is_node ? "node" : "rank"},
+            {"rank", c.is_node ? json(nullptr) : json(c.rank)},
+            {"node", c.node},
+            {"host", c.host},
+            {"lateness_ms", c.lateness_ms},
+            {"step_fraction", c.step_fraction ? json(*c.step_fraction) : json(nullptr)},
+            {"for_s", c.for_s},
+            {"message", describe(c)}});
+  return j;
+}
+
 json node_or_null(int node) {
   return node < 0 ? json(nullptr) : json(node);
 }
@@ -165,6 +180,7 @@ void RunRecorder::on_event(const RoundEvent& event) {
       [this](const auto& e) {
         using E = std::decay_t<decltype(e)>;
         // Without --event_log no line is made: only what the summary keeps is noted (below).
+        if constexpr (std::is_same_v<E, StragglersScored>) note_slowest(e.scores);
         if constexpr (!std::is_same_v<E, RoundJoined> && !std::is_same_v<E, RoundFailed> &&
                       !std::is_same_v<E, JobEnded>) {
           if (fd_ < 0) return;
@@ -204,6 +220,8 @@ void RunRecorder::on_event(const RoundEvent& event) {
                     {"reason", summary_first_line(e.cause.summary)},
                     {"signal", signal_name(e.signal_sent)}});
           append(j);
+        } else if constexpr (std::is_same_v<E, StragglersScored>) {
+          for (const StragglerChange& c : e.changes) append(straggler_line(c, e.view.round));
         } else if constexpr (std::is_same_v<E, HangFound>) {
           json j = event_line(e.collective ? "hang" : "hang_suspected");
           j.update({{"round", e.view.round}, {"stacks_file", optional_text(e.stacks_file)}});
@@ -228,6 +246,45 @@ void RunRecorder::on_event(const RoundEvent& event) {
       event);
 }
 
+void RunRecorder::note_slowest(const StragglerScores& scores) {
+  mode_ = to_string(scores.mode);
+  for (const RankLateness& r : scores.ranks) {
+    if (r.history.empty() || r.history.back().first != scores.scored_at) continue;  // not scored this time
+    const auto [it, fresh] = slowest_ranks_.emplace(r.rank, r);
+    if (fresh || r.lateness_ms > it->second.lateness_ms) it->second = r;
+    it->second.straggler = it->second.straggler || r.straggler;
+  }
+  for (const NodeLateness& n : scores.nodes) {
+    const auto [it, fresh] = slowest_nodes_.emplace(n.node, n);
+    if (fresh || n.lateness_ms > it->second.lateness_ms) it->second = n;
+  }
+}
+
+json RunRecorder::slowest_json() const {
+  if (mode_.empty()) return nullptr;  // never scored (off, or too short a run)
+  constexpr std::size_t kSlowest = 5;
+  std::vector<const RankLateness*> ranks;
+  for (const auto& [rank, r] : slowest_ranks_) ranks.push_back(&r);
+  std::sort(ranks.begin(), ranks.end(), [](auto* a, auto* b) { return a->lateness_ms > b->lateness_ms; });
+  std::vector<const NodeLateness*> nodes;
+  for (const auto& [node, n] : slowest_nodes_) nodes.push_back(&n);
+  std::sort(nodes.begin(), nodes.end(), [](auto* a, auto* b) { return a->lateness_ms > b->lateness_ms; });
+  json r = json::array();
+  for (std::size_t i = 0; i < ranks.size() && i < kSlowest; ++i) {
+    r.push_back({{"rank", ranks[i]->rank},
+                 {"node", ranks[i]->node},
+                 {"host", ranks[i]->host},
+                 {"lateness_ms", ranks[i]->lateness_ms},
+                 {"step_fraction", ranks[i]->step_fraction ? json(*ranks[i]->step_fraction) : json(nullptr)},
+                 {"straggler", ranks[i]->straggler}});
+  }
+  json n = json::array();
+  for (std::size_t i = 0; i < nodes.size() && i < kSlowest; ++i) {
+    n.push_back({{"node", nodes[i]->node}, {"host", nodes[i]->host}, {"lateness_ms", nodes[i]->lateness_ms}});
+  }
+  return {{"mode", mode_}, {"slowest_ranks", r}, {"slowest_nodes", n}};
+}
+
 void RunRecorder::write_summary(const JobEnded& end) {
   if (o_.summary_json.empty()) return;
   std::vector<const RankOutcome*> by_rank;
@@ -247,7 +304,8 @@ void RunRecorder::write_summary(const JobEnded& end) {
                      {"root_cause", root},
                      {"ranks", ranks},
                      {"rounds", rounds},
-                     {"standby", standby_}};  // the last round's: a standby node has no ranks
+                     {"standby", standby_},  // the last round's: a standby node has no ranks
+                     {"stragglers", slowest_json()}};
   const std::string text = summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   for (const std::string& path : o_.summary_json) {
     // Checked at the start, but opened as every kept file is (file_flag.hpp): a FIFO put there

@@ -7,12 +7,16 @@
 //   --summary_json FILE, and summary.json in the run's log directory with --log_dir: written once
 //                      when the job ends, with every local rank's outcome in the last round, the
 //                      root cause (from its record: the same fields whichever node it happened
-//                      on), and every failed round ("rounds": restart_history.hpp).
+//                      on), every failed round ("rounds": restart_history.hpp), and the run's
+//                      slowest ranks and nodes ("stragglers", docs/stragglers.md).
+// Straggler detection's found and recovered go to the event log as "straggler" and
+// "straggler_recovered" lines.
 // A write that fails (full disk, read-only) is reported once on the console and never changes
 // the job's exit code. Not thread-safe: the agent's event loop only.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -59,6 +63,9 @@ class RunRecorder : public RoundListener {
  private:
   void append(const nlohmann::json& line);
   void write_summary(const JobEnded& end);
+  // The run's slowest ranks and nodes: each one's highest lateness in any scoring.
+  void note_slowest(const StragglerScores& scores);
+  nlohmann::json slowest_json() const;
 
   RunRecorderOptions o_;
   std::vector<std::pair<FailedRound, RoundTimes>> failed_rounds_;
@@ -66,6 +73,9 @@ class RunRecorder : public RoundListener {
   bool standby_ = false;                          // in the last round joined
   int fd_ = -1;
   bool warned_ = false;
+  std::string mode_;  // --stragglers, once scored ("": never)
+  std::map<int, RankLateness> slowest_ranks_;
+  std::map<int, NodeLateness> slowest_nodes_;
 };
 
 // The JSON of a root cause (the summary's "root_cause"): the same members for every kind and

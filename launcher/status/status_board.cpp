@@ -53,9 +53,16 @@ void StatusBoard::on_event(const RoundEvent& event) {
           failed(e.failed);
         } else if constexpr (std::is_same_v<E, JobEnded>) {
           ended(e.exit_code);
+        } else if constexpr (std::is_same_v<E, StragglersScored>) {
+          stragglers(e.scores);
         }
       },
       event);
+}
+
+void StatusBoard::stragglers(const StragglerScores& scores) {
+  std::lock_guard lock(mutex_);
+  s_.stragglers = scores;
 }
 
 void StatusBoard::joined(int round, const RankMap& ranks, int group_rank, int restarts) {

@@ -101,6 +101,7 @@ struct StatusSnapshot {
   std::optional<int> ended;                    // the job ended on this node: its exit code
   std::vector<CollectiveProgress> progress;    // by slot, read at snapshot time (empty: no table)
   std::map<int, FrProgress> flight_recorders;  // by rank, as the last polls saw them
+  std::optional<StragglerScores> stragglers;   // the last scores (none yet: detection off, or not scored)
   std::int64_t now_ns = 0;                     // when the snapshot was taken
 };
 
@@ -131,6 +132,8 @@ class StatusBoard : public RoundListener {
   void failed(const FailedRound& round);
   // The job ended on this node with `exit_code`.
   void ended(int exit_code);
+  // Straggler detection's last scores (kept across rounds until the next scores).
+  void stragglers(const StragglerScores& scores);
 
   StatusSnapshot snapshot() const;
 

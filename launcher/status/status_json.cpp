@@ -130,6 +130,7 @@ std::string status_json(const StatusSnapshot& s) {
       {"hang", hang},
       {"stopping", stop},
       {"ended", s.ended ? json{{"exit_code", *s.ended}} : json(nullptr)},
+      {"stragglers", s.stragglers ? json::parse(straggler_json(*s.stragglers)) : json(nullptr)},
   };
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }

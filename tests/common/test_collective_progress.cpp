@@ -123,3 +123,29 @@ TEST_CASE("no variable means no progress, a bad one is refused with the fix", "[
   CHECK(message_of(ddp::progress_variable_value(table.fd(), 2)).find("is not a progress table with a slot 2") !=
         std::string::npos);
 }
+
+TEST_CASE("each collective entered is kept in the slot's ring, the last kEntryRing of them", "[progress]") {
+  ProgressTable table = ProgressTable::create(2);
+  auto writer = ProgressWriter::from_env(slot_env(table, 1));
+  REQUIRE(writer);
+  const std::int64_t before = ddp::realtime_ns();
+  const std::size_t total = ddp::kEntryRing + 10;
+  for (std::size_t i = 0; i < total; ++i) {
+    writer->enter(i % 2 ? CollectiveKind::Broadcast : CollectiveKind::Allreduce, 8 * i);
+    writer->leave();
+  }
+  const auto all = table.entries(1, 0);
+  REQUIRE(all.size() == ddp::kEntryRing);
+  CHECK(all.front().seq == 11);  // the first ten were overwritten
+  CHECK(all.back().seq == total);
+  CHECK(all.back().bytes == 8 * (total - 1));
+  CHECK(all.back().kind == CollectiveKind::Broadcast);
+  CHECK(all.front().entered_ns >= before);
+  CHECK(all.back().entered_ns >= all.front().entered_ns);
+  const auto newer = table.entries(1, total - 3);
+  REQUIRE(newer.size() == 3);
+  CHECK(newer.front().seq == total - 2);
+  CHECK(table.entries(0, 0).empty());
+  table.reset();
+  CHECK(table.entries(1, 0).empty());
+}

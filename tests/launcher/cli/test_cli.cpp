@@ -115,6 +115,23 @@ TEST_CASE("both spellings of each flag are accepted", "[cli]") {
 // PET_* defaults. The variables are set both in the fake lookup and in the process environment
 // (restored afterwards), so this holds whichever of the two the parser reads; see the report on
 // CLI11's envname bypassing the EnvLookup.
+TEST_CASE("straggler detection is on by default, its flags set the mode, window and thresholds", "[cli]") {
+  using ddp::launcher::StragglerMode;
+  const auto d = parse({"prog"});
+  CHECK(d.stragglers == StragglerMode::Warn);
+  CHECK(d.straggler_window == std::chrono::seconds(30));
+  CHECK(d.straggler_min_ms == 20);
+  CHECK(d.straggler_fraction == Approx(0.1));
+  const auto c = parse({"--stragglers=replace", "--nnodes=2:3", "--straggler_window=12", "--straggler-min-ms=5",
+                        "--straggler_fraction=0.25", "--straggler_replace_after=60", "prog"});
+  CHECK(c.stragglers == StragglerMode::Replace);
+  CHECK(c.straggler_window == std::chrono::seconds(12));
+  CHECK(c.straggler_min_ms == 5);
+  CHECK(c.straggler_fraction == Approx(0.25));
+  CHECK(c.straggler_replace_after == std::chrono::seconds(60));
+  CHECK(parse({"--stragglers", "off", "prog"}).stragglers == StragglerMode::Off);
+}
+
 TEST_CASE("a run without --log_dir makes its directory under $TMPDIR, else /tmp", "[cli]") {
   CHECK(parse({"prog"}, FakeEnv{}).temp_dir == "/tmp");
   CHECK(parse({"prog"}, FakeEnv{{"TMPDIR", "/scratch/tmp"}}).temp_dir == "/scratch/tmp");

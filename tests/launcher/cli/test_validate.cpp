@@ -92,6 +92,14 @@ TEST_CASE("each broken rule is a UsageError naming the value", "[validate]") {
   };
   const std::vector<Bad> cases{
       {[](LaunchConfig& c) { c.program.clear(); }, {"no program"}},
+      {[](LaunchConfig& c) { c.straggler_window = 500ms; }, {"--straggler_window=0.5 s", "at least 1 s"}},
+      {[](LaunchConfig& c) { c.stragglers = ddp::launcher::StragglerMode::Exclude; },
+       {"--stragglers=exclude", "--nnodes=MIN:MAX", "--stragglers=warn"}},
+      {[](LaunchConfig& c) {
+         c.stragglers = ddp::launcher::StragglerMode::Replace;
+         c.min_nodes = c.max_nodes = 3;
+       },
+       {"--stragglers=replace", "a node to spare"}},
       {[](LaunchConfig& c) { c.no_python = c.module = true; }, {"--no_python", "--module"}},
       {[](LaunchConfig& c) { c.min_nodes = c.max_nodes = 0; }, {"--nnodes=0 "}},
       {[](LaunchConfig& c) { c.min_nodes = 3; }, {"--nnodes=3:1"}},

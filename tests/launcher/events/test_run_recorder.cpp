@@ -207,3 +207,54 @@ TEST_CASE("a hang's root cause carries its collective as members, every failed r
   CHECK(interrupted["collective"].is_null());
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("stragglers found and recovered are event-log lines, the summary keeps the run's slowest") {
+  const std::string dir = temp_dir();
+  RunRecorder recorder(RunRecorderOptions{dir + "/events.jsonl", {dir + "/summary.json"}, "job", "h0"});
+  RoundView view;
+  view.round = 2;
+  recorder.on_event(RoundJoined{view});
+  StragglerScores first;
+  first.scored_at = 100;
+  first.ranks.push_back({3, 1, "h1", 48.0, 0.31, true, 90.0, {{100.0, 48.0}}});
+  first.ranks.push_back({1, 0, "h0", 2.0, 0.01, false, std::nullopt, {{100.0, 2.0}}});
+  first.nodes.push_back({1, "h1", 30.0, false, std::nullopt});
+  const std::vector<StragglerChange> found{{true, false, 3, 1, "h1", 48.0, 0.31, 10.0}};
+  recorder.on_event(StragglersScored{view, first, found});
+  StragglerScores later = first;
+  later.scored_at = 110;
+  later.ranks[0] = {3, 1, "h1", 3.0, 0.02, false, std::nullopt, {{110.0, 3.0}}};
+  const std::vector<StragglerChange> gone{{false, false, 3, 1, "h1", 3.0, 0.02, 20.0}};
+  recorder.on_event(StragglersScored{view, later, gone});
+  recorder.on_event(JobEnded{view, 0, RoundReport{}, std::nullopt, ""});
+
+  std::ifstream log(dir + "/events.jsonl");
+  std::vector<json> lines;
+  for (std::string line; std::getline(log, line);) lines.push_back(json::parse(line));
+  std::vector<json> straggler_lines;
+  for (const json& l : lines)
+    if (l["event"].get<std::string>().rfind("straggler", 0) == 0) straggler_lines.push_back(l);
+  REQUIRE(straggler_lines.size() == 2);
+  CHECK(straggler_lines[0]["event"] == "straggler");
+  CHECK(straggler_lines[0]["round"] == 2);
+  CHECK(straggler_lines[0]["rank"] == 3);
+  CHECK(straggler_lines[0]["kind"] == "rank");
+  CHECK(straggler_lines[0]["message"] ==
+        "rank 3 on node 1 (h1) enters collectives 48 ms late, 31% of a step, for 10 s");
+  CHECK(straggler_lines[1]["event"] == "straggler_recovered");
+  CHECK(straggler_lines[1]["for_s"] == 20.0);
+
+  const json s = read_json(dir + "/summary.json")["stragglers"];
+  CHECK(s["mode"] == "warn");
+  REQUIRE(s["slowest_ranks"].size() == 2);
+  CHECK(s["slowest_ranks"][0]["rank"] == 3);
+  CHECK(s["slowest_ranks"][0]["lateness_ms"] == 48.0);  // its worst, not its last
+  CHECK(s["slowest_ranks"][0]["straggler"] == true);
+  CHECK(s["slowest_nodes"][0]["node"] == 1);
+}
+
+TEST_CASE("a run never scored has null stragglers in its summary") {
+  const std::string dir = temp_dir();
+  RoundReport none;
+  CHECK(summary_of(dir + "/s.json", 0, none, std::nullopt, "")["stragglers"].is_null());
+}

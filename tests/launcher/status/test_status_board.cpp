@@ -236,3 +236,27 @@ TEST_CASE("the job secret is never in the status") {
   CHECK(text.find("s3cr3t") == std::string::npos);
   CHECK(text.find("etcd-password") == std::string::npos);
 }
+
+TEST_CASE("straggler scores are the status's stragglers object, by the contract's names") {
+  StatusBoard board;
+  CHECK(doc(board)["stragglers"].is_null());  // before the agent says the mode
+  StragglerScores s;
+  s.window_s = 30;
+  s.scored_at = 1800000010;
+  s.ranks.push_back({3, 1, "h2", 48.0, 0.31, true, 1800000000.0, {{1800000010.0, 48.0}}});
+  s.ranks.push_back({2, 1, "h2", 1.0, std::nullopt, false, std::nullopt, {}});
+  s.nodes.push_back({1, "h2", 24.5, false, std::nullopt});
+  RoundView view;
+  const std::vector<StragglerChange> none;
+  board.on_event(StragglersScored{view, s, none});
+  const json j = doc(board)["stragglers"];
+  CHECK(j["mode"] == "warn");
+  CHECK(j["window_s"] == 30);
+  REQUIRE(j["ranks"].size() == 2);
+  CHECK(j["ranks"][0] == json::parse(R"({"rank": 3, "node": 1, "host": "h2", "lateness_ms": 48.0,
+      "step_fraction": 0.31, "straggler": true, "since": 1800000000.0, "history": [[1800000010.0, 48.0]]})"));
+  CHECK(j["ranks"][1]["step_fraction"].is_null());
+  CHECK(j["ranks"][1]["since"].is_null());
+  CHECK(j["nodes"][0] == json::parse(R"({"node": 1, "host": "h2", "lateness_ms": 24.5, "straggler": false,
+      "since": null})"));
+}
