@@ -56,20 +56,29 @@ int FleetController::run() {
 }
 
 void FleetController::on_host_end(std::size_t i, int code) {
-  if (code == kSshFailed && stop_signals_ == 0 && !lost_host_) {
+  if (code == kSshFailed && !told_to_stop_) {
     // Nobody will start this node again: a static job cannot go on without it (the others would
-    // wait for it until --rdzv_timeout), an elastic one goes on with the rest.
-    const bool elastic = config_.min_nodes != config_.max_nodes;
+    // wait for it until --rdzv_timeout), an elastic one goes on with the rest, unless it is node
+    // 0, whose launcher holds the job's store.
+    const bool elastic = config_.min_nodes != config_.max_nodes && i != 0;
     lost_host_ = !elastic;
     log::error("host {} (node {}): the ssh connection ended (ssh exit 255); its launcher stops its part of the job{}",
                sessions_[i]->host(), i,
                elastic ? "; the job goes on without it (elastic)" : ", and so does every other host");
     if (lost_host_) tell_all(SIGTERM);
+  } else if (i == 0 && code != 0 && !told_to_stop_ && ended_ + 1 < sessions_.size()) {
+    // Node 0's launcher failed (a health check, the restarts used up, ...) and took the store
+    // with it: a host still starting would wait for that store until --rdzv_timeout.
+    log::warning("host {} (node 0) ended with exit {}, and the job's store with it: stopping the job on the other "
+                 "hosts",
+                 sessions_[0]->host(), code);
+    tell_all(SIGTERM);
   }
   if (++ended_ == sessions_.size()) io_.stop();
 }
 
 void FleetController::tell_all(int signo) {
+  told_to_stop_ = true;  // from now on a host's ssh exit 255 is its launcher stopping, not a lost host
   for (auto& s : sessions_) s->send(control_signal_line(signo));
 }
 

@@ -1,7 +1,8 @@
 // The controller's event loop once the preflight has passed (fleet_launch.hpp, steps 4 to 6):
 // one ssh per host, all started at once, each handed its channel's header; their lines relayed
 // whole; stop signals turned into messages on the channels, then into their end, then into
-// SIGKILL of ssh; a static job's lost host stopping the rest; the job's exit code at the end.
+// SIGKILL of ssh; a static job's lost host (or node 0's, or node 0 failing) stopping the rest;
+// the job's exit code at the end.
 // Runs on the calling thread; not thread-safe.
 #pragma once
 
@@ -32,8 +33,9 @@ class FleetController {
   FleetController(const LaunchConfig& config, FleetControllerOptions options);
 
   // Starts every host's ssh and blocks until all have ended. Returns the job's exit code: node
-  // 0's launcher's unless ssh to it failed (255), then another node's; 1 when a static job was
-  // stopped for a lost host or every connection was lost. Throws StartError when ssh cannot be
+  // 0's launcher's unless ssh to it failed (255), then another node's; 1 when the job was
+  // stopped for a lost host (any host of a static job, node 0's of an elastic one) or every
+  // connection was lost. Throws StartError when ssh cannot be
   // started.
   int run();
 
@@ -54,6 +56,7 @@ class FleetController {
   std::vector<std::unique_ptr<SshSession>> sessions_;
   std::size_t ended_ = 0;
   int stop_signals_ = 0;
+  bool told_to_stop_ = false;  // every host was told to stop (a signal, a lost host, node 0 failed)
   bool lost_host_ = false;  // a static job's host lost its ssh connection: the job was stopped for it
 };
 

@@ -15,7 +15,6 @@
 
 #include <fmt/format.h>
 
-#include "launcher/config/version.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -105,7 +104,6 @@ int connect_probe(const std::string& host) {
 }  // namespace
 
 int run_port_probe(const LaunchConfig& c) {
-  answer(fmt::format("version {}", kVersion));
   if (c.fleet.fleet_probe == "listen") return listen_probe(c.master_port);
   return connect_probe(c.master_addr);
 }

@@ -1,7 +1,7 @@
 // The host side of the preflight's reachability check (`ddplaunch --fleet_probe listen|connect`,
 // run over ssh by preflight.hpp; not for users). Every answer is one line on stdout starting with
 // kProbeTag, which the controller reads:
-//   "<tag> version <ddplaunch version>"               first, from either mode;
+//   ("<tag> version <v>" comes before, from the preflight's shell command and `--version`);
 //   listen: binds --master_port (0: a free one) on every interface as node 0's store would, then
 //   "<tag> listening <port>", or "<tag> port-taken <port> <reason>"; then holds the port until
 //   its stdin ends (the controller closes it once every host has tried);

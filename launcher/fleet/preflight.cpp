@@ -23,14 +23,18 @@ struct Answer {
   int code = -1;
 };
 
-// The preflight's command on a host: the working directory, the launcher, then its probe.
+// The preflight's command on a host: the working directory, the launcher, its version (from
+// `--version`, which every ddplaunch answers, so an older one that lacks --fleet_probe is still
+// named by its version), then, only when the version is this one's, its probe.
 std::string probe_command(const FleetPlan& plan, std::size_t index, int port) {
   const std::string ddp = shell_quote(plan.ddplaunch);
   return fmt::format(
       "cd -- {0} 2>/dev/null || {{ echo '{1} no-cwd'; exit 0; }}; "
       "command -v {2} >/dev/null 2>&1 || {{ echo '{1} no-ddplaunch'; exit 0; }}; "
+      "v=$({2} --version) || exit; echo \"{1} version ${{v#ddplaunch }}\"; [ \"$v\" = 'ddplaunch {6}' ] || exit 0; "
       "exec {2} --fleet_probe={3} --master_addr={4} --master_port={5}",
-      shell_quote(plan.cwd), kProbeTag, ddp, index == 0 ? "listen" : "connect", shell_quote(plan.master_addr), port);
+      shell_quote(plan.cwd), kProbeTag, ddp, index == 0 ? "listen" : "connect", shell_quote(plan.master_addr), port,
+      kVersion);
 }
 
 bool contains(const std::string& text, const char* what) { return text.find(what) != std::string::npos; }

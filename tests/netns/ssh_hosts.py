@@ -2,6 +2,7 @@
 DeepSpeed side by side, test_hostfile_vs_deepspeed.py): network-namespace hosts, each with an
 sshd whose keys the test makes, the controller's namespace, a gloo worker, process scans."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,8 +16,11 @@ from pyfixtures import netns_hosts_or_skip
 
 HOSTS = ["10.233.0.1", "10.233.0.2", "10.233.0.3"]
 PASSWORD_HOST, NO_SSHD_HOST, NO_DDPLAUNCH_HOST = "10.233.0.4", "10.233.0.5", "10.233.0.6"
+# Its ddplaunch is a script that answers `--version` with OTHER_VERSION (and knows nothing else),
+# and its Site.elsewhere is an empty tmpfs: a working directory made there is missing on it.
+OTHER_HOST, OTHER_VERSION = "10.233.0.7", "0.0.9"
 CONTROLLER = "10.233.0.9"
-ALL = HOSTS + [PASSWORD_HOST, NO_SSHD_HOST, NO_DDPLAUNCH_HOST, CONTROLLER]
+ALL = HOSTS + [PASSWORD_HOST, NO_SSHD_HOST, NO_DDPLAUNCH_HOST, OTHER_HOST, CONTROLLER]
 HEARTBEAT_TIMEOUT = 3
 SSHD = "/usr/sbin/sshd"
 
@@ -67,7 +71,16 @@ class Site:
         hidden = os.path.dirname(ddplaunch)  # a host where ddplaunch is not installed
         self.sshd(NO_DDPLAUNCH_HOST, "PubkeyAuthentication yes\nPasswordAuthentication no\n",
                   wrap=["unshare", "-m", "sh", "-c", f"mount -t tmpfs none {hidden} && exec \"$@\"", "sshd"])
-        for addr in HOSTS + [PASSWORD_HOST, NO_DDPLAUNCH_HOST]:
+        self.elsewhere = tmp / "elsewhere"
+        self.elsewhere.mkdir()
+        other = tmp / "other_ddplaunch"
+        other.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'ddplaunch {OTHER_VERSION}'; exit 0; }}\n"
+                         "echo \"ddplaunch: unknown option $1\" >&2; exit 2\n")
+        other.chmod(0o755)
+        self.sshd(OTHER_HOST, "PubkeyAuthentication yes\nPasswordAuthentication no\n",
+                  wrap=["unshare", "-m", "sh", "-c", f"mount --bind {other} {ddplaunch} && "
+                        f"mount -t tmpfs none {self.elsewhere} && exec \"$@\"", "sshd"])
+        for addr in HOSTS + [PASSWORD_HOST, NO_DDPLAUNCH_HOST, OTHER_HOST]:
             self.wait_sshd(addr)
         self.ssh_options = [f"--ssh_option=IdentityFile={tmp / 'id'}", "--ssh_option=StrictHostKeyChecking=no",
                             "--ssh_option=UserKnownHostsFile=/dev/null", "--ssh_option=LogLevel=ERROR"]
@@ -178,6 +191,30 @@ def wait_for(predicate, timeout, what):
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def kill_ssh_session(ddplaunch, marker, node):
+    """SIGKILLs the sshd session under node `node`'s launcher (the one whose command line names
+    `marker`), as a lost connection; returns that launcher's pid."""
+    launcher = sh("pgrep", "-f", "--", f"^{ddplaunch} --fleet_stdin .*--node_rank={node} .*{marker}").stdout.split()[0]
+    session = parent(launcher)
+    assert "sshd" in open(f"/proc/{session}/cmdline").read()
+    os.kill(session, signal.SIGKILL)
+    return int(launcher)
+
+
+def parent(pid):
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+
+
+def node_of(ddplaunch, pid):
+    """The --node_rank of the host launcher that `pid` (a worker) runs under."""
+    while pid > 1:
+        pid = parent(pid)
+        found = re.search(r"--node_rank=(\d+)", open(f"/proc/{pid}/cmdline").read().replace("\0", " "))
+        if found and open(f"/proc/{pid}/cmdline").read().startswith(ddplaunch):
+            return int(found.group(1))
+    raise AssertionError("no host launcher above the worker")
 
 
 def all_running(tmp, n):

@@ -1,10 +1,12 @@
 """`ddplaunch --hostfile` over real OpenSSH (issue 44).
 
-Seven network-namespace hosts on one bridge: 10.233.0.1-3 run an sshd each (keys made here) and
+Eight network-namespace hosts on one bridge: 10.233.0.1-3 run an sshd each (keys made here) and
 are the job's hosts; 10.233.0.4 runs an sshd that takes passwords only; 10.233.0.5 runs no sshd;
 10.233.0.6 runs an sshd in a mount namespace where the build directory (and so ddplaunch) is
-hidden; 10.233.0.9 is the controller, where the one `ddplaunch --hostfile` command runs. Every
-host has its interface named `fleet0`, so one forwarded GLOO_SOCKET_IFNAME fits all.
+hidden; 10.233.0.7 runs an sshd in a mount namespace where ddplaunch is a script of another
+version and a directory (site.elsewhere) is empty; 10.233.0.9 is the controller, where the one
+`ddplaunch --hostfile` command runs. Every host has its interface named `fleet0`, so one
+forwarded GLOO_SOCKET_IFNAME fits all.
 
 The hosts share this machine's process table and file system, so a process scan here sees every
 host's processes (each test's worker path is its own), and the workers' marker files land in the
@@ -14,11 +16,15 @@ Covered: a 3-node gloo job trains and exits 0 (the environment forwarded and not
 secret on no command line); a rank failing on host 3 gives its exit code and root cause on the
 controller; Ctrl-C at the controller leaves nothing on any host; a SIGKILL of the controller ends
 the remote jobs within the heartbeat timeout; a host's ssh session killed mid-job stops a static
-job (exit 1, its lines kept); slots per host and a restart (--max_restarts reaches every host);
-preflight lines for a password-only host, a host without sshd and one without ddplaunch, for a
---master_addr the other hosts cannot reach and a --master_port taken on node 0's host (exit 2,
-nothing started, within seconds); two jobs on the same hosts, one interrupted, the other
-untouched; --include/--exclude; --dry-run masks the secret.
+job (exit 1, its lines kept); an elastic job (--nnodes=2:3) goes on without a host whose ssh
+session is killed, with --active_nodes=2 the standby taking its place (exit 0), but not without
+node 0's (exit 1); a --health_check
+failing on one host (a static job exits 69 at once, an elastic one runs on the others); slots per
+host and a restart (--max_restarts reaches every host); preflight lines for a password-only host,
+a host without sshd, one without ddplaunch, one whose ddplaunch is another version and one
+without the working directory, for a --master_addr the other hosts cannot reach and a
+--master_port taken on node 0's host (exit 2, nothing started, within seconds); two jobs on the
+same hosts, one interrupted, the other untouched; --include/--exclude; --dry-run masks the secret.
 
 Needs root, `ip netns`, OpenSSH's sshd and the venv's torch (skipped otherwise).
     pytest test_hostfile_ssh.py --ddplaunch=/path/to/ddplaunch
@@ -32,9 +38,9 @@ import time
 
 import pytest
 
-from ssh_hosts import (CONTROLLER, HEARTBEAT_TIMEOUT, HOSTS, NO_DDPLAUNCH_HOST, NO_SSHD_HOST, PASSWORD_HOST,
-                       Controller, all_running, end_started, hostfile, left_running, sh, site_fixture, wait_for,
-                       worker)
+from ssh_hosts import (CONTROLLER, HEARTBEAT_TIMEOUT, HOSTS, NO_DDPLAUNCH_HOST, NO_SSHD_HOST, OTHER_HOST,
+                       OTHER_VERSION, PASSWORD_HOST, Controller, all_running, end_started, hostfile, kill_ssh_session,
+                       left_running, node_of, sh, site_fixture, wait_for, worker)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -131,16 +137,95 @@ def test_a_host_whose_ssh_connection_dies_stops_a_static_job(site, ddplaunch, tm
     w = worker(tmp_path, "cut", steps=100000, pause=0.1)
     c = Controller(site, ddplaunch, tmp_path, ["--hostfile", hostfile(tmp_path), w, str(tmp_path)])
     wait_for(lambda: all_running(tmp_path, 3), 120, "every rank running")
-    launcher = sh("pgrep", "-f", "--", f"^{ddplaunch} --fleet_stdin .*--node_rank=1 .*{w}").stdout.split()[0]
-    session = open(f"/proc/{launcher}/stat").read().rsplit(")", 1)[1].split()[1]  # its parent: sshd's session
-    assert "sshd" in open(f"/proc/{session}/cmdline").read()
-    os.kill(int(session), signal.SIGKILL)
+    kill_ssh_session(ddplaunch, w, 1)
     assert c.wait(60) == 1, c.text()
     out = c.text()
     assert f"host {HOSTS[1]} (node 1): the ssh connection ended (ssh exit 255); its launcher stops its part of the " \
            "job, and so does every other host" in out, out
     assert "[1]:rank 1 of 3 " in out and "[2]:rank 2 of 3 " in out, out
     wait_for(lambda: not left_running(w), 30, "nothing left")
+
+
+def pid_in(path):
+    """The pid a worker wrote to `path`, or None while it is missing or being written."""
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.mark.parametrize("spare", [False, True], ids=["elastic", "spare"])
+def test_an_elastic_job_goes_on_without_a_lost_host(site, ddplaunch, tmp_path, spare):
+    """--nnodes=2:3 from a hostfile; with --active_nodes=2 one host stands by (spare). The ssh
+    session of the host running the last rank (node 1 or 2, whichever joined later) is killed
+    mid-job: the controller says the job goes on; the next round runs with world size 2, rank 1 on
+    the remaining host (the promoted standby, with a spare); the job ends when told, the
+    controller exits 0, and nothing is left on any host."""
+    stop = tmp_path / "stop"
+    w = worker(tmp_path, "elastic", steps=100000, pause=0.1, fail=f"if os.path.exists('{stop}'): break")
+    ranks = 2 if spare else 3
+    c = Controller(site, ddplaunch, tmp_path, ["--hostfile", hostfile(tmp_path), "--nnodes=2:3", "--max_restarts=3",
+                                               *(["--active_nodes=2"] if spare else []), w, str(tmp_path)])
+    wait_for(lambda: (all_running(tmp_path, ranks) and (not spare or "standby (group rank 2)" in c.text()))
+             or c.proc.poll() is not None, 120, "every rank (and the standby) running")
+    rank1 = pid_in(tmp_path / "running_1")
+    lost = node_of(ddplaunch, pid_in(tmp_path / f"running_{ranks - 1}"))
+    kill_ssh_session(ddplaunch, w, lost)
+    wait_for(lambda: pid_in(tmp_path / "running_1") not in (None, rank1) or c.proc.poll() is not None, 90,
+             "rank 1 running again")
+    assert node_of(ddplaunch, pid_in(tmp_path / "running_1")) == 3 - lost, c.text()
+    stop.touch()
+    assert c.wait(60) == 0, c.text()
+    out = c.text()
+    assert f"host {HOSTS[lost]} (node {lost}): the ssh connection ended (ssh exit 255); its launcher stops its " \
+           "part of the job; the job goes on without it (elastic)" in out, out
+    assert "[1]:rank 1 of 2 " in out and "[1]:rank 1 done" in out and "[2]:rank 2 done" not in out, out
+    wait_for(lambda: not left_running(w), 30, "nothing left")
+
+
+def test_an_elastic_job_stops_when_node_0s_host_is_lost(site, ddplaunch, tmp_path):
+    """Node 0's launcher holds the job's store: an elastic job cannot go on without its host, so
+    the controller stops the others at once and exits 1."""
+    w = worker(tmp_path, "node0", steps=100000, pause=0.1)
+    c = Controller(site, ddplaunch, tmp_path, ["--hostfile", hostfile(tmp_path), "--nnodes=2:3", "--max_restarts=3", w,
+                                               str(tmp_path)])
+    wait_for(lambda: all_running(tmp_path, 3) or c.proc.poll() is not None, 120, "every rank running")
+    start = time.monotonic()
+    kill_ssh_session(ddplaunch, w, 0)
+    assert c.wait(60) == 1, c.text()
+    assert f"host {HOSTS[0]} (node 0): the ssh connection ended (ssh exit 255); its launcher stops its part of the " \
+           "job, and so does every other host" in c.text(), c.text()
+    assert time.monotonic() - start < 30, c.text()
+    wait_for(lambda: not left_running(w), 30, "nothing left")
+
+
+@pytest.mark.parametrize("elastic", [False, True], ids=["static", "elastic"])
+def test_a_health_check_failing_on_one_host(site, ddplaunch, tmp_path, elastic):
+    """--health_check reaches every host's launcher; it fails on host 3 (node 2) only. A static job
+    cannot run without that node: node 0 exits 69 with the check's line, the controller stops the
+    host still waiting for node 0's store at once (not after --rdzv_timeout) and exits 69. An
+    elastic one (--nnodes=2:3) runs on the two healthy hosts and exits 0."""
+    w = worker(tmp_path, "sick")
+    check = 'if [ "$DDPLAUNCH_NODE_RANK" = 2 ]; then echo "ib0: link down"; exit 1; fi'
+    start = time.monotonic()
+    c = Controller(site, ddplaunch, tmp_path, ["--hostfile", hostfile(tmp_path), "--health_check", check,
+                                               *(["--nnodes=2:3"] if elastic else []), w, str(tmp_path)])
+    code = c.wait(90)
+    out = c.text()
+    excluded = f"node 2 (vm) excluded itself: health check command '{check}' failed: exited with 1: ib0: link down"
+    assert f"ddplaunch@{HOSTS[2]}:   command '{check}': FAILED: exited with 1: ib0: link down" in out, out
+    assert f"ddplaunch@{HOSTS[2]}: this node does not join the round (exit 69)" in out, out
+    if elastic:
+        assert code == 0, out
+        assert "[1]:rank 1 of 2 " in out and "[1]:rank 1 done" in out, out
+    else:
+        assert code == 69, out
+        assert f"ddplaunch@{HOSTS[0]}: {excluded}; the job cannot run without it (--nnodes=3 is static)" in out, out
+        assert f"ddplaunch: host {HOSTS[0]} (node 0) ended with exit 69, and the job's store with it: stopping the " \
+               "job on the other hosts" in out, out
+        assert "ssh connection ended" not in out and not (tmp_path / "running_0").exists(), out
+    assert time.monotonic() - start < 45, out  # before: 60 s, the host waiting out --rdzv_timeout
+    wait_for(lambda: not left_running(w), 10, "nothing left")
 
 
 def test_preflight_names_each_broken_host_and_its_fix(site, ddplaunch, tmp_path):
@@ -160,6 +245,29 @@ def test_preflight_names_each_broken_host_and_its_fix(site, ddplaunch, tmp_path)
     assert f"host {HOSTS[0]}:" not in out, out
     assert not (tmp_path / "running_0").exists()
     assert took < 10, took  # within seconds: every host at once
+
+
+def test_preflight_names_a_host_with_another_version_or_without_the_working_directory(site, ddplaunch, tmp_path):
+    """OTHER_HOST's ddplaunch is a script that knows only --version (as an older release may not
+    know the preflight's probe): its version is named. A working directory made under
+    site.elsewhere is missing there: that is named. One line each, exit 2, nothing started."""
+    here = sh(ddplaunch, "--version").stdout.split()[-1]
+    w = worker(tmp_path, "never")
+    c = Controller(site, ddplaunch, tmp_path, ["--hostfile", hostfile(tmp_path, [HOSTS[0], OTHER_HOST]), w,
+                                               str(tmp_path)])
+    assert c.wait(60) == 2, c.text()
+    assert f"host {OTHER_HOST}: ddplaunch there is version {OTHER_VERSION}, here {here}; install " \
+           "the same version on every host" in c.text(), c.text()
+    assert "preflight failed on 1 of 2 hosts; nothing was started" in c.text(), c.text()
+    away = site.elsewhere / tmp_path.name
+    away.mkdir()
+    c = Controller(site, ddplaunch, away, ["--hostfile", hostfile(tmp_path, [HOSTS[0], OTHER_HOST]), w,
+                                           str(tmp_path)], "away")
+    assert c.wait(60) == 2, c.text()
+    assert f"host {OTHER_HOST}: the working directory {away} is not there; create it or share it (NFS), or start " \
+           "from a directory every host has" in c.text(), c.text()
+    assert f"host {HOSTS[0]}:" not in c.text() and "nothing was started" in c.text(), c.text()
+    assert not (tmp_path / "running_0").exists()
 
 
 def test_preflight_checks_node_0s_address_and_port_from_every_host(site, ddplaunch, tmp_path):
