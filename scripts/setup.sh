@@ -73,7 +73,9 @@ if [[ "$have" != "$TORCH_VERSION" ]]; then
   # pip shows its download progress on a terminal (torch is large); -q elsewhere.
   quiet=(-q)
   [[ -t 1 ]] && quiet=()
-  .venv/bin/python -m pip install "${quiet[@]}" --disable-pip-version-check "torch==$TORCH_VERSION" numpy
+  # --no-compile: no byte-compiling of torch's thousands of modules at install (a fifth of the
+  # install's CPU time); Python compiles the ones a program imports, once, when it first does.
+  .venv/bin/python -m pip install "${quiet[@]}" --disable-pip-version-check --no-compile "torch==$TORCH_VERSION" numpy
   info=$(torch_info)
 else
   say "torch $have present in .venv"
