@@ -25,7 +25,7 @@ find_path(DDP_NCCL_INCLUDE_DIR nccl.h PATHS "${DDP_NCCL_ROOT}/include" NO_DEFAUL
 find_library(DDP_NCCL_LIBRARY NAMES libnccl.so.2 nccl PATHS "${DDP_NCCL_ROOT}/lib" NO_DEFAULT_PATH)
 
 if(DDP_TORCH_CPU_ONLY)
-  ddp_nccl_off("DDP_TORCH_CPU_ONLY links LibTorch's CPU libraries only")
+  ddp_nccl_off("LibTorch's CPU libraries only (runtime/CMakeLists.txt, DDP_TORCH_CPU_ONLY)")
 elseif(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cudart)
   ddp_nccl_off("no CUDA toolkit (set CUDAToolkit_ROOT, e.g. /usr/local/cuda)")
 elseif(NOT TARGET c10_cuda OR NOT TARGET torch_cuda)

@@ -13,16 +13,17 @@ epochs=${2:-3}
 
 # Set-up prints its steps ("setup: ..."); the build shows one progress line ([n/N] and the file),
 # its full output kept in build/demo-build.log and shown when it fails.
-# Only what the main job needs: no test-suite packages, LibTorch's CPU libraries only (torch without
-# its CUDA libraries: DDP_TORCH_CPU_ONLY), no tests configured, and the build's two targets (the
-# launcher and the example, with the libraries they link), in the same build/ and with the same
-# flags as scripts/test.sh's main build, which then reuses the objects that include no LibTorch.
+# Only what the main job needs: no test-suite packages, torch's CPU libraries without its CUDA ones
+# (the build then links LibTorch's CPU part only: runtime/CMakeLists.txt, DDP_TORCH_CPU_ONLY), no
+# tests configured, and the build's two targets (the launcher and the example, with the libraries
+# they link), in the same build/ and with the same flags as scripts/test.sh's main build, which then
+# reuses the objects that include no LibTorch.
 bash scripts/setup.sh --demo
 source scripts/main_build.sh
 echo "demo: configuring build/ (cmake)"
 # CMake's output (LibTorch's warnings included) is shown only when the configure step fails.
 configure_log=$(mktemp)
-if ! main_build_configure -DDDP_TESTS=OFF -DDDP_TORCH_CPU_ONLY=ON >"$configure_log" 2>&1; then
+if ! main_build_configure -DDDP_TESTS=OFF >"$configure_log" 2>&1; then
   echo "demo: configuring failed:" >&2
   tail -n 30 "$configure_log" >&2
   rm -f "$configure_log"

@@ -97,7 +97,8 @@ if [[ "$have" != "$TORCH_VERSION" ]]; then
     "${pip[@]}" "${quiet[@]}" --no-compile --no-deps "torch==$TORCH_VERSION"
     cpu_deps=$(torch_cpu_deps)
     if [[ -n $cpu_deps ]]; then
-      "${pip[@]}" "${quiet[@]}" --no-compile "$cpu_deps"
+      # (pip would list every dependency of torch left out as a conflict.)
+      "${pip[@]}" "${quiet[@]}" --no-compile --no-warn-conflicts "$cpu_deps"
     else
       "${pip[@]}" "${quiet[@]}" --no-compile "torch==$TORCH_VERSION"
     fi

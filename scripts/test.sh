@@ -38,9 +38,8 @@ jobs=$(nproc)
 #     less compile time than -O2 for code that mostly calls the libraries under test, which keep -O2.
 asan_flags="-O0 -gline-tables-only -DNDEBUG"
 source scripts/main_build.sh
-# DDP_TESTS and DDP_TORCH_CPU_ONLY explicitly: scripts/demo.sh configures the same build/ without the
-# tests, and with LibTorch's CPU libraries only.
-main_build=(main_build_configure -DDDP_TESTS=ON -DDDP_TORCH_CPU_ONLY=OFF -DDDP_TEST_COMPILE_OPTIONS=-Og)
+# DDP_TESTS explicitly: scripts/demo.sh configures the same build/ without the tests.
+main_build=(main_build_configure -DDDP_TESTS=ON -DDDP_TEST_COMPILE_OPTIONS=-Og)
 if ((quick)); then
   echo "test: configuring and building build/ (main)"
   "${main_build[@]}" >/dev/null
