@@ -12,8 +12,10 @@
 # Idempotent: on a ready machine it checks and returns in seconds.
 #   Usage: scripts/setup.sh [--demo]
 # --demo (scripts/demo.sh): only what building and running the main job needs -- the build's
-# Debian packages and .venv with torch, none of the test suite's packages (Catch2, clang, etcd,
-# OpenMPI; pytest and the other Python tools). A later run without it adds them.
+# Debian packages and .venv with torch's CPU libraries (the wheel without its CUDA libraries,
+# Triton and Python dependencies: Python cannot import that torch), none of the test suite's
+# packages (Catch2, clang, etcd, OpenMPI; pytest and the other Python tools). A later run without
+# it adds all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 demo=0
@@ -108,7 +110,11 @@ if [[ "$have" != "$TORCH_VERSION" ]]; then
     "${pip[@]}" "${quiet[@]}" --no-compile "torch==$TORCH_VERSION" numpy
   fi
   info=$(torch_info)
-  [[ ${info%% *} == "$TORCH_VERSION" ]] || { say "torch==$TORCH_VERSION is still not usable in .venv after installing it" >&2; exit 1; }
+  if [[ ${info%% *} != "$TORCH_VERSION" ]]; then
+    say "torch==$TORCH_VERSION is still not usable in .venv after installing it (found '${info%% *}');" \
+        "pip's output above says why; remove .venv and run this script again" >&2
+    exit 1
+  fi
 else
   say "torch $have present in .venv"
 fi
