@@ -13,9 +13,11 @@ epochs=${2:-3}
 
 # Set-up prints its steps ("setup: ..."); the build shows one progress line ([n/N] and the file),
 # its full output kept in build/demo-build.log and shown when it fails.
-# Only what the main job needs: no test-suite packages, no tests configured, and the build's two
-# targets (the launcher and the example, with the libraries they link), in the same build/ and with
-# the same flags as scripts/test.sh's main build, which then reuses these objects.
+# Only what the main job needs: no test-suite packages, torch's CPU libraries without its CUDA ones
+# (the build then links LibTorch's CPU part only: runtime/CMakeLists.txt, DDP_TORCH_CPU_ONLY), no
+# tests configured, and the build's two targets (the launcher and the example, with the libraries
+# they link), in the same build/ and with the same flags as scripts/test.sh's main build, which then
+# reuses the objects that include no LibTorch.
 bash scripts/setup.sh --demo
 source scripts/main_build.sh
 echo "demo: configuring build/ (cmake)"

@@ -14,8 +14,10 @@
 # Idempotent: on a ready machine it checks and returns in seconds.
 #   Usage: scripts/setup.sh [--demo]
 # --demo (scripts/demo.sh): only what building and running the main job needs -- the build's
-# Debian packages and .venv with torch, none of the test suite's packages (Catch2, clang, etcd,
-# OpenMPI; pytest and the other Python tools). A later run without it adds them.
+# Debian packages and .venv with torch's CPU libraries (the wheel without its CUDA libraries,
+# Triton and Python dependencies: Python cannot import that torch), none of the test suite's
+# packages (Catch2, clang, etcd, OpenMPI; pytest and the other Python tools). A later run without
+# it adds all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 demo=0
@@ -62,22 +64,60 @@ if [[ ! -x .venv/bin/python ]]; then
   say "creating .venv with $($PY --version)"
   $PY -m venv .venv
 fi
-# "VERSION CMAKE_PREFIX" of the venv's torch, empty without one: importing torch takes seconds,
-# so one import answers both the version check and the closing line.
+# "VERSION CMAKE_PREFIX" of the venv's torch, empty without one. The test suite's torch must import
+# (Python workers use it; importing takes seconds, so one import answers both the version check and
+# the closing line); the demo's is LibTorch's CPU libraries only, which Python cannot import, so
+# its version comes from the package's metadata and its prefix from where the package is.
 torch_info() {
-  .venv/bin/python -c 'import torch, torch.utils; print(torch.__version__.split("+")[0], torch.utils.cmake_prefix_path)' \
-    2>/dev/null || true
+  if ((demo)); then
+    .venv/bin/python -c 'import importlib.metadata as m, importlib.util as u, os
+print(m.version("torch").split("+")[0], os.path.join(os.path.dirname(u.find_spec("torch").origin), "share", "cmake"))' \
+      2>/dev/null || true
+  else
+    .venv/bin/python -c 'import torch, torch.utils; print(torch.__version__.split("+")[0], torch.utils.cmake_prefix_path)' \
+      2>/dev/null || true
+  fi
+}
+# The CUDA runtime and CUPTI, pinned as the torch wheel pins them (its cuda-toolkit requirement):
+# all of its CUDA dependencies that libtorch_cpu.so loads. Empty when the wheel names none.
+torch_cpu_deps() {
+  .venv/bin/python -c 'import importlib.metadata as m, re
+for r in m.requires("torch") or []:
+    if r.startswith("cuda-toolkit["): print(re.sub(r"\[[^]]*\]", "[cudart,cupti]", r.split(";")[0]).strip())'
 }
 info=$(torch_info)
 have=${info%% *}
 if [[ "$have" != "$TORCH_VERSION" ]]; then
-  say "installing torch==$TORCH_VERSION into .venv (large download on first run)"
-  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-  # pip shows its download progress on a terminal (torch is large); -q elsewhere.
+  pip=(.venv/bin/python -m pip install --disable-pip-version-check)
+  "${pip[@]}" -q --upgrade pip
+  # pip shows its download progress on a terminal (torch is large); -q elsewhere. --no-compile: no
+  # byte-compiling of torch's thousands of modules at install (a fifth of the install's CPU time);
+  # Python compiles the ones a program imports, once, when it first does.
   quiet=(-q)
   [[ -t 1 ]] && quiet=()
-  .venv/bin/python -m pip install "${quiet[@]}" --disable-pip-version-check "torch==$TORCH_VERSION" numpy
+  if ((demo)); then
+    # The demo links LibTorch's CPU libraries only (DDP_TORCH_CPU_ONLY): torch without its 3 GB of
+    # nvidia-* libraries, Triton and the Python packages, which only `import torch` needs.
+    say "installing torch==$TORCH_VERSION's CPU libraries into .venv (Python's import torch needs scripts/setup.sh without --demo)"
+    "${pip[@]}" "${quiet[@]}" --no-compile --no-deps "torch==$TORCH_VERSION"
+    cpu_deps=$(torch_cpu_deps)
+    if [[ -n $cpu_deps ]]; then
+      # (pip would list every dependency of torch left out as a conflict.)
+      "${pip[@]}" "${quiet[@]}" --no-compile --no-warn-conflicts "$cpu_deps"
+    else
+      "${pip[@]}" "${quiet[@]}" --no-compile "torch==$TORCH_VERSION"
+    fi
+  else
+    # After --demo's torch, this adds the dependencies it left out.
+    say "installing torch==$TORCH_VERSION into .venv (large download on first run)"
+    "${pip[@]}" "${quiet[@]}" --no-compile "torch==$TORCH_VERSION" numpy
+  fi
   info=$(torch_info)
+  if [[ ${info%% *} != "$TORCH_VERSION" ]]; then
+    say "torch==$TORCH_VERSION is still not usable in .venv after installing it (found '${info%% *}');" \
+        "pip's output above says why; remove .venv and run this script again" >&2
+    exit 1
+  fi
 else
   say "torch $have present in .venv"
 fi

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/exit_codes.hpp"
 #include "common/format_duration.hpp"
 #include "common/log.hpp"
 #include "ddplaunch/rendezvous/error.hpp"
@@ -19,12 +20,10 @@ using rendezvous::Store;
 using rendezvous::TimeoutError;
 
 namespace {
-const std::string kErrorPrefix = "error: ";
-
 // Marks the round failed unless it already completed (then only this node fails: the others
 // have their ranks and must not see the verdict change under them).
 [[noreturn]] void fail_round(Store& job, const std::string& ready_key, const std::string& message) {
-  job.compare_set(ready_key, "", kErrorPrefix + message);
+  job.compare_set(ready_key, "", round_error(kExitUsage, message));
   throw UsageError(message);
 }
 }  // namespace
@@ -44,7 +43,7 @@ void check_job(Store& root, Store& job, const NodeInfo& self, const RendezvousOp
     const std::string message = "node " + std::to_string(self.node_rank) + " (" + self.host +
                                 ") has --rdzv_id=" + o.run_id + " but the store at " + o.endpoint + " runs job '" +
                                 other_run + "'; use the same --rdzv_id on every node";
-    root.set(other_run + "/" + ready_key, kErrorPrefix + message);
+    root.set(other_run + "/" + ready_key, round_error(kExitUsage, message));
     throw UsageError(message);
   }
   const std::string agreed = job.compare_set("config/nnodes", "", nnodes_text);

@@ -16,8 +16,6 @@
 namespace ddp::launcher {
 namespace {
 
-using nlohmann::json;
-
 // A value as a shell reads it back: as is when it holds only safe characters, else in single quotes.
 std::string shell_word(const std::string& value) {
   const bool safe = !value.empty() && std::all_of(value.begin(), value.end(), [](char ch) {
@@ -33,25 +31,25 @@ std::string shell_word(const std::string& value) {
 }  // namespace
 
 std::string JobRecord::to_json() const {
-  const json doc = {{"pid", pid},
-                    {"proc_start", proc_start},
-                    {"started_ms", started_ms},
-                    {"run_id", run_id},
-                    {"master_addr", master_addr},
-                    {"port", port},
-                    {"nnodes", nnodes},
-                    {"node_rank", node_rank},
-                    {"hosts_store", hosts_store},
-                    {"secret", secret},
-                    {"cwd", cwd},
-                    {"command", command},
-                    {"status_socket", status_socket}};
+  const nlohmann::json doc = {{"pid", pid},
+                              {"proc_start", proc_start},
+                              {"started_ms", started_ms},
+                              {"run_id", run_id},
+                              {"master_addr", master_addr},
+                              {"port", port},
+                              {"nnodes", nnodes},
+                              {"node_rank", node_rank},
+                              {"hosts_store", hosts_store},
+                              {"secret", secret},
+                              {"cwd", cwd},
+                              {"command", command},
+                              {"status_socket", status_socket}};
   // Replacing invalid UTF-8 (a path or argument in another encoding) rather than throwing.
-  return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::optional<JobRecord> JobRecord::from_json(const std::string& text) {
-  const json doc = json::parse(text, nullptr, false);
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
   if (!doc.is_object()) return std::nullopt;
   try {
     JobRecord r;
@@ -70,7 +68,7 @@ std::optional<JobRecord> JobRecord::from_json(const std::string& text) {
     r.status_socket = doc.value("status_socket", "");  // absent in an older launcher's record
     if (r.pid <= 0 || r.port <= 0 || r.port > 65535) return std::nullopt;
     return r;
-  } catch (const json::exception&) {
+  } catch (const nlohmann::json::exception&) {
     return std::nullopt;  // a field missing or of another type: not one of our records
   }
 }

@@ -2,10 +2,10 @@
 # The pip route, as a user takes it, without touching any shared venv:
 #   1. `pip wheel` of the checkout (scikit-build-core: its install rules, cmake/wheel.cmake's link
 #      rules), built in <build dir>-wheel/ (kept: a rerun recompiles only what changed) with the
-#      developer build's flags -- RelWithDebInfo, one object per file -- and ccache when there is
-#      one: that directory sits beside the developer build, so the compiles are ccache hits and the
-#      test takes a minute or two, not a full compile. The release configuration (Release, from the
-#      sdist) is scripts/release.sh's to build and check;
+#      developer build's flags -- RelWithDebInfo, in the unity batches pyproject.toml asks for -- and
+#      ccache when there is one: that directory sits beside the developer build, so the compiles are
+#      ccache hits and the test takes a minute or two, not a full compile. The release configuration
+#      (Release, from the sdist) is scripts/release.sh's to build and check;
 #   2. `auditwheel repair` to a manylinux wheel, then scripts/check_wheel.sh: `auditwheel show`
 #      confirms the tag, no executable became a Python shim, and a fresh venv without a compiler on
 #      PATH installs the wheel and runs ddplaunch, `python -m ddplaunch` and `pipx run`;
