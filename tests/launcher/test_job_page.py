@@ -10,7 +10,9 @@ Chromium renders it (page/page_browser.py: Debian's chromium and chromium-driver
     node 1's page shows its own rank and links to node 0's; without the token the page shows
     nothing, and /status and /stack answer 401 (the stack action takes no stack), /healthz 200;
   * the same job with rank 1 never entering all_reduce #2: node 0's page shows the collective
-    hang's report while the round stops.
+    hang's report while the round stops;
+  * the same job, 2 ranks a node, with rank 3 slowed: node 0's page marks rank 3 (row and chart
+    line) and no other, as the console and the summary name it.
 
 Each test keeps a screenshot (its path printed) in its own directory.
 
@@ -305,4 +307,36 @@ def test_two_node_job_page_shows_the_hang_report(lx, hosts, tmp_path):
     print("the page's hang report: " + seen["hang"])
     for p in launchers:
         assert p.wait(timeout=60) == 124
+    lx.assert_no_survivors()
+
+
+def test_two_node_job_page_names_the_straggler(lx, hosts, tmp_path):
+    # Issue 43's done-means: 2 nodes x 2 ranks, rank 3 (node 1) sleeps 80 ms more per step. Node
+    # 0's page, open from the start, marks rank 3 (its row and its chart line) and no other; the
+    # console and node 0's summary name it too.
+    needs_browser()
+    from test_stragglers import GLOO, FOUND  # the training loop and console line of the straggler tests
+    prog = lx.script("train.py", GLOO, mode=0o644)
+    launchers = []
+    for rank, h in enumerate(hosts):
+        args = ["--nnodes", "2", "--node_rank", str(rank), "--master_addr", NODES[0], "--master_port", "29573",
+                "--nproc_per_node", "2", "--rdzv_id", "pagestraggler", "--status_port", "0", "--rdzv_timeout", "30",
+                "--straggler_window", "6", "--summary_json", str(tmp_path / f"summary{rank}.json"), prog]
+        env = dict(os.environ, PIDDIR=lx.dir, DDPLAUNCH_RDZV_TOKEN=SECRET, GLOO_SOCKET_IFNAME=h.ifname,
+                   PYTHON_EXEC=sys.executable, SECONDS="40", LATE_RANK="3", LATE_MS="80")
+        launchers.append(lx.procs.start(h.cmd(lx.launcher, *args), env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=lx.dir))
+    pages = [read_page_line(p) for p in launchers]
+    seen = browse(pages[0][2] + "?token=" + pages[0][3], "document.querySelectorAll('#ranks tbody tr.straggler').length > 0",
+                  tmp_path / "node0_straggler.png", prefix=hosts[0].cmd(), timeout=60)
+    assert not seen["timed_out"], seen
+    assert [r["rank"] for r in seen["ranks"]] == [0, 1, 2, 3]
+    assert [r["rank"] for r in seen["ranks"] if r["straggler"]] == [3], seen["ranks"]
+    assert [l["rank"] for l in seen["chart_lines"] if l["straggler"]] == [3], seen["chart_lines"]
+    errs = [p.communicate(timeout=120)[1] for p in launchers]
+    assert [p.returncode for p in launchers] == [0, 0], errs
+    found = FOUND.findall(errs[0])
+    assert found and found[0][0].startswith("rank 3 on node 1 ("), errs[0]
+    summary = json.loads((tmp_path / "summary0.json").read_text())["stragglers"]
+    assert summary["slowest_ranks"][0]["rank"] == 3, summary
     lx.assert_no_survivors()
