@@ -201,6 +201,22 @@ def hosts():
     yield from netns_hosts_or_skip(NODES)
 
 
+def start_two_nodes(lx, hosts, port, run_id, prog, nproc=1, args=(), env=None):
+    """Node 0 and node 1 of a job with a secret and --status_port 0, one launcher in each namespace
+    host, and each one's (host, port, page URL, token) as it prints them."""
+    launchers = []
+    for rank, h in enumerate(hosts):
+        argv = ["--nnodes", "2", "--node_rank", str(rank), "--master_addr", NODES[0], "--master_port", str(port),
+                "--nproc_per_node", str(nproc), "--rdzv_id", run_id, "--status_port", "0", "--rdzv_timeout", "30",
+                *[a.replace("{rank}", str(rank)) for a in args], prog]
+        # The host name resolves to loopback in every namespace: gloo is told the interface.
+        launch_env = dict(os.environ, PIDDIR=lx.dir, DDPLAUNCH_RDZV_TOKEN=SECRET, GLOO_SOCKET_IFNAME=h.ifname,
+                          PYTHON_EXEC=sys.executable, **(env or {}))
+        launchers.append(lx.procs.start(h.cmd(lx.launcher, *argv), env=launch_env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=lx.dir))
+    return launchers, [read_page_line(p) for p in launchers]
+
+
 WORKER = ("import os, time, torch, torch.distributed as dist\n"
           "dist.init_process_group('gloo')\n"
           "dist.all_reduce(torch.ones(4))\n"
@@ -212,17 +228,7 @@ WORKER = ("import os, time, torch, torch.distributed as dist\n"
 def test_two_node_job_page(lx, hosts, tmp_path):
     needs_browser()
     worker = lx.script("worker.py", WORKER, mode=0o644)
-    launchers = []
-    for rank, h in enumerate(hosts):
-        args = ["--nnodes", "2", "--node_rank", str(rank), "--master_addr", NODES[0], "--master_port", "29571",
-                "--nproc_per_node", "1", "--rdzv_id", "pagejob", "--status_port", "0", "--heartbeat_timeout", "5",
-                "--rdzv_timeout", "30", worker]
-        # The host name resolves to loopback in every namespace: gloo is told the interface.
-        env = dict(os.environ, PIDDIR=lx.dir, DDPLAUNCH_RDZV_TOKEN=SECRET, GLOO_SOCKET_IFNAME=h.ifname,
-                   PYTHON_EXEC=sys.executable)
-        launchers.append(lx.procs.start(h.cmd(lx.launcher, *args), env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, cwd=lx.dir))
-    pages = [read_page_line(p) for p in launchers]
+    launchers, pages = start_two_nodes(lx, hosts, 29571, "pagejob", worker, args=["--heartbeat_timeout", "5"])
     tokens = {t for *_, t in pages}
     assert len(tokens) == 1 and all(tokens), "every node prints the same token"
     token = tokens.pop()
@@ -288,16 +294,8 @@ def test_two_node_job_page_shows_the_hang_report(lx, hosts, tmp_path):
     # open since before the hang, shows the report (and keeps it once the launcher has gone).
     needs_browser()
     worker = lx.script("hanging.py", HANGING, mode=0o644)
-    launchers = []
-    for rank, h in enumerate(hosts):
-        args = ["--nnodes", "2", "--node_rank", str(rank), "--master_addr", NODES[0], "--master_port", "29572",
-                "--nproc_per_node", "1", "--rdzv_id", "pagehang", "--status_port", "0", "--heartbeat_timeout", "5",
-                "--rdzv_timeout", "30", "--hang_timeout", "5", "--shutdown_timeout", "10", worker]
-        env = dict(os.environ, PIDDIR=lx.dir, DDPLAUNCH_RDZV_TOKEN=SECRET, GLOO_SOCKET_IFNAME=h.ifname,
-                   PYTHON_EXEC=sys.executable)
-        launchers.append(lx.procs.start(h.cmd(lx.launcher, *args), env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, cwd=lx.dir))
-    pages = [read_page_line(p) for p in launchers]
+    launchers, pages = start_two_nodes(lx, hosts, 29572, "pagehang", worker,
+                                       args=["--heartbeat_timeout", "5", "--hang_timeout", "5", "--shutdown_timeout", "10"])
     lx.wait_pids(2, timeout=90)
     seen = browse(pages[0][2] + "?token=" + pages[0][3], "!document.getElementById('hang').hidden",
                   tmp_path / "node0_hang.png", prefix=hosts[0].cmd(), timeout=60)
@@ -317,16 +315,9 @@ def test_two_node_job_page_names_the_straggler(lx, hosts, tmp_path):
     needs_browser()
     from test_stragglers import GLOO, FOUND  # the training loop and console line of the straggler tests
     prog = lx.script("train.py", GLOO, mode=0o644)
-    launchers = []
-    for rank, h in enumerate(hosts):
-        args = ["--nnodes", "2", "--node_rank", str(rank), "--master_addr", NODES[0], "--master_port", "29573",
-                "--nproc_per_node", "2", "--rdzv_id", "pagestraggler", "--status_port", "0", "--rdzv_timeout", "30",
-                "--straggler_window", "6", "--summary_json", str(tmp_path / f"summary{rank}.json"), prog]
-        env = dict(os.environ, PIDDIR=lx.dir, DDPLAUNCH_RDZV_TOKEN=SECRET, GLOO_SOCKET_IFNAME=h.ifname,
-                   PYTHON_EXEC=sys.executable, SECONDS="40", LATE_RANK="3", LATE_MS="80")
-        launchers.append(lx.procs.start(h.cmd(lx.launcher, *args), env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, cwd=lx.dir))
-    pages = [read_page_line(p) for p in launchers]
+    launchers, pages = start_two_nodes(lx, hosts, 29573, "pagestraggler", prog, nproc=2,
+                                       args=["--straggler_window", "6", "--summary_json", str(tmp_path / "summary{rank}.json")],
+                                       env=dict(SECONDS="40", LATE_RANK="3", LATE_MS="80"))
     seen = browse(pages[0][2] + "?token=" + pages[0][3], "document.querySelectorAll('#ranks tbody tr.straggler').length > 0",
                   tmp_path / "node0_straggler.png", prefix=hosts[0].cmd(), timeout=60)
     assert not seen["timed_out"], seen

@@ -150,20 +150,15 @@ def hostfile(tmp, hosts=HOSTS, slots=None):
     return str(path)
 
 
-class Controller:
-    """One `ddplaunch --hostfile` in the controller's namespace."""
+class LoggedRun:
+    """A command run in its own session, its stdout and stderr in <tmp>/<name>.log; remembered
+    in STARTED so that end_started() can stop it when a test failed half-way."""
 
-    def __init__(self, site, ddplaunch, tmp, args, name="controller"):
-        env = dict(os.environ)
-        env.update(PYTHON_EXEC=sys.executable, NCCL_FLEET_TEST="forwarded", FLEET_NOT_FORWARDED="leaked",
-                   GLOO_SOCKET_IFNAME="fleet0")
-        env.pop("DDPLAUNCH_RDZV_TOKEN", None)
+    def __init__(self, argv, env, tmp, name):
         self.log_path = tmp / f"{name}.log"
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", site.ns[CONTROLLER], ddplaunch, *site.ssh_options, "--export=GLOO_SOCKET_IFNAME",
-             f"--heartbeat_timeout={HEARTBEAT_TIMEOUT}", "--rdzv_timeout=60", *args],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=tmp,
+                                     start_new_session=True)
         STARTED.append(self)
 
     def wait(self, timeout=150):
@@ -176,6 +171,19 @@ class Controller:
 
     def text(self):
         return self.log_path.read_text()
+
+
+class Controller(LoggedRun):
+    """One `ddplaunch --hostfile` in the controller's namespace."""
+
+    def __init__(self, site, ddplaunch, tmp, args, name="controller"):
+        env = dict(os.environ)
+        env.update(PYTHON_EXEC=sys.executable, NCCL_FLEET_TEST="forwarded", FLEET_NOT_FORWARDED="leaked",
+                   GLOO_SOCKET_IFNAME="fleet0")
+        env.pop("DDPLAUNCH_RDZV_TOKEN", None)
+        super().__init__(["ip", "netns", "exec", site.ns[CONTROLLER], ddplaunch, *site.ssh_options,
+                          "--export=GLOO_SOCKET_IFNAME", f"--heartbeat_timeout={HEARTBEAT_TIMEOUT}", "--rdzv_timeout=60",
+                          *args], env, tmp, name)
 
 
 def left_running(marker):

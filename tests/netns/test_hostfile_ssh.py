@@ -38,23 +38,11 @@ import time
 
 import pytest
 
-from ssh_hosts import (CONTROLLER, HEARTBEAT_TIMEOUT, HOSTS, NO_DDPLAUNCH_HOST, NO_SSHD_HOST, OTHER_HOST,
-                       OTHER_VERSION, PASSWORD_HOST, Controller, all_running, end_started, hostfile, kill_ssh_session,
-                       left_running, node_of, sh, site_fixture, wait_for, worker)
+from ssh_hosts import (HEARTBEAT_TIMEOUT, HOSTS, NO_DDPLAUNCH_HOST, NO_SSHD_HOST, OTHER_HOST, OTHER_VERSION,
+                       PASSWORD_HOST, Controller, all_running, hostfile, kill_ssh_session, left_running, node_of, sh,
+                       wait_for, worker)
 
 pytestmark = pytest.mark.timeout(300)
-
-@pytest.fixture(scope="module")
-def site(ddplaunch, tmp_path_factory):
-    yield from site_fixture(ddplaunch, tmp_path_factory)
-
-
-@pytest.fixture(autouse=True)
-def no_controller_left():
-    """A test that failed half-way leaves no controller (nor, through it, any host's job) running."""
-    yield
-    end_started()
-
 
 def test_three_hosts_train_and_exit_0(site, ddplaunch, tmp_path):
     w = worker(tmp_path, "ok", steps=40, pause=0.05)
@@ -221,8 +209,10 @@ def test_a_health_check_failing_on_one_host(site, ddplaunch, tmp_path, elastic):
     else:
         assert code == 69, out
         assert f"ddplaunch@{HOSTS[0]}: {excluded}; the job cannot run without it (--nnodes=3 is static)" in out, out
-        assert f"ddplaunch: host {HOSTS[0]} (node 0) ended with exit 69, and the job's store with it: stopping the " \
-               "job on the other hosts" in out, out
+        # Node 0's end stops the hosts still running; when each host saw the exclusion and ended on
+        # its own first, nothing is left to stop.
+        stopped = f"ddplaunch: host {HOSTS[0]} (node 0) ended with exit 69, and the job's store with it: stopping"
+        assert stopped in out or all(f"ddplaunch@{h}: {excluded}" in out for h in HOSTS[:3]), out
         assert "ssh connection ended" not in out and not (tmp_path / "running_0").exists(), out
     assert time.monotonic() - start < 45, out  # before: 60 s, the host waiting out --rdzv_timeout
     wait_for(lambda: not left_running(w), 10, "nothing left")

@@ -16,30 +16,16 @@ Whatever a launcher leaves is killed afterwards (by the test's worker path).
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from ssh_hosts import (CONTROLLER, HOSTS, STARTED, Controller, all_running, end_started, hostfile, left_running,
-                       site_fixture, wait_for, worker)
+from ssh_hosts import CONTROLLER, HOSTS, Controller, LoggedRun, all_running, hostfile, left_running, wait_for, worker
 
 pytestmark = pytest.mark.timeout(900)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = []
-
-
-@pytest.fixture(scope="module")
-def site(ddplaunch, tmp_path_factory):
-    yield from site_fixture(ddplaunch, tmp_path_factory)
-
-
-@pytest.fixture(autouse=True)
-def no_controller_left():
-    """A test that failed half-way leaves no controller (nor, through it, any host's job) running."""
-    yield
-    end_started()
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +38,7 @@ def deepspeed(ddplaunch):
     return os.path.join(venv, "bin", "deepspeed")
 
 
-class DeepSpeedRun:
+class DeepSpeedRun(LoggedRun):
     """`deepspeed --hostfile` in the controller's namespace, through pdsh over the same ssh."""
 
     def __init__(self, site, deepspeed, tmp, worker_path, port):
@@ -66,24 +52,9 @@ class DeepSpeedRun:
                                      "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \"$@\"\n")
         (bin_dir / "ssh").chmod(0o755)
         env = dict(os.environ, PDSH_RCMD_TYPE="ssh", PATH=f"{bin_dir}:{os.environ['PATH']}")
-        self.log_path = tmp / "deepspeed.log"
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", site.ns[CONTROLLER], deepspeed, "--hostfile", hostfile(tmp), "--master_addr",
-             HOSTS[0], "--master_port", str(port), "--no_local_rank", worker_path, str(tmp)],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
-        STARTED.append(self)
-
-    def wait(self, timeout=150):
-        try:
-            return self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-
-    def text(self):
-        return self.log_path.read_text()
+        super().__init__(["ip", "netns", "exec", site.ns[CONTROLLER], deepspeed, "--hostfile", hostfile(tmp),
+                          "--master_addr", HOSTS[0], "--master_port", str(port), "--no_local_rank", worker_path,
+                          str(tmp)], env, tmp, "deepspeed")
 
 
 def start(which, site, ddplaunch, deepspeed, tmp, w, port):
