@@ -73,13 +73,6 @@ def line_of(text, marker):
     return next(i + 1 for i, line in enumerate(text.splitlines()) if marker in line)
 
 
-@pytest.fixture
-def launches(ddplaunch, procs, tmp_path):
-    launches = Launches(ddplaunch, procs, tmp_path)
-    yield launches
-    launches.kill_workers()
-
-
 def py_env(**extra):
     env = {"PYTHON_EXEC": sys.executable, "OMP_NUM_THREADS": "1"}
     env.update(extra)

@@ -14,7 +14,6 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
-from launches import Launches  # noqa: E402
 from test_python_hangs import DESYNC, SLEEPER, assert_desync, line_of, py_env  # noqa: E402
 
 GPUS = torch.cuda.device_count()
@@ -26,13 +25,6 @@ def gpu_env(**extra):
         env["NCCL_MULTI_RANK_GPU_ENABLE"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
     return env
-
-
-@pytest.fixture
-def launches(ddplaunch, procs, tmp_path):
-    launches = Launches(ddplaunch, procs, tmp_path)
-    yield launches
-    launches.kill_workers()
 
 
 def test_a_rank_sleeping_before_an_nccl_all_reduce_is_named(launches):

@@ -25,7 +25,6 @@ import time
 
 import pytest
 
-from launches import Launches
 from pyfixtures import netns_hosts_or_skip, note
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,11 +47,6 @@ exec sleep 30
 @pytest.fixture(scope="module")
 def hosts():
     yield from netns_hosts_or_skip(NODES)
-
-
-@pytest.fixture
-def launches(ddplaunch, procs, tmp_path):
-    return Launches(ddplaunch, procs, tmp_path)
 
 
 def two_node_job(ddplaunch, procs, hosts, tmp_path, port, extra_by_node, env):

@@ -21,9 +21,7 @@ Each test ends its launchers by pid and checks that no worker is left.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 import time
 
@@ -81,13 +79,6 @@ def py_env(**extra):
     env = {"PYTHON_EXEC": sys.executable, "OMP_NUM_THREADS": "1"}
     env.update({k: str(v) for k, v in extra.items()})
     return env
-
-
-@pytest.fixture
-def launches(ddplaunch, procs, tmp_path):
-    launches = Launches(ddplaunch, procs, tmp_path)
-    yield launches
-    launches.kill_workers()
 
 
 def events(path):

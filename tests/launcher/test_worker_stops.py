@@ -21,15 +21,9 @@ import time
 
 import pytest
 
-from launches import Launches
 from pyfixtures import note
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def launches(ddplaunch, procs, tmp_path):
-    return Launches(ddplaunch, procs, tmp_path)
 
 
 # Saves on SIGTERM, reading 6 more batches (~1.5 s) as a step in flight would, then writes
