@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -26,6 +27,9 @@ class PosixProcessContext final : public ProcessContext {
   }
 
   ~PosixProcessContext() override {
+    // A SIGCHLD meant for another round's context may already have queued this context's
+    // handler with success: cancelling cannot recall it, so the handler checks this flag.
+    *alive_ = false;
     boost::system::error_code ignored;  // cancelling a signal set only fails if it is gone
     sigchld_.cancel(ignored);
     // processes_ (destroyed after the workers' pipes) kills and reaps whatever is left.
@@ -90,8 +94,8 @@ class PosixProcessContext final : public ProcessContext {
     return pids;
   }
 
-  // The SIGCHLD wait is not counted: the destructor cancels it, and its handler then touches
-  // nothing of the context.
+  // The SIGCHLD wait is not counted: the destructor cancels it, and its handler, even one a
+  // signal had already queued, then touches nothing of the context (alive_).
   bool settled() const override {
     // An abandoned worker never closes its output: the context settles without it.
     return running() == 0 && pending_ == 0 && std::all_of(workers_.begin(), workers_.end(), [](const auto& w) {
@@ -101,8 +105,8 @@ class PosixProcessContext final : public ProcessContext {
 
  private:
   void wait_sigchld() {
-    sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
-      if (ec) return;
+    sigchld_.async_wait([this, alive = alive_](const boost::system::error_code& ec, int) {
+      if (ec || !*alive) return;
       for (const ProcessSet::Exit& exit : processes_.collect()) {
         // Before anything else: its group's number is still ours (the worker is a zombie).
         if (lifetime_) lifetime_->worker_exited(exit.pid);
@@ -156,6 +160,7 @@ class PosixProcessContext final : public ProcessContext {
   OutputPolicy policy_;
   JobLifetime* lifetime_;  // null: unsupervised (tests)
   asio::signal_set sigchld_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once destroyed (see the destructor)
   ProcessSet processes_;  // declared before workers_: outlives their pipes
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
   std::vector<WorkerProcess*> reported_;
