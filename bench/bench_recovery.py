@@ -18,6 +18,7 @@ Writes a Markdown section to stdout.   python bench_recovery.py BUILD_BIN_DIR [-
 """
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -91,7 +92,24 @@ class NamespaceNodes:
                       ["ip", "-n", n, "link", "set", "lo", "up"]]
         for step in steps:
             subprocess.run(step, check=True, capture_output=True)
+        self._name_hosts()
         return self
+
+    def _name_hosts(self):
+        """Each namespace's own /etc/hosts and an empty resolv.conf (`ip netns exec` mounts
+        /etc/netns/NAME/* over /etc): this machine's hostname is the node's own address there, as
+        on a real host, and the peer's address has a name. torchrun's c10d rendezvous needs both:
+        a node hosts the store only when its hostname resolves to the endpoint's address
+        (torch.distributed.elastic.rendezvous.utils._matches_machine_hostname), and the store
+        looks up each client's name (EAI_AGAIN, after the resolver's timeouts, without DNS)."""
+        me = socket.gethostname()
+        for g, n in enumerate(self.names):
+            d = f"/etc/netns/{n}"
+            os.makedirs(d, exist_ok=True)
+            other = self.ADDRS[1 - g]
+            with open(f"{d}/hosts", "w") as f:
+                f.write(f"127.0.0.1 localhost\n{self.ADDRS[g]} {me}\n{other} {self.names[1 - g]}\n")
+            open(f"{d}/resolv.conf", "w").close()
 
     def prefix(self, g):
         return ["ip", "netns", "exec", self.names[g]]
@@ -99,6 +117,7 @@ class NamespaceNodes:
     def __exit__(self, *exc):
         for n in self.names:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
+            shutil.rmtree(f"/etc/netns/{n}", ignore_errors=True)
 
 
 def commands(name, port, run_id, prog, nodes=2, hosts=None):

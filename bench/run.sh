@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the peers from .venv (and NVIDIA's ft_launcher from .bench-venv) and
 # writes bench/RESULTS.md, then prints the guard verdicts (bench/guards.py), one line per guarded row.
-#   bench/run.sh [--quick]        (BENCH_BUILD_DIR=dir to build in another tree than build/)
+#   bench/run.sh                  all sections, full length: rewrites bench/RESULTS.md whole (its hand-written notes too)
+#   bench/run.sh --quick          all sections, short: writes bench/RESULTS.quick.md (RESULTS.md stays)
+#   (BENCH_BUILD_DIR=dir to build in another tree than build/)
 #   BENCH_SECTIONS="storm hang_peers" bench/run.sh --quick   runs only those sections and writes
 #   bench/RESULTS.sections.md instead (RESULTS.md keeps every section)
 # Sections: launch overhead and failure teardown (bench_launcher.py), the Python worker hook's
@@ -34,6 +36,7 @@ BENCH_FT_LAUNCHER="$(dirname "$(scripts/bench-peers-venv.sh || echo /nonexistent
 export BENCH_FT_LAUNCHER
 sections="launcher python_hook recovery standby hang_peers restart_cost store rendezvous storm etcd allreduce ddp footprint logs numa contention stragglers gpu"
 out=bench/RESULTS.md
+[[ " $* " == *" --quick "* ]] && out=bench/RESULTS.quick.md
 if [[ -n ${BENCH_SECTIONS:-} ]]; then
   sections=$BENCH_SECTIONS
   out=bench/RESULTS.sections.md
