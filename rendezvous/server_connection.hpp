@@ -1,5 +1,6 @@
-// One accepted connection of the TcpStoreServer: reads into a 4 KiB buffer, parses requests
-// incrementally, hands each to the server's StoreState and writes the replies.
+// One accepted connection of the TcpStoreServer: reads into the server's one 4 KiB buffer (an
+// idle connection holds none), parses requests incrementally, hands each to the server's
+// StoreState and writes the replies.
 // Lives on the server's event loop only; its lifetime is held by shared_from_this in pending
 // handlers and by the server's connection table.
 //
@@ -24,7 +25,6 @@
 //     the server refuses (TcpStoreServer::handle).
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -87,7 +87,6 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   ClientId id_;
   boost::asio::ip::tcp::socket socket_;
   boost::asio::ip::tcp::endpoint peer_;
-  std::array<char, 4096> buffer_{};
   RequestParser parser_;
   // Reused for every request and its replies, so handling one allocates nothing of its own.
   Request request_;

@@ -2,6 +2,7 @@
 // guard the key-value state. Speaks PyTorch's c10d TCPStore protocol (protocol.hpp).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -216,6 +217,8 @@ class TcpStoreServer {
   bool accept_starved_ = false;
   std::uint16_t port_ = 0;
   std::unique_ptr<StoreState> state_;
+  // Every TCP connection reads into this one (server_connection.hpp): loop thread only.
+  std::array<char, 4096> read_buffer_{};
   std::unique_ptr<MemoryBudget> budget_;  // before connections_: their charges release into it
   std::atomic<ClientId> next_id_{1};  // the loop's accepts and open_stream() on any thread
   std::unordered_map<ClientId, std::shared_ptr<ServerConnection>> connections_;
