@@ -73,31 +73,31 @@ std::string ServerConnection::deadline_reason() const {
 
 void ServerConnection::read_some() {
   // Reads into the server's one buffer (the loop is one thread, and handle_input copies what it
-  // keeps), so an idle connection holds no read buffer of its own. First at once, as Asio's
-  // async_read_some would; only when nothing is there, a wait for readability. Never the wait
-  // first: the reactor's edge-triggered epoll would not report bytes that came before it. (Queued
-  // before the loop polls again, the wait does see bytes that come after the read.)
+  // keeps), so an idle connection holds no read buffer of its own.
   boost::system::error_code ec;
   const std::size_t n = socket_.read_some(asio::buffer(server_.read_buffer_), ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) {
-    socket_.async_wait(asio::ip::tcp::socket::wait_read,
-                       [self = shared_from_this()](const boost::system::error_code& wec) {
-                         if (self->closed_) return;
-                         if (wec) return self->server_.on_close(self->id_, wec.message());
-                         self->read_some();
-                       });
-    return;
-  }
+  if (ec == asio::error::would_block || ec == asio::error::try_again) return wait_readable();
   if (ec == asio::error::eof) return server_.on_close(id_, "", true);
   if (ec) return server_.on_close(id_, ec.message());
   on_read(n);
 }
 
+void ServerConnection::wait_readable() {
+  socket_.async_wait(asio::ip::tcp::socket::wait_read, [self = shared_from_this()](const boost::system::error_code& ec) {
+    if (self->closed_) return;
+    if (ec) return self->server_.on_close(self->id_, ec.message());
+    self->read_some();
+  });
+}
+
 void ServerConnection::on_read(std::size_t n) {
   auto self = shared_from_this();  // on_close below may drop the server's reference
   if (!handle_input(std::string_view(server_.read_buffer_.data(), n)) || paused_) return;
-  // The next read in a later turn of the loop, as an async read's completion would come: one
-  // busy client neither starves the others nor deepens the stack.
+  // As Asio's own reads go: a short read emptied the socket, so the next bytes come with a
+  // readiness event (one read() per request, no read() that finds nothing); after a full one,
+  // another read in a later turn of the loop (one busy client neither starves the others nor
+  // deepens the stack).
+  if (n < server_.read_buffer_.size()) return wait_readable();
   asio::post(socket_.get_executor(), [self] {
     if (!self->closed_) self->read_some();
   });

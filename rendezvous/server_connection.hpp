@@ -64,7 +64,11 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   ClientId id() const { return id_; }
 
  private:
+  // Reads now (the server's buffer); with nothing there, waits for readability. The wait is only
+  // ever armed right after a read that emptied the socket, in the same turn of the loop: the
+  // reactor's epoll is edge-triggered, so a wait armed later could miss bytes already there.
   void read_some();
+  void wait_readable();
   void on_read(std::size_t n);
   // Hands pending_ to the kernel (step 2) or to an async write (step 3), then updates the
   // deadline and the server's published memory count.
