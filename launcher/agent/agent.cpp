@@ -42,7 +42,8 @@ namespace asio = boost::asio;
 using rendezvous::Store;
 
 Agent::Agent(const LaunchConfig& c, AgentDeps deps)
-    : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), held_timer_(io_), exit_barrier_timer_(io_) {
+    : c_(c), deps_(std::move(deps)), signals_(io_), kill_timer_(io_), held_timer_(io_), exit_barrier_timer_(io_),
+      straggler_timer_(io_) {
   // Every launcher line goes through the console writer, in order with the workers' lines.
   log::set_sink([this](log::Level, std::string line) { console_.write(2, std::move(line)); });
 }

@@ -224,6 +224,7 @@ class Agent {
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer held_timer_;  // --unkillable_timeout after SIGKILL
   boost::asio::steady_timer exit_barrier_timer_;  // --exit_barrier_timeout (agent_exit_barrier.cpp)
+  boost::asio::steady_timer straggler_timer_;     // starts a round's straggler watch (agent_stragglers.cpp)
   EffectiveConfig eff_;                         // resolved once by prepare()
   std::unique_ptr<RendezvousBackend> backend_;  // made by prepare(); the joiner refers to it
   std::unique_ptr<RoundJoiner> joiner_;         // made by prepare(); owns the store connections

@@ -48,7 +48,13 @@ void Agent::watch_stragglers(const std::vector<WorkerSpec>& specs, const std::ve
         python_hook_dir_.empty() ? std::string() : worker_socket_path(eff_.log_root, static_cast<int>(i));
     r.workers.push_back({specs[i].rank, pids[i], static_cast<int>(i), socket});
   }
-  stragglers_->watch(std::move(r));
+  // The watch's threads start after its first interval, when there can be something to score: a
+  // job that ends sooner (a launch, a failure at start) pays no thread and no join at its end.
+  straggler_timer_.expires_after(stragglers_->interval());
+  straggler_timer_.async_wait([this, r = std::move(r)](const boost::system::error_code& ec) mutable {
+    if (ec || r.round != view_.round || !status_.stoppable()) return;
+    stragglers_->watch(std::move(r));
+  });
 }
 
 HealthGate Agent::straggler_gate(HealthGate inner) {
@@ -61,6 +67,7 @@ HealthGate Agent::straggler_gate(HealthGate inner) {
 }
 
 void Agent::stop_stragglers() {
+  straggler_timer_.cancel();  // a start already queued sees the round stopping (watch_stragglers)
   if (stragglers_) stragglers_->stop();
 }
 
