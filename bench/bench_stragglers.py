@@ -20,8 +20,10 @@ launchers on loopback (the store exchange and the clock offsets run as between m
    the GIL, so at worst the training thread waits that long once per interval).
 2. False flags: straggler lines printed in the healthy runs with detection on (target 0).
 3. Detection: rank 3 slowed by 20% of a step from 8 s into the run, (a) sleeping that long more
-   per step, (b) its CPU quota cut to 80% through its cgroup (cgroup v1 cpu.cfs_quota_us, or v2
-   cpu.max; skipped with a note where neither can be written): seconds from the slowdown to the
+   per step, (b) its CPU quota cut to 80% of the CPU it was using (measured over 1 s; 4 ranks on
+   2 cores get about half a core each, so a quota of 80% of one core would slow nothing) through
+   its cgroup (cgroup v1 cpu.cfs_quota_us, or v2 cpu.max; skipped with a note where neither can be
+   written): seconds from the slowdown to the
    console line naming it (target <= 60 s), and which rank was named.
 Writes a Markdown section to stdout.
     python bench_stragglers.py BUILD_BIN_DIR [--quick]
@@ -197,16 +199,27 @@ class Job:
         return ok, step
 
 
+def cpu_share(pid, seconds=1.0):
+    """The CPU `pid` used over `seconds` (all its threads), in cores."""
+    def used():
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    before, t = used(), time.monotonic()
+    time.sleep(seconds)  # a sampling window, nothing to wait on
+    return (used() - before) / (time.monotonic() - t)
+
+
 def throttle(pid_file, deadline):
-    """Moves the pid written to `pid_file` into a new cgroup with 80% of one CPU; a note when
-    this machine does not let us. Runs on its own thread until the pid appears."""
+    """Moves the pid written to `pid_file` into a new cgroup whose quota is 80% of the CPU it was
+    using; a note when this machine does not let us. Runs on its own thread until the pid appears."""
     while time.time() < deadline and not os.path.exists(pid_file):
         time.sleep(0.05)  # the worker writes it when it slows down; nothing to wait on
     if not os.path.exists(pid_file):
         return "no pid"
     pid = open(pid_file).read().strip()
-    for root, files in (("/sys/fs/cgroup/cpu", {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "80000"}),
-                        ("/sys/fs/cgroup", {"cpu.max": "80000 100000"})):
+    quota = str(max(1000, int(0.8 * cpu_share(pid) * 100000)))
+    for root, files in (("/sys/fs/cgroup/cpu", {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": quota}),
+                        ("/sys/fs/cgroup", {"cpu.max": f"{quota} 100000"})):
         d = os.path.join(root, f"ddp_bench_straggler_{os.getpid()}")
         try:
             os.makedirs(d, exist_ok=True)
@@ -295,7 +308,7 @@ def main():
     print()
     print("| slowdown | seconds to the console line (per run) | named |")
     print("|---|---|---|")
-    labels = {"sleep": "sleeps 20% of a step more per step", "cpu": "CPU quota cut to 80% (its cgroup)"}
+    labels = {"sleep": "sleeps 20% of a step more per step", "cpu": "CPU quota cut to 80% of its use (its cgroup)"}
     for how, results in detect.items():
         times = [f"{t:.0f}" for t, _ in results if t is not None]
         named = sorted({w for t, w in results if t is not None}) or sorted({w for _, w in results})
