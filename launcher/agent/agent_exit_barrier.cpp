@@ -17,6 +17,7 @@
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/rdzv/job_monitor.hpp"
+#include "launcher/rdzv/job_round.hpp"
 
 namespace ddp::launcher {
 
@@ -34,7 +35,7 @@ void Agent::leave_early() {
   std::vector<int> running;
   try {
     for (int n = 0; n < view_.active_nodes(); ++n) {
-      if (!joiner_->job()->check({key("done/" + std::to_string(n))})) running.push_back(n);
+      if (!joiner_->job()->check({done_key(key(""), n)})) running.push_back(n);
     }
   } catch (const Error& e) {
     return on_lost(NodeLoss{"the store became unreachable: " + std::string(e.what()), true});

@@ -18,6 +18,11 @@ std::string clock_key(const std::string& prefix, int node, long long n, const ch
   return fmt::format("{}stragglers/clock/{}/{}/{}", prefix, node, n, what);
 }
 
+// The number of node `node`'s latest clock exchange (measure_clock writes it, answer_clock reads it).
+std::string current_key(const std::string& prefix, int node) {
+  return fmt::format("{}stragglers/clock/{}/current", prefix, node);
+}
+
 }  // namespace
 
 std::string entries_key(const std::string& prefix, int node) {
@@ -32,7 +37,7 @@ std::optional<ClockSample> measure_clock(rendezvous::Store& job, const std::stri
                                          std::chrono::milliseconds timeout) {
   const std::string ask = clock_key(prefix, node, n, "ask");
   const std::string reply = clock_key(prefix, node, n, "reply");
-  job.set(fmt::format("{}stragglers/clock/{}/current", prefix, node), std::to_string(n));
+  job.set(current_key(prefix, node), std::to_string(n));
   const std::int64_t t0 = realtime_ns();
   job.set(ask, "");
   std::optional<ClockSample> out;
@@ -56,7 +61,7 @@ long long answer_clock(rendezvous::Store& job, const std::string& prefix, int no
   try {
     job.wait({clock_key(prefix, node, n, "ask")}, timeout);
   } catch (const rendezvous::TimeoutError&) {
-    const std::string current = fmt::format("{}stragglers/clock/{}/current", prefix, node);
+    const std::string current = current_key(prefix, node);
     if (!job.check({current})) return n;
     try {
       return std::max(n, std::stoll(job.get(current, kGetTimeout)));

@@ -7,6 +7,7 @@
 #include "common/log.hpp"
 #include "ddplaunch/common/error.hpp"
 #include "launcher/agent/straggler_exchange.hpp"
+#include "launcher/rdzv/round_keys.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -91,7 +92,7 @@ std::shared_ptr<rendezvous::Store> StragglerWatch::connect_into(std::shared_ptr<
 void StragglerWatch::clock_loop(StragglerRound r) {
   const std::shared_ptr<rendezvous::Store> job = connect_into(clock_store_);
   if (!job) return;
-  const std::string prefix = "r" + std::to_string(r.round) + "/";
+  const std::string prefix = round_prefix(r.round);
   long long n = 0;
   try {
     while (!stopped()) n = answer_clock(*job, prefix, r.node, n, interval() * 3);
@@ -123,7 +124,7 @@ void StragglerWatch::score_loop(StragglerRound r) {
 }
 
 void StragglerWatch::tick(const StragglerRound& r, rendezvous::Store* job) {
-  const std::string prefix = "r" + std::to_string(r.round) + "/";
+  const std::string prefix = round_prefix(r.round);
   std::vector<EntryTime> local = reader_.read();
   std::vector<StragglerChange> changes;
   if (!job || r.node == 0) {
@@ -169,20 +170,15 @@ void StragglerWatch::tick(const StragglerRound& r, rendezvous::Store* job) {
 std::vector<StragglerChange> changes_between(const std::optional<StragglerScores>& before, const StragglerScores& after,
                                              int node) {
   std::vector<StragglerChange> out;
-  const auto was = [&](auto&& match) {
-    if (!before) return std::optional<bool>();
-    return match(*before);
-  };
   const double now = after.scored_at;
   bool node_found = false;
   for (const NodeLateness& n : after.nodes) {
     if (n.node != node) continue;
-    const std::optional<bool> flagged = was([&](const StragglerScores& s) {
-      for (const NodeLateness& m : s.nodes)
-        if (m.node == node) return std::optional<bool>(m.straggler);
-      return std::optional<bool>(false);
-    });
-    const bool before_flag = flagged.value_or(false);
+    bool before_flag = false;
+    if (before) {
+      for (const NodeLateness& m : before->nodes)
+        if (m.node == node) before_flag = m.straggler;
+    }
     if (n.straggler != before_flag) {
       out.push_back({n.straggler, true, -1, n.node, n.host, n.lateness_ms, std::nullopt, n.since ? now - *n.since : 0});
       node_found = n.straggler;

@@ -103,11 +103,15 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
   }
 }
 
+std::string done_key(const std::string& round_prefix, int node) {
+  return round_prefix + "done/" + std::to_string(node);
+}
+
 bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes) {
   if (nnodes == 1 && node == 0) return true;  // a standby (node >= nnodes) never declares it alone
-  job.set(round_prefix + "done/" + std::to_string(node), "1");
+  job.set(done_key(round_prefix, node), "1");
   for (int n = 0; n < nnodes; ++n) {
-    const std::string key = round_prefix + "done/" + std::to_string(n);
+    const std::string key = done_key(round_prefix, n);
     if (!job.check({key})) return false;
     try {
       // The key exists: the bound is for the round trip over a slow link (a 1 s bound there

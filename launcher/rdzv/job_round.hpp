@@ -41,6 +41,10 @@ JoinedRound join_job_round(rendezvous::Store& root, rendezvous::Store& job, cons
 // success when it sees every active node's record. Throws what the store throws.
 bool count_in(rendezvous::Store& job, const std::string& round_prefix, int node, int nnodes);
 
+// The key of node `node`'s record that its workers finished (count_in's), under `round_prefix`
+// ("r<round>/"). Pure.
+std::string done_key(const std::string& round_prefix, int node);
+
 // Closes round `next_round` of an elastic job that ended for good, with `why` as the error that a
 // node waiting there (it arrived late) or arriving later exits with, instead of waiting until
 // --rdzv_timeout. Returns whether a node waits there. Never throws (a failure is logged).

@@ -1,11 +1,14 @@
 // See held_workers.hpp.
 #include "launcher/watch/held_workers.hpp"
 
-#include <fstream>
+#include <fcntl.h>
+
+#include <algorithm>
 
 #include <fmt/format.h>
 
 #include "common/format_duration.hpp"
+#include "common/kernel_files.hpp"
 #include "launcher/watch/probe/proc_stat.hpp"
 
 namespace ddp::launcher {
@@ -27,8 +30,9 @@ std::string state_words(const HeldWorker& w) {
 
 HeldWorker read_held_worker(int pid, int rank, int local_rank) {
   HeldWorker w{pid, rank, local_rank, read_proc_stat(pid).state, ""};
-  std::ifstream in(fmt::format("/proc/{}/wchan", pid));
-  std::getline(in, w.wchan);  // an unreadable file leaves it empty: "where the kernel does not say"
+  // An unreadable file leaves it empty: "where the kernel does not say".
+  w.wchan = read_kernel_file(AT_FDCWD, fmt::format("/proc/{}/wchan", pid).c_str());
+  w.wchan.erase(std::min(w.wchan.find('\n'), w.wchan.size()));
   return w;
 }
 
